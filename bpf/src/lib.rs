@@ -1,0 +1,1 @@
+//! BPF programs and their loader (in progress).
