@@ -1,1 +1,3 @@
-//! The analysis pipeline.
+//! The analysis side of bpfperf: read perf.data, unwind, symbolize, aggregate, emit.
+
+pub mod info;

@@ -1,0 +1,299 @@
+//! `analyze info`: what a perf.data file holds, counted.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use format::linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
+use format::linux_perf_data::{PerfFileRecord, UserRecordType};
+use format::PerfFileReader;
+
+/// One event of the file and what its records add up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSummary {
+    pub name: String,
+    pub attr_type: u32,
+    pub config: u64,
+    pub sample_type: u64,
+    pub samples: u64,
+}
+
+/// The contents of a perf.data file, counted.
+#[derive(Debug, Clone, Default)]
+pub struct FileSummary {
+    pub path: String,
+    pub bytes: u64,
+    pub pipe_mode: bool,
+    pub events: Vec<EventSummary>,
+    pub samples: u64,
+    /// Events the kernel (or the recorder) reported as lost, from LOST and LOST_SAMPLES records.
+    pub lost: u64,
+    pub lost_records: u64,
+    pub records: u64,
+    pub compressed_records: bool,
+    /// First and last sample timestamp, in ns.
+    pub time_span: Option<(u64, u64)>,
+    pub hostname: Option<String>,
+    pub os_release: Option<String>,
+    pub arch: Option<String>,
+    pub perf_version: Option<String>,
+    pub nr_cpus: Option<(u32, u32)>,
+    pub cmdline: Option<Vec<String>>,
+    pub build_ids: Vec<(String, String)>,
+    pub features: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// Names of the sample_type bits, in the order of their fields.
+const SAMPLE_TYPE_NAMES: &[(u64, &str)] = &[
+    (1 << 16, "IDENTIFIER"),
+    (1 << 0, "IP"),
+    (1 << 1, "TID"),
+    (1 << 2, "TIME"),
+    (1 << 3, "ADDR"),
+    (1 << 6, "ID"),
+    (1 << 9, "STREAM_ID"),
+    (1 << 7, "CPU"),
+    (1 << 8, "PERIOD"),
+    (1 << 4, "READ"),
+    (1 << 5, "CALLCHAIN"),
+    (1 << 10, "RAW"),
+    (1 << 11, "BRANCH_STACK"),
+    (1 << 12, "REGS_USER"),
+    (1 << 13, "STACK_USER"),
+    (1 << 14, "WEIGHT"),
+    (1 << 15, "DATA_SRC"),
+    (1 << 17, "TRANSACTION"),
+    (1 << 18, "REGS_INTR"),
+    (1 << 19, "PHYS_ADDR"),
+    (1 << 20, "AUX"),
+    (1 << 21, "CGROUP"),
+    (1 << 22, "DATA_PAGE_SIZE"),
+    (1 << 23, "CODE_PAGE_SIZE"),
+    (1 << 24, "WEIGHT_STRUCT"),
+];
+
+/// `IP|TID|TIME...` for a sample_type value.
+pub fn sample_type_words(sample_type: u64) -> String {
+    let mut words: Vec<String> = SAMPLE_TYPE_NAMES
+        .iter()
+        .filter(|(bit, _)| sample_type & bit != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    let known = SAMPLE_TYPE_NAMES.iter().fold(0, |acc, (b, _)| acc | b);
+    if sample_type & !known != 0 {
+        words.push(format!("{:#x}", sample_type & !known));
+    }
+    words.join("|")
+}
+
+fn attr_type_word(t: u32) -> &'static str {
+    match t {
+        0 => "hardware",
+        1 => "software",
+        2 => "tracepoint",
+        3 => "hw-cache",
+        4 => "raw",
+        5 => "breakpoint",
+        _ => "pmu",
+    }
+}
+
+/// Reads the whole file and counts what it holds.
+pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
+    let mut reader = PerfFileReader::open(path)?;
+    let pf = reader.perf_file();
+    let mut s = FileSummary {
+        path: path.display().to_string(),
+        bytes: reader.input_len(),
+        pipe_mode: reader.mode() == format::FileMode::Pipe,
+        hostname: pf.hostname().ok().flatten().map(str::to_string),
+        os_release: pf.os_release().ok().flatten().map(str::to_string),
+        arch: pf.arch().ok().flatten().map(str::to_string),
+        perf_version: pf.perf_version().ok().flatten().map(str::to_string),
+        nr_cpus: pf
+            .nr_cpus()
+            .ok()
+            .flatten()
+            .map(|n| (n.nr_cpus_available, n.nr_cpus_online)),
+        cmdline: pf
+            .cmdline()
+            .ok()
+            .flatten()
+            .map(|v| v.iter().map(|s| s.to_string()).collect()),
+        features: pf.features().iter().map(|f| format!("{f:?}")).collect(),
+        notes: reader.notes().to_vec(),
+        ..Default::default()
+    };
+    if let Ok(ids) = pf.build_ids() {
+        let mut ids: Vec<_> = ids
+            .values()
+            .map(|info| {
+                let hex: String = info.build_id.iter().map(|b| format!("{b:02x}")).collect();
+                (hex, String::from_utf8_lossy(&info.path).into_owned())
+            })
+            .collect();
+        ids.sort();
+        s.build_ids = ids;
+    }
+    s.events = pf
+        .event_attributes()
+        .iter()
+        .enumerate()
+        .map(|(i, desc)| EventSummary {
+            name: reader.event_name(i),
+            attr_type: attr_type_raw(&desc.attr),
+            config: attr_config_raw(&desc.attr),
+            sample_type: desc.attr.sample_format.bits(),
+            samples: 0,
+        })
+        .collect();
+
+    while let Some(record) = reader.next_record()? {
+        s.records += 1;
+        match record {
+            PerfFileRecord::EventRecord { attr_index, record } => match record.record_type {
+                RecordType::SAMPLE => {
+                    if let Some(t) = record.timestamp() {
+                        s.time_span = Some(match s.time_span {
+                            None => (t, t),
+                            Some((a, b)) => (a.min(t), b.max(t)),
+                        });
+                    }
+                    s.samples += 1;
+                    if let Some(e) = s.events.get_mut(attr_index) {
+                        e.samples += 1;
+                    }
+                }
+                RecordType::LOST => {
+                    s.lost_records += 1;
+                    if let Ok(EventRecord::Lost(l)) = record.parse() {
+                        s.lost += l.count;
+                    }
+                }
+                RecordType::LOST_SAMPLES => {
+                    s.lost_records += 1;
+                    let mut data = record.data;
+                    let mut b = [0u8; 8];
+                    if data.read_exact(&mut b).is_ok() {
+                        s.lost += u64::from_le_bytes(b);
+                    }
+                }
+                _ => {}
+            },
+            PerfFileRecord::UserRecord(u) => {
+                if u.record_type == UserRecordType::PERF_COMPRESSED
+                    || u.record_type == UserRecordType::PERF_COMPRESSED2
+                {
+                    s.compressed_records = true;
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+fn attr_type_raw(attr: &format::linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> u32 {
+    use format::linux_perf_data::linux_perf_event_reader::PerfEventType as T;
+    match attr.type_ {
+        T::Hardware(..) => 0,
+        T::Software(..) => 1,
+        T::Tracepoint(..) => 2,
+        T::HwCache(..) => 3,
+        T::Breakpoint(..) => 5,
+        T::DynamicPmu(t, ..) => t,
+    }
+}
+
+fn attr_config_raw(attr: &format::linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> u64 {
+    use format::linux_perf_data::linux_perf_event_reader::PerfEventType as T;
+    match attr.type_ {
+        T::Hardware(id, pmu) => id as u64 | ((pmu.0 as u64) << 32),
+        T::Software(id) => id as u64,
+        T::Tracepoint(id) => id,
+        T::DynamicPmu(_, c, ..) => c,
+        _ => 0,
+    }
+}
+
+impl FileSummary {
+    /// The report as people read it: one fact per line, counts as plain numbers.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let mode = if self.pipe_mode {
+            "pipe mode"
+        } else {
+            "file mode"
+        };
+        let _ = writeln!(
+            o,
+            "file:          {} ({} bytes, {mode})",
+            self.path, self.bytes
+        );
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let _ = writeln!(o, "hostname:      {}", opt(&self.hostname));
+        let _ = writeln!(o, "os release:    {}", opt(&self.os_release));
+        let _ = writeln!(o, "arch:          {}", opt(&self.arch));
+        if let Some((avail, online)) = self.nr_cpus {
+            let _ = writeln!(o, "cpus:          {online} online, {avail} available");
+        }
+        if let Some(v) = &self.perf_version {
+            let _ = writeln!(o, "written by:    {v}");
+        }
+        if let Some(c) = &self.cmdline {
+            let _ = writeln!(o, "command line:  {}", c.join(" "));
+        }
+        if let Some((a, b)) = self.time_span {
+            let _ = writeln!(
+                o,
+                "time span:     {:.6} s ({}.{:09} .. {}.{:09})",
+                (b - a) as f64 / 1e9,
+                a / 1_000_000_000,
+                a % 1_000_000_000,
+                b / 1_000_000_000,
+                b % 1_000_000_000
+            );
+        }
+        let _ = writeln!(
+            o,
+            "records:       {}{}",
+            self.records,
+            if self.compressed_records {
+                " (zstd-compressed)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(o, "samples:       {}", self.samples);
+        let _ = writeln!(
+            o,
+            "lost events:   {} (in {} LOST records)",
+            self.lost, self.lost_records
+        );
+        let _ = writeln!(o, "events:");
+        for e in &self.events {
+            let _ = writeln!(
+                o,
+                "  {:<24} samples {:>10}   type {} ({}) config {:#x}   sample_type {}",
+                e.name,
+                e.samples,
+                e.attr_type,
+                attr_type_word(e.attr_type),
+                e.config,
+                sample_type_words(e.sample_type)
+            );
+        }
+        if !self.features.is_empty() {
+            let _ = writeln!(o, "features:      {}", self.features.join(" "));
+        }
+        if !self.build_ids.is_empty() {
+            let _ = writeln!(o, "build ids:");
+            for (id, path) in &self.build_ids {
+                let _ = writeln!(o, "  {id}  {path}");
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "note:          {n}");
+        }
+        o
+    }
+}

@@ -1,0 +1,52 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading or writing a perf.data file.
+///
+/// Each variant names the file; the ones about bad content also name the byte offset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: is a directory, not a perf.data file")]
+    IsDirectory { path: PathBuf },
+    #[error("{path}: empty file (0 bytes), not a perf.data file")]
+    Empty { path: PathBuf },
+    #[error("{path}: not a perf.data file: magic at offset 0 is {found:?}, expected \"PERFILE2\"")]
+    BadMagic { path: PathBuf, found: String },
+    #[error("{path}: damaged at offset {offset}: {what}")]
+    Damaged {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: linux_perf_data::Error,
+    },
+    #[error("{path}: cannot write: {what}")]
+    Write { path: PathBuf, what: String },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn damaged(path: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+        Error::Damaged {
+            path: path.into(),
+            offset,
+            what: what.into(),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Reading perf.data: linux-perf-data, behind a scan that repairs what perf and cut copies leave.
+
+mod event_name;
+mod scan;
+mod splice;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecordIter};
+
+pub use scan::FileMode;
+use splice::{SpliceCursor, Storage};
+
+use crate::Error;
+
+/// An open perf.data file (or pipe-mode stream), ready to iterate its records in time order.
+///
+/// ```no_run
+/// # fn main() -> Result<(), format::Error> {
+/// let mut reader = format::PerfFileReader::open("perf.data".as_ref())?;
+/// for note in reader.notes() {
+///     eprintln!("warning: {note}");
+/// }
+/// let mut samples = 0;
+/// while let Some(record) = reader.next_record()? {
+///     if let linux_perf_data::PerfFileRecord::EventRecord { record, .. } = record {
+///         samples += (record.record_type.0 == 9) as u64;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct PerfFileReader {
+    path: PathBuf,
+    mode: FileMode,
+    perf_file: PerfFile,
+    records: PerfRecordIter<SpliceCursor>,
+    notes: Vec<String>,
+    tracing_data: Option<Vec<u8>>,
+    input_len: u64,
+    records_range: std::ops::Range<u64>,
+}
+
+impl PerfFileReader {
+    /// Opens `path` through a memory map; `-` reads a pipe-mode stream from standard input.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let storage = if path.as_os_str() == "-" {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(path, e))?;
+            Storage::Owned(bytes)
+        } else {
+            let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+            if meta.is_dir() {
+                return Err(Error::IsDirectory { path: path.into() });
+            }
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            if meta.len() == 0 {
+                return Err(Error::Empty { path: path.into() });
+            }
+            // SAFETY: the map is read-only; a file truncated under us would fault, as with any
+            // mmap-based reader (perf's included). Recordings are not modified while analyzed.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+            Storage::Mapped(map)
+        };
+        Self::from_storage(path, Arc::new(storage))
+    }
+
+    /// Reads perf.data held in memory (`name` is used in messages).
+    pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<Self, Error> {
+        Self::from_storage(name, Arc::new(Storage::Owned(bytes)))
+    }
+
+    fn from_storage(path: &Path, storage: Arc<Storage>) -> Result<Self, Error> {
+        let scanned = scan::scan(path, &storage)?;
+        let input_len = storage.len() as u64;
+        let cursor = SpliceCursor::new(storage, scanned.pieces);
+        let parsed = match scanned.mode {
+            FileMode::File => linux_perf_data::PerfFileReader::parse_file(cursor),
+            FileMode::Pipe => linux_perf_data::PerfFileReader::parse_pipe(cursor),
+        };
+        let parsed = parsed.map_err(|source| Error::Parse {
+            path: path.into(),
+            source,
+        })?;
+        let tracing_data = scanned.tracing_data.or_else(|| {
+            parsed
+                .perf_file
+                .feature_section_data(linux_perf_data::Feature::TRACING_DATA)
+                .map(<[u8]>::to_vec)
+        });
+        Ok(PerfFileReader {
+            path: path.into(),
+            mode: scanned.mode,
+            perf_file: parsed.perf_file,
+            records: parsed.record_iter,
+            notes: scanned.notes,
+            tracing_data,
+            input_len,
+            records_range: scanned.records,
+        })
+    }
+
+    /// The next record in time order, or `None` at the end.
+    pub fn next_record(&mut self) -> Result<Option<PerfFileRecord<'_>>, Error> {
+        let path = &self.path;
+        self.records
+            .next_record(&mut self.perf_file)
+            .map_err(|source| Error::Parse {
+                path: path.clone(),
+                source,
+            })
+    }
+
+    /// Header facts: attributes, features, endianness.
+    pub fn perf_file(&self) -> &PerfFile {
+        &self.perf_file
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn mode(&self) -> FileMode {
+        self.mode
+    }
+
+    /// Size of the input in bytes.
+    pub fn input_len(&self) -> u64 {
+        self.input_len
+    }
+
+    /// Offsets of the first record and of the end of the last whole record.
+    pub fn records_range(&self) -> std::ops::Range<u64> {
+        self.records_range.clone()
+    }
+
+    /// What the reader had to repair (cut-short data, an interrupted recording): one sentence each.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The TRACING_DATA blob, from the feature section or from a pipe-mode record.
+    pub fn tracing_data(&self) -> Option<&[u8]> {
+        self.tracing_data.as_deref()
+    }
+
+    /// The event's name: from EVENT_DESC when present, else made the way perf names events.
+    pub fn event_name(&self, attr_index: usize) -> String {
+        let attrs: &[AttributeDescription] = self.perf_file.event_attributes();
+        match attrs.get(attr_index) {
+            Some(desc) => match &desc.name {
+                Some(name) => name.clone(),
+                None => event_name::derive(&desc.attr, self.tracing_data()),
+            },
+            None => format!("event{attr_index}"),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Checks the framing of a perf.data file before it is parsed, and repairs what can be repaired.
+//!
+//! linux-perf-data trusts the header. Files met in practice break that trust: perf killed while
+//! recording leaves `data.size = 0`, a copy cut short ends in the middle of a record, pipe-mode
+//! streams carry tracing data that the record sizes do not cover. This module walks the record
+//! headers (not their bodies, so it costs little) and builds a view that linux-perf-data can read
+//! from start to end, plus notes that say what was repaired.
+
+use std::path::Path;
+
+use super::splice::Piece;
+use crate::constants::{record_type, FILE_HEADER_SIZE, PIPE_HEADER_SIZE, RECORD_HEADER_SIZE};
+use crate::Error;
+
+/// How the input is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// A seekable file with a header, attributes, a data section and feature sections.
+    File,
+    /// A stream as `perf record -o -` writes it: attributes and features arrive as records.
+    Pipe,
+}
+
+/// What the scan found: the pieces of the repaired view and what it had to repair.
+pub(crate) struct Scanned {
+    pub mode: FileMode,
+    pub pieces: Vec<Piece>,
+    pub notes: Vec<String>,
+    /// Pipe-mode tracing data (in file mode it is a feature section).
+    pub tracing_data: Option<Vec<u8>>,
+    /// Where the records start and end in the input (end is after the last whole record).
+    pub records: std::ops::Range<u64>,
+}
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes(b[off..off + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+/// One step of the record walk.
+enum Step {
+    /// A whole record of this many bytes (tracing data included).
+    Record { len: u64, kind: u32 },
+    /// The walk stops here, for this reason.
+    Stop(String),
+}
+
+/// Looks at the record starting at `off`, whose data may not go past `end`.
+fn step(bytes: &[u8], off: u64, end: u64) -> Step {
+    if off + RECORD_HEADER_SIZE > end {
+        return Step::Stop(format!(
+            "{} bytes at the end do not hold a whole record header",
+            end - off
+        ));
+    }
+    let o = off as usize;
+    let kind = u32_at(bytes, o);
+    let size = u16_at(bytes, o + 6) as u64;
+    if size < RECORD_HEADER_SIZE {
+        return Step::Stop(format!(
+            "record of type {kind} has size {size}, less than its header"
+        ));
+    }
+    let mut len = size;
+    if kind == record_type::HEADER_TRACING_DATA {
+        // Pipe mode: `size` covers the header and a u32 length; the tracing data follows,
+        // padded to 8 bytes.
+        if off + 12 > end {
+            return Step::Stop("tracing data record cut short".into());
+        }
+        let data_len = u32_at(bytes, o + 8) as u64;
+        len = size + data_len.div_ceil(8) * 8;
+    }
+    if off + len > end {
+        return Step::Stop(format!(
+            "record of type {kind} needs {len} bytes, only {} remain",
+            end - off
+        ));
+    }
+    Step::Record { len, kind }
+}
+
+pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
+    let file_len = bytes.len() as u64;
+    if bytes.is_empty() {
+        return Err(Error::Empty { path: path.into() });
+    }
+    if bytes.len() < 16 {
+        return Err(Error::damaged(
+            path,
+            0,
+            format!("file has {file_len} bytes, too few for a perf.data header"),
+        ));
+    }
+    let magic = &bytes[..8];
+    let big_endian = match magic {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => {
+            return Err(Error::BadMagic {
+                path: path.into(),
+                found: String::from_utf8_lossy(magic).into_owned(),
+            })
+        }
+    };
+    let header_size = if big_endian {
+        u64::from_be_bytes(bytes[8..16].try_into().unwrap())
+    } else {
+        u64_at(bytes, 8)
+    };
+    let mode = match header_size {
+        PIPE_HEADER_SIZE => FileMode::Pipe,
+        FILE_HEADER_SIZE => FileMode::File,
+        other => {
+            return Err(Error::damaged(
+                path,
+                8,
+                format!("header size is {other}, expected 104 (file) or 16 (pipe)"),
+            ))
+        }
+    };
+    if big_endian {
+        // Big-endian files are rare (perf on s390x, ppc64); hand them over unrepaired.
+        return Ok(Scanned {
+            mode,
+            pieces: vec![Piece::Stored(0..bytes.len())],
+            notes: vec![],
+            tracing_data: None,
+            records: header_size..file_len,
+        });
+    }
+    match mode {
+        FileMode::Pipe => Ok(scan_pipe(bytes)),
+        FileMode::File => scan_file(path, bytes),
+    }
+}
+
+fn scan_pipe(bytes: &[u8]) -> Scanned {
+    let end = bytes.len() as u64;
+    let mut notes = Vec::new();
+    let mut pieces = vec![Piece::Stored(0..PIPE_HEADER_SIZE as usize)];
+    let mut tracing_data = None;
+    let mut piece_start = PIPE_HEADER_SIZE;
+    let mut off = PIPE_HEADER_SIZE;
+    while off < end {
+        match step(bytes, off, end) {
+            Step::Record { len, kind } => {
+                if kind == record_type::HEADER_TRACING_DATA {
+                    let o = off as usize;
+                    let data_len = u32_at(bytes, o + 8) as usize;
+                    let body = o + u16_at(bytes, o + 6) as usize;
+                    tracing_data = Some(bytes[body..body + data_len].to_vec());
+                    pieces.push(Piece::Stored(piece_start as usize..off as usize));
+                    piece_start = off + len;
+                }
+                off += len;
+            }
+            Step::Stop(why) => {
+                notes.push(format!(
+                    "stream cut short at offset {off}: {why}; everything before it is read"
+                ));
+                break;
+            }
+        }
+    }
+    pieces.push(Piece::Stored(piece_start as usize..off as usize));
+    pieces.retain(|p| !matches!(p, Piece::Stored(r) if r.is_empty()));
+    Scanned {
+        mode: FileMode::Pipe,
+        pieces,
+        notes,
+        tracing_data,
+        records: PIPE_HEADER_SIZE..off,
+    }
+}
+
+fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
+    let file_len = bytes.len() as u64;
+    if file_len < FILE_HEADER_SIZE {
+        return Err(Error::damaged(
+            path,
+            0,
+            format!("file has {file_len} bytes, the perf.data header needs 104 (file cut short?)"),
+        ));
+    }
+    let attr_size = u64_at(bytes, 16);
+    let (attrs_off, attrs_size) = (u64_at(bytes, 24), u64_at(bytes, 32));
+    let (data_off, data_size) = (u64_at(bytes, 40), u64_at(bytes, 48));
+    let past_end = |off: u64, size: u64| off.checked_add(size).is_none_or(|e| e > file_len);
+
+    if !(16 + 64..=4096).contains(&attr_size) {
+        return Err(Error::damaged(
+            path,
+            16,
+            format!("attribute size {attr_size} is not plausible"),
+        ));
+    }
+    if attrs_size == 0 || attrs_size % attr_size != 0 {
+        return Err(Error::damaged(
+            path,
+            32,
+            format!("attribute section size {attrs_size} is not a multiple of the attribute size {attr_size}"),
+        ));
+    }
+    if past_end(attrs_off, attrs_size) {
+        return Err(Error::damaged(
+            path,
+            24,
+            format!("attribute section (offset {attrs_off}, {attrs_size} bytes) ends past the end of the file ({file_len} bytes)"),
+        ));
+    }
+    for i in 0..attrs_size / attr_size {
+        let ids_at = attrs_off + (i + 1) * attr_size - 16;
+        let (ids_off, ids_size) = (
+            u64_at(bytes, ids_at as usize),
+            u64_at(bytes, ids_at as usize + 8),
+        );
+        if past_end(ids_off, ids_size) {
+            return Err(Error::damaged(
+                path,
+                ids_at,
+                format!("id list of attribute {i} (offset {ids_off}, {ids_size} bytes) ends past the end of the file"),
+            ));
+        }
+    }
+    if data_off < FILE_HEADER_SIZE || data_off > file_len {
+        return Err(Error::damaged(
+            path,
+            40,
+            format!("data section offset {data_off} lies outside the file ({file_len} bytes)"),
+        ));
+    }
+
+    let mut notes = Vec::new();
+    let mut keep_features = true;
+    let declared_end = data_off.saturating_add(data_size);
+    let mut end = declared_end;
+    if data_size == 0 {
+        end = file_len;
+        keep_features = false;
+        if file_len > data_off {
+            notes.push(format!(
+                "header says the data section is empty (the recording was interrupted?): read the {} bytes after offset {data_off} instead",
+                file_len - data_off
+            ));
+        }
+    } else if declared_end > file_len {
+        end = file_len;
+        keep_features = false;
+        notes.push(format!(
+            "file cut short: the data section should end at offset {declared_end}, the file ends at {file_len}"
+        ));
+    }
+
+    let mut off = data_off;
+    while off < end {
+        match step(bytes, off, end) {
+            Step::Record { len, .. } => off += len,
+            Step::Stop(why) => {
+                notes.push(format!(
+                    "records end early at offset {off}: {why}; everything before it is read"
+                ));
+                keep_features = false;
+                break;
+            }
+        }
+    }
+
+    let mut features = [0u8; 32];
+    features.copy_from_slice(&bytes[72..104]);
+    if keep_features {
+        let count: u32 = features.iter().map(|b| b.count_ones()).sum();
+        let table = declared_end;
+        let mut bad = None;
+        if past_end(table, count as u64 * 16) {
+            bad = Some(format!(
+                "feature table at offset {table} ends past the end of the file"
+            ));
+        } else {
+            for k in 0..count as u64 {
+                let at = (table + k * 16) as usize;
+                let (fo, fs) = (u64_at(bytes, at), u64_at(bytes, at + 8));
+                if past_end(fo, fs) {
+                    bad = Some(format!(
+                        "feature section {k} (offset {fo}, {fs} bytes) ends past the end of the file"
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = bad {
+            notes.push(format!(
+                "{why}: features (names, build ids, host facts) ignored"
+            ));
+            keep_features = false;
+        }
+    }
+    if !keep_features {
+        features = [0; 32];
+    }
+
+    let mut header = bytes[..FILE_HEADER_SIZE as usize].to_vec();
+    header[48..56].copy_from_slice(&(off - data_off).to_le_bytes());
+    header[72..104].copy_from_slice(&features);
+    let pieces = vec![
+        Piece::Owned(header),
+        Piece::Stored(FILE_HEADER_SIZE as usize..bytes.len()),
+    ];
+    Ok(Scanned {
+        mode: FileMode::File,
+        pieces,
+        notes,
+        tracing_data: None,
+        records: data_off..off,
+    })
+}

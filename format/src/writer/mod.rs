@@ -1,0 +1,279 @@
+//! Writing perf.data through a growing memory map.
+//!
+//! The file is always readable: the header's data size is updated after each
+//! [`PerfFileWriter::finish_round`], and the feature bitmap stays empty until
+//! [`PerfFileWriter::finish`] writes the features. A writer killed at any moment leaves a file
+//! that perf and [`crate::PerfFileReader`] open, holding every record up to the last round.
+
+mod attr;
+mod features;
+mod records;
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub use attr::EventAttr;
+pub use features::{BuildIdEntry, Features};
+use records::Encoder;
+pub use records::{Mmap2File, Sample, SampleId, SideBand, UserRegs};
+
+use crate::constants::{attr_flag, ATTR_SIZE, FILE_HEADER_SIZE, RECORD_HEADER_SIZE};
+use crate::Error;
+
+/// The map grows in steps of at least this many bytes.
+const GROW_MIN: u64 = 4 << 20;
+/// ...and at most this many, so a long recording does not reserve gigabytes at once.
+const GROW_MAX: u64 = 256 << 20;
+
+/// Writes a perf.data file: attributes first, then records in rounds, then features.
+pub struct PerfFileWriter {
+    path: PathBuf,
+    file: File,
+    map: memmap2::MmapMut,
+    attrs: Vec<EventAttr>,
+    data_offset: u64,
+    /// End of the records written so far.
+    len: u64,
+    /// End of the records covered by the header (the last finished round).
+    committed: u64,
+    encoder: Encoder,
+    times: Option<(u64, u64)>,
+    records_in_round: u64,
+}
+
+impl PerfFileWriter {
+    /// Creates `path` (mode 0600, replacing an existing file) and writes the header and attributes.
+    pub fn create(path: &Path, attrs: Vec<EventAttr>) -> Result<Self, Error> {
+        if attrs.is_empty() {
+            return Err(Error::Write {
+                path: path.into(),
+                what: "no events to write".into(),
+            });
+        }
+        let sid_all = attrs[0].flags & attr_flag::SAMPLE_ID_ALL;
+        if attrs.len() > 1
+            && attrs.iter().any(|a| {
+                a.sample_type & crate::sample_type::IDENTIFIER == 0
+                    || a.flags & attr_flag::SAMPLE_ID_ALL != sid_all
+            })
+        {
+            return Err(Error::Write {
+                path: path.into(),
+                what: "with several events, each needs IDENTIFIER and the same sample_id_all"
+                    .into(),
+            });
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+
+        // Header | attrs (attr + ids section) | id arrays | data.
+        let attr_entry = ATTR_SIZE + 16;
+        let attrs_offset = FILE_HEADER_SIZE;
+        let ids_offset = attrs_offset + attr_entry * attrs.len() as u64;
+        let ids_total: u64 = attrs.iter().map(|a| a.ids.len() as u64 * 8).sum();
+        let data_offset = (ids_offset + ids_total).div_ceil(8) * 8;
+
+        let mut head = vec![0u8; data_offset as usize];
+        let mut put = |off: u64, bytes: &[u8]| {
+            head[off as usize..off as usize + bytes.len()].copy_from_slice(bytes)
+        };
+        put(0, b"PERFILE2");
+        put(8, &FILE_HEADER_SIZE.to_le_bytes());
+        put(16, &attr_entry.to_le_bytes());
+        put(24, &attrs_offset.to_le_bytes());
+        put(32, &(attr_entry * attrs.len() as u64).to_le_bytes());
+        put(40, &data_offset.to_le_bytes());
+        put(48, &0u64.to_le_bytes());
+        let mut ids_at = ids_offset;
+        for (i, a) in attrs.iter().enumerate() {
+            let at = attrs_offset + attr_entry * i as u64;
+            put(at, &a.to_bytes());
+            put(at + ATTR_SIZE, &ids_at.to_le_bytes());
+            put(at + ATTR_SIZE + 8, &(a.ids.len() as u64 * 8).to_le_bytes());
+            for id in &a.ids {
+                put(ids_at, &id.to_le_bytes());
+                ids_at += 8;
+            }
+        }
+
+        let mut w = PerfFileWriter {
+            path: path.into(),
+            map: memmap2::MmapMut::map_anon(0).map_err(|e| Error::io(path, e))?,
+            file,
+            attrs,
+            data_offset,
+            len: 0,
+            committed: data_offset,
+            encoder: Encoder::default(),
+            times: None,
+            records_in_round: 0,
+        };
+        w.ensure(data_offset + GROW_MIN)?;
+        w.map[..head.len()].copy_from_slice(&head);
+        w.len = data_offset;
+        Ok(w)
+    }
+
+    /// Grows the file and its map so that `need` bytes fit.
+    fn ensure(&mut self, need: u64) -> Result<(), Error> {
+        if need <= self.map.len() as u64 {
+            return Ok(());
+        }
+        let cap = self.map.len() as u64;
+        let step = cap.clamp(GROW_MIN, GROW_MAX).max(need - cap);
+        let new_cap = (cap + step).div_ceil(4096) * 4096;
+        self.file
+            .set_len(new_cap)
+            .map_err(|e| Error::io(&self.path, e))?;
+        // SAFETY: the file is ours (created and truncated above) and only this writer maps it.
+        self.map = unsafe { memmap2::MmapMut::map_mut(&self.file) }
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(())
+    }
+
+    fn append_encoded(&mut self) -> Result<(), Error> {
+        let n = self.encoder.buf.len() as u64;
+        self.ensure(self.len + n)?;
+        let at = self.len as usize;
+        self.map[at..at + n as usize].copy_from_slice(&self.encoder.buf);
+        self.encoder.buf.clear();
+        self.len += n;
+        self.records_in_round += 1;
+        Ok(())
+    }
+
+    fn attr(&self, attr_index: usize) -> Result<(&EventAttr, u64), Error> {
+        let a = self.attrs.get(attr_index).ok_or_else(|| Error::Write {
+            path: self.path.clone(),
+            what: format!("no event with index {attr_index}"),
+        })?;
+        Ok((a, a.ids.first().copied().unwrap_or(0)))
+    }
+
+    fn encoding_error(&self, what: String) -> Error {
+        Error::Write {
+            path: self.path.clone(),
+            what,
+        }
+    }
+
+    /// Appends a SAMPLE of event `attr_index`.
+    pub fn write_sample(&mut self, attr_index: usize, sample: &Sample) -> Result<(), Error> {
+        let (attr, id) = self.attr(attr_index)?;
+        let sample_type = attr.sample_type;
+        if let Err(what) = self.encoder.sample(sample_type, id, sample) {
+            self.encoder.buf.clear();
+            return Err(self.encoding_error(what));
+        }
+        self.times = Some(match self.times {
+            None => (sample.time, sample.time),
+            Some((a, b)) => (a.min(sample.time), b.max(sample.time)),
+        });
+        self.append_encoded()
+    }
+
+    /// Appends a non-sample record, with the sample_id trailer of event `attr_index`.
+    pub fn write_side_band(
+        &mut self,
+        attr_index: usize,
+        record: &SideBand,
+        sample_id: &SampleId,
+    ) -> Result<(), Error> {
+        let (attr, id) = self.attr(attr_index)?;
+        let (sample_type, sid_all) = (attr.sample_type, attr.flags & attr_flag::SAMPLE_ID_ALL != 0);
+        if let Err(what) = self
+            .encoder
+            .side_band(sample_type, sid_all, id, record, sample_id)
+        {
+            self.encoder.buf.clear();
+            return Err(self.encoding_error(what));
+        }
+        self.append_encoded()
+    }
+
+    /// Appends a record that is already encoded (a kernel side-band record copied as it is).
+    /// Its ids must belong to one of the attributes.
+    pub fn write_raw(&mut self, record: &[u8]) -> Result<(), Error> {
+        let size = record
+            .get(6..8)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .unwrap_or(0);
+        if size != record.len() || size < RECORD_HEADER_SIZE as usize || size % 8 != 0 {
+            return Err(self.encoding_error(format!(
+                "raw record of {} bytes has header size {size}; it must match and be 8-aligned",
+                record.len()
+            )));
+        }
+        self.encoder.buf.extend_from_slice(record);
+        self.append_encoded()
+    }
+
+    /// Ends a round: everything written so far may be sorted and flushed by readers, and is
+    /// now covered by the header. Later records must not be older than this round's newest.
+    pub fn finish_round(&mut self) -> Result<(), Error> {
+        if self.records_in_round == 0 {
+            return Ok(());
+        }
+        self.encoder.finished_round();
+        self.append_encoded()?;
+        self.records_in_round = 0;
+        self.commit();
+        Ok(())
+    }
+
+    /// Makes the header's data size cover every record written so far.
+    fn commit(&mut self) {
+        let size = self.len - self.data_offset;
+        self.map[48..56].copy_from_slice(&size.to_le_bytes());
+        self.committed = self.len;
+    }
+
+    /// Bytes written so far (header, attributes and records).
+    pub fn bytes_written(&self) -> u64 {
+        self.len
+    }
+
+    /// The attributes the file was created with.
+    pub fn attrs(&self) -> &[EventAttr] {
+        &self.attrs
+    }
+
+    /// Finishes the last round, writes the feature sections and trims the file to its size.
+    /// Returns the file size.
+    pub fn finish(mut self, features: &Features) -> Result<u64, Error> {
+        self.finish_round()?;
+        self.commit();
+        let sections = features::sections(features, &self.attrs, self.times);
+        let table_len = sections.len() as u64 * 16;
+        let mut table = Vec::with_capacity(table_len as usize);
+        let mut body = Vec::new();
+        let mut bitmap = [0u8; 32];
+        let mut at = self.len + table_len;
+        for (bit, bytes) in &sections {
+            bitmap[*bit as usize / 8] |= 1 << (bit % 8);
+            table.extend_from_slice(&at.to_le_bytes());
+            table.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            body.extend_from_slice(bytes);
+            at += bytes.len() as u64;
+        }
+        let end = self.len + table.len() as u64 + body.len() as u64;
+        self.ensure(end)?;
+        let l = self.len as usize;
+        self.map[l..l + table.len()].copy_from_slice(&table);
+        self.map[l + table.len()..end as usize].copy_from_slice(&body);
+        self.map[72..104].copy_from_slice(&bitmap);
+        self.map.flush().map_err(|e| Error::io(&self.path, e))?;
+        drop(self.map);
+        self.file
+            .set_len(end)
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(end)
+    }
+}
