@@ -152,9 +152,9 @@ impl PerfFileReader {
     pub fn event_name(&self, attr_index: usize) -> String {
         let attrs: &[AttributeDescription] = self.perf_file.event_attributes();
         match attrs.get(attr_index) {
-            Some(desc) => match &desc.name {
-                Some(name) => name.clone(),
-                None => event_name::derive(&desc.attr, self.tracing_data()),
+            Some(desc) => match desc.name.as_deref() {
+                Some(name) if !name.is_empty() => name.to_string(),
+                _ => event_name::derive(&desc.attr, self.tracing_data()),
             },
             None => format!("event{attr_index}"),
         }

@@ -271,46 +271,69 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         }
     }
 
-    let mut features = [0u8; 32];
-    features.copy_from_slice(&bytes[72..104]);
+    // The feature sections that survive, as (bit, range in the input).
+    let mut kept: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
     if keep_features {
-        let count: u32 = features.iter().map(|b| b.count_ones()).sum();
+        let bits: Vec<u32> = (0..256u32)
+            .filter(|b| bytes[72 + (b / 8) as usize] & (1 << (b % 8)) != 0)
+            .collect();
         let table = declared_end;
-        let mut bad = None;
-        if past_end(table, count as u64 * 16) {
-            bad = Some(format!(
-                "feature table at offset {table} ends past the end of the file"
-            ));
+        if past_end(table, bits.len() as u64 * 16) {
+            notes.push(format!("feature table at offset {table} ends past the end of the file: features (names, build ids, host facts) ignored"));
         } else {
-            for k in 0..count as u64 {
-                let at = (table + k * 16) as usize;
+            for (k, &bit) in bits.iter().enumerate() {
+                let at = (table + k as u64 * 16) as usize;
                 let (fo, fs) = (u64_at(bytes, at), u64_at(bytes, at + 8));
                 if past_end(fo, fs) {
-                    bad = Some(format!(
-                        "feature section {k} (offset {fo}, {fs} bytes) ends past the end of the file"
-                    ));
-                    break;
+                    notes.push(format!("feature section {bit} (offset {fo}, {fs} bytes) ends past the end of the file: ignored"));
+                } else {
+                    kept.push((bit, fo as usize..(fo + fs) as usize));
                 }
             }
         }
-        if let Some(why) = bad {
-            notes.push(format!(
-                "{why}: features (names, build ids, host facts) ignored"
-            ));
-            keep_features = false;
-        }
     }
-    if !keep_features {
-        features = [0; 32];
+    if !kept.iter().any(|(bit, _)| *bit == EVENT_DESC_BIT) {
+        // linux-perf-data takes event ids only from EVENT_DESC: without it, records of a
+        // file with several events could not be told apart. Make one from the attr section.
+        kept.push((EVENT_DESC_BIT, 0..0));
+        kept.sort_by_key(|(bit, _)| *bit);
     }
 
+    // The view: patched header, the records, then a fresh feature table and the sections.
+    let data_end = off as usize;
     let mut header = bytes[..FILE_HEADER_SIZE as usize].to_vec();
     header[48..56].copy_from_slice(&(off - data_off).to_le_bytes());
-    header[72..104].copy_from_slice(&features);
-    let pieces = vec![
+    let mut bitmap = [0u8; 32];
+    for (bit, _) in &kept {
+        bitmap[(bit / 8) as usize] |= 1 << (bit % 8);
+    }
+    header[72..104].copy_from_slice(&bitmap);
+    let mut pieces = vec![
         Piece::Owned(header),
-        Piece::Stored(FILE_HEADER_SIZE as usize..bytes.len()),
+        Piece::Stored(FILE_HEADER_SIZE as usize..data_end),
     ];
+    let mut table = Vec::new();
+    let mut sections = Vec::new();
+    let mut at = data_end as u64 + kept.len() as u64 * 16;
+    for (bit, range) in kept {
+        let piece = if bit == EVENT_DESC_BIT && range.is_empty() {
+            Piece::Owned(event_desc_from_attrs(
+                bytes, attr_size, attrs_off, attrs_size,
+            ))
+        } else {
+            Piece::Stored(range)
+        };
+        let len = match &piece {
+            Piece::Owned(v) => v.len() as u64,
+            Piece::Stored(r) => r.len() as u64,
+        };
+        table.extend_from_slice(&at.to_le_bytes());
+        table.extend_from_slice(&len.to_le_bytes());
+        at += len;
+        sections.push(piece);
+    }
+    pieces.push(Piece::Owned(table));
+    pieces.extend(sections);
     Ok(Scanned {
         mode: FileMode::File,
         pieces,
@@ -318,4 +341,30 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         tracing_data: None,
         records: data_off..off,
     })
+}
+
+const EVENT_DESC_BIT: u32 = crate::constants::feature::EVENT_DESC;
+
+/// An EVENT_DESC section built from the attr section: each attr, its ids, and an empty name
+/// (the reader names such events the way perf does).
+fn event_desc_from_attrs(bytes: &[u8], attr_size: u64, attrs_off: u64, attrs_size: u64) -> Vec<u8> {
+    let count = attrs_size / attr_size;
+    let attr_len = attr_size - 16;
+    let mut out = Vec::new();
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+    out.extend_from_slice(&(attr_len as u32).to_le_bytes());
+    for i in 0..count {
+        let at = (attrs_off + i * attr_size) as usize;
+        out.extend_from_slice(&bytes[at..at + attr_len as usize]);
+        let ids_at = at + attr_len as usize;
+        let (ids_off, ids_size) = (
+            u64_at(bytes, ids_at) as usize,
+            u64_at(bytes, ids_at + 8) as usize,
+        );
+        out.extend_from_slice(&((ids_size / 8) as u32).to_le_bytes());
+        out.extend_from_slice(&4u32.to_le_bytes());
+        out.extend_from_slice(&[0u8; 4]);
+        out.extend_from_slice(&bytes[ids_off..ids_off + ids_size / 8 * 8]);
+    }
+    out
 }

@@ -1,0 +1,305 @@
+//! Files from our writer, read by the real perf: no warnings, symbols resolved as perf does.
+
+use std::path::Path;
+
+use format::{
+    callchain, misc, BuildIdEntry, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,
+};
+
+use crate::common::{fixtures, perf, perf_available, perf_script_clean, stdout_of, TempDir};
+use crate::roundtrip::{cpu_clock_attr, offcpu_attr};
+
+/// Where the program's code lands in our pretend process.
+const BASE: u64 = 0x5555_5555_4000;
+
+struct Elf {
+    build_id: Vec<u8>,
+    /// (file offset, virtual address, size) of the executable PT_LOAD.
+    text: (u64, u64, u64),
+}
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
+fn read_elf(path: &Path) -> Elf {
+    let notes = stdout_of("readelf", &["-n", path.to_str().unwrap()]);
+    let id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap();
+    let build_id = (0..id.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
+        .collect();
+    let phdrs = stdout_of("readelf", &["-lW", path.to_str().unwrap()]);
+    let load = phdrs
+        .lines()
+        .find(|l| l.trim_start().starts_with("LOAD") && l.contains(" R E "))
+        .unwrap();
+    let f: Vec<&str> = load.split_whitespace().collect();
+    Elf {
+        build_id,
+        text: (hex(f[1]), hex(f[2]), hex(f[4])),
+    }
+}
+
+fn symbol(path: &Path, name: &str) -> u64 {
+    let out = stdout_of("nm", &[path.to_str().unwrap()]);
+    out.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == name).then(|| hex(f[0]))
+        })
+        .unwrap_or_else(|| panic!("{name} not in {}", path.display()))
+}
+
+fn kallsyms(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    text.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 3 && f[2] == name).then(|| hex(f[0]))
+        })
+        .unwrap_or_else(|| panic!("{name} not in /proc/kallsyms"))
+}
+
+/// Writes a file as the recorder will: kernel MMAP, MMAP2 of a real ELF by build id,
+/// COMM/FORK/EXIT, cpu-clock samples with kernel+user callchains, offcpu-time samples.
+fn write_realistic(path: &Path, busy: &Path) -> (u64, u64) {
+    let elf = read_elf(busy);
+    let (text_off, text_vaddr, text_size) = elf.text;
+    let page = |v: u64| v & !0xfff;
+    let start = BASE + page(text_vaddr);
+    let len = (text_vaddr + text_size - page(text_vaddr)).div_ceil(4096) * 4096;
+    let ksym_text = kallsyms("_text");
+    let ketext = kallsyms("_etext");
+    let (pid, tid) = (4242u32, 4243u32);
+    let at = |f: &str, off: u64| BASE + symbol(busy, f) + off;
+
+    let mut w = PerfFileWriter::create(path, vec![cpu_clock_attr(0), offcpu_attr()]).unwrap();
+    let sid = |t: u64| SampleId {
+        pid,
+        tid: pid,
+        time: t,
+        cpu: 0,
+    };
+    let kernel_sid = SampleId {
+        pid: u32::MAX,
+        tid: u32::MAX,
+        time: 0,
+        cpu: 0,
+    };
+    w.write_side_band(
+        0,
+        &SideBand::Mmap {
+            misc: misc::KERNEL,
+            pid: u32::MAX,
+            tid: 0,
+            start: ksym_text,
+            len: ketext - ksym_text,
+            pgoff: ksym_text,
+            filename: "[kernel.kallsyms]_text",
+        },
+        &kernel_sid,
+    )
+    .unwrap();
+    w.write_side_band(
+        0,
+        &SideBand::Comm {
+            pid,
+            tid: pid,
+            comm: "busy-fp",
+            exec: true,
+        },
+        &sid(1_000),
+    )
+    .unwrap();
+    w.write_side_band(
+        0,
+        &SideBand::Mmap2 {
+            misc: misc::USER,
+            pid,
+            tid: pid,
+            start,
+            len,
+            pgoff: page(text_off),
+            file: Mmap2File::BuildId(&elf.build_id),
+            prot: 5,
+            flags: 2,
+            filename: busy.to_str().unwrap(),
+        },
+        &sid(1_100),
+    )
+    .unwrap();
+    w.write_side_band(
+        0,
+        &SideBand::Fork {
+            pid,
+            ppid: pid,
+            tid,
+            ptid: pid,
+            time: 1_200,
+        },
+        &sid(1_200),
+    )
+    .unwrap();
+    w.finish_round().unwrap();
+
+    let schedule = kallsyms("schedule");
+    let user = [
+        callchain::USER,
+        at("spin_inner", 8),
+        at("spin_outer", 0x20),
+        at("worker", 0x30),
+    ];
+    let mut t = 2_000u64;
+    let mut samples = 0;
+    for round in 0..10 {
+        for i in 0..50 {
+            t += 1_001_001;
+            let kernel_hit = i % 10 == 0;
+            let kchain = [callchain::KERNEL, schedule + 4];
+            let chain: Vec<u64> = if kernel_hit {
+                kchain.iter().chain(&user).copied().collect()
+            } else {
+                user.to_vec()
+            };
+            let ip = chain[1];
+            w.write_sample(
+                0,
+                &Sample {
+                    misc: if kernel_hit { misc::KERNEL } else { misc::USER },
+                    ip,
+                    pid,
+                    tid,
+                    time: t,
+                    cpu: (i % 2) as u32,
+                    period: 1_001_001,
+                    callchain: &chain,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            samples += 1;
+        }
+        let off_chain = [
+            callchain::KERNEL,
+            schedule + 4,
+            callchain::USER,
+            at("hash_loop", 4),
+            at("worker", 0x30),
+        ];
+        t += 1000;
+        w.write_sample(
+            1,
+            &Sample {
+                misc: misc::KERNEL,
+                ip: off_chain[1],
+                pid,
+                tid,
+                time: t,
+                cpu: 0,
+                period: 5_000_000 + round,
+                callchain: &off_chain,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        w.finish_round().unwrap();
+    }
+    w.write_side_band(
+        0,
+        &SideBand::Exit {
+            pid,
+            ppid: pid,
+            tid,
+            ptid: pid,
+            time: t + 1,
+        },
+        &sid(t + 1),
+    )
+    .unwrap();
+    let features = Features {
+        hostname: Some("bpfperf-test".into()),
+        os_release: Some(stdout_of("uname", &["-r"]).trim().into()),
+        arch: Some("x86_64".into()),
+        nr_cpus: Some((2, 2)),
+        cmdline: Some(vec!["record".into(), busy.display().to_string()]),
+        clockid_res_ns: Some(1),
+        build_ids: vec![BuildIdEntry {
+            pid: pid as i32,
+            kernel: false,
+            build_id: elf.build_id.clone(),
+            filename: busy.display().to_string(),
+        }],
+        ..Default::default()
+    };
+    w.finish(&features).unwrap();
+    (samples, 10)
+}
+
+#[test]
+fn perf_script_reads_our_file_and_resolves_symbols() {
+    if !perf_available() {
+        return;
+    }
+    let dir = TempDir::new("interop");
+    let busy = fixtures().join("busy-fp");
+    let path = dir.path("ours.data");
+    let (cpu_samples, offcpu_samples) = write_realistic(&path, &busy);
+
+    let text = perf_script_clean(&path, &["-F", "comm,pid,tid,event,ip,sym,dso,period"]);
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with(|c: char| c.is_whitespace()) && !l.is_empty())
+        .collect();
+    assert_eq!(
+        headers.iter().filter(|l| l.contains("cpu-clock")).count() as u64,
+        cpu_samples,
+        "{text}"
+    );
+    assert_eq!(
+        headers.iter().filter(|l| l.contains("offcpu-time")).count() as u64,
+        offcpu_samples
+    );
+    assert!(
+        headers.iter().all(|l| l.starts_with("busy-fp")),
+        "comm not applied: {:?}",
+        &headers[..3]
+    );
+    // User frames resolve through the MMAP2 by build id, kernel frames through [kernel.kallsyms].
+    for sym in ["spin_inner", "spin_outer", "worker", "hash_loop"] {
+        assert!(
+            text.contains(&format!(" {sym} (")),
+            "{sym} not resolved:\n{}",
+            &text[..2000.min(text.len())]
+        );
+    }
+    assert!(
+        text.contains(" schedule ([kernel.kallsyms])"),
+        "kernel frame not resolved"
+    );
+    assert!(!text.contains("[unknown]"), "unresolved frames:\n{text}");
+
+    let report = perf(&[
+        "report",
+        "--stdio",
+        "-i",
+        path.to_str().unwrap(),
+        "--no-children",
+        "--sort",
+        "sym",
+    ]);
+    let stderr = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        report.status.success() && stderr.trim().is_empty(),
+        "perf report: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        stdout.contains("spin_inner") && stdout.contains("offcpu-time"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# hostname : bpfperf-test") || !stdout.contains("# hostname"));
+}
