@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use format::linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
-use format::linux_perf_data::{PerfFileRecord, UserRecordType};
+use format::linux_perf_data::PerfFileRecord;
 use format::PerfFileReader;
 
 /// One event of the file and what its records add up to.
@@ -120,6 +120,7 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
             .ok()
             .flatten()
             .map(|v| v.iter().map(|s| s.to_string()).collect()),
+        compressed_records: pf.compression_info().ok().flatten().is_some(),
         features: pf.features().iter().map(|f| format!("{f:?}")).collect(),
         notes: reader.notes().to_vec(),
         ..Default::default()
@@ -180,13 +181,7 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
                 }
                 _ => {}
             },
-            PerfFileRecord::UserRecord(u) => {
-                if u.record_type == UserRecordType::PERF_COMPRESSED
-                    || u.record_type == UserRecordType::PERF_COMPRESSED2
-                {
-                    s.compressed_records = true;
-                }
-            }
+            PerfFileRecord::UserRecord(_) => {}
         }
     }
     Ok(s)

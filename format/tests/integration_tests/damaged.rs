@@ -1,1 +1,122 @@
+//! Damaged input gets an error naming the file, the offset and what is wrong.
 
+use format::{Features, PerfFileReader, PerfFileWriter};
+
+use crate::common::TempDir;
+use crate::roundtrip::cpu_clock_attr;
+
+fn open_err(path: &std::path::Path) -> String {
+    match PerfFileReader::open(path) {
+        Ok(_) => panic!("{} should not open", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn good_file(dir: &TempDir) -> Vec<u8> {
+    let p = dir.path("good.data");
+    let w = PerfFileWriter::create(&p, vec![cpu_clock_attr(0)]).unwrap();
+    w.finish(&Features::default()).unwrap();
+    std::fs::read(p).unwrap()
+}
+
+#[test]
+fn empty_file_and_directory() {
+    let dir = TempDir::new("damaged-empty");
+    let empty = dir.path("empty.data");
+    std::fs::write(&empty, b"").unwrap();
+    let e = open_err(&empty);
+    assert!(e.contains("empty.data") && e.contains("empty file"), "{e}");
+    let e = open_err(&dir.0);
+    assert!(e.contains("is a directory"), "{e}");
+    let e = open_err(&dir.path("missing.data"));
+    assert!(
+        e.contains("missing.data") && e.contains("No such file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_magic() {
+    let dir = TempDir::new("damaged-magic");
+    let p = dir.path("text.data");
+    std::fs::write(&p, b"this is not a perf.data file at all, just text\n").unwrap();
+    let e = open_err(&p);
+    assert!(
+        e.contains("text.data") && e.contains("magic at offset 0") && e.contains("this is "),
+        "{e}"
+    );
+}
+
+#[test]
+fn sizes_pointing_past_the_end() {
+    let dir = TempDir::new("damaged-sizes");
+    let good = good_file(&dir);
+    // (offset of the field, value, words expected in the message)
+    let cases: [(usize, u64, &str); 4] = [
+        (8, 77, "offset 8: header size is 77"),
+        (24, 1 << 40, "offset 24: attribute section"),
+        (32, 145, "offset 32: attribute section size 145"),
+        (40, 1 << 40, "offset 40: data section offset"),
+    ];
+    for (field, value, words) in cases {
+        let mut bytes = good.clone();
+        bytes[field..field + 8].copy_from_slice(&value.to_le_bytes());
+        let p = dir.path("bad.data");
+        std::fs::write(&p, &bytes).unwrap();
+        let e = open_err(&p);
+        assert!(
+            e.contains("bad.data") && e.contains(words),
+            "field {field}: {e}"
+        );
+    }
+}
+
+#[test]
+fn header_cut_short() {
+    let dir = TempDir::new("damaged-short");
+    let good = good_file(&dir);
+    let p = dir.path("short.data");
+    std::fs::write(&p, &good[..60]).unwrap();
+    let e = open_err(&p);
+    assert!(e.contains("short.data") && e.contains("60 bytes"), "{e}");
+}
+
+#[test]
+fn record_of_size_zero_stops_reading_with_a_note() {
+    let dir = TempDir::new("damaged-zero");
+    let p = dir.path("zero.data");
+    let mut w = PerfFileWriter::create(&p, vec![cpu_clock_attr(0)]).unwrap();
+    for t in 0..10 {
+        w.write_sample(
+            0,
+            &format::Sample {
+                time: t,
+                pid: 1,
+                tid: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    w.finish(&Features::default()).unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let sample_size =
+        u16::from_le_bytes(bytes[data_offset + 6..data_offset + 8].try_into().unwrap()) as usize;
+    let third = data_offset + 2 * sample_size;
+    bytes[third + 6..third + 8].copy_from_slice(&0u16.to_le_bytes());
+    std::fs::write(&p, &bytes).unwrap();
+    let mut r = PerfFileReader::open(&p).unwrap();
+    assert!(
+        r.notes()
+            .iter()
+            .any(|n| n.contains(&format!("offset {third}")) && n.contains("size 0")),
+        "{:?}",
+        r.notes()
+    );
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 2);
+}
