@@ -7,6 +7,8 @@
 //! u32 size + kallsyms; u32 size + printk formats; u64 size + saved cmdlines.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
 
 const MAGIC: &[u8] = b"\x17\x08Dtracing";
 
@@ -27,7 +29,63 @@ pub struct TracingData {
     pub page_size: u32,
 }
 
+/// Reads a tracefs file whole. tracefs reports size 0 and some of its files (header_page) end
+/// the stream after a short first read, so read with one large buffer, not `fs::read`.
+pub fn read_tracefs_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
 impl TracingData {
+    /// Header files from a mounted tracefs (`/sys/kernel/tracing`), no events yet.
+    pub fn from_tracefs(tracefs: &Path) -> std::io::Result<Self> {
+        let events = tracefs.join("events");
+        Ok(TracingData {
+            header_page: read_tracefs_file(&events.join("header_page"))?,
+            header_event: read_tracefs_file(&events.join("header_event"))?,
+            events: Vec::new(),
+            page_size: 4096,
+        })
+    }
+
+    /// Adds a kernel event's format file (`events/SYSTEM/NAME/format`) and returns its id.
+    pub fn add_tracefs_event(
+        &mut self,
+        tracefs: &Path,
+        system: &str,
+        name: &str,
+    ) -> std::io::Result<u64> {
+        let text = read_tracefs_file(
+            &tracefs
+                .join("events")
+                .join(system)
+                .join(name)
+                .join("format"),
+        )?;
+        let id = String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("ID:").and_then(|v| v.trim().parse().ok()))
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("no ID in format of {system}:{name}"),
+                )
+            })?;
+        self.events.push(EventFormat {
+            system: system.into(),
+            text,
+        });
+        Ok(id)
+    }
+
     /// The blob as perf 6.1 reads it (little-endian, 64-bit long).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = Vec::new();

@@ -81,6 +81,8 @@ fn killed_writer_leaves_a_file_perf_and_reader_open() {
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));

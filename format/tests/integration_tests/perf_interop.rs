@@ -303,3 +303,114 @@ fn perf_script_reads_our_file_and_resolves_symbols() {
     );
     assert!(stdout.contains("# hostname : bpfperf-test") || !stdout.contains("# hostname"));
 }
+
+/// A made-up tracepoint (own system, own ID, own fields) carried in TRACING_DATA: perf script
+/// prints its fields by name. This is how block I/O records become readable in perf.
+#[test]
+fn perf_script_decodes_a_made_up_tracepoint_from_tracing_data() {
+    use format::{attr_flag, event_type, sample_type as st, EventAttr, EventFormat, TracingData};
+    if !perf_available() {
+        return;
+    }
+    let tracing = std::path::Path::new("/sys/kernel/tracing/events");
+    if !tracing.join("header_page").exists() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
+    }
+    const ID: u64 = 60001;
+    let format_text = format!(
+        "name: block_io\nID: {ID}\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:u32 dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:u64 sector;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:u32 bytes;\toffset:24;\tsize:4;\tsigned:0;\n\
+\tfield:char rwbs[8];\toffset:28;\tsize:8;\tsigned:0;\n\
+\tfield:u64 latency_ns;\toffset:40;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"dev=%u sector=%llu bytes=%u rwbs=%s latency_ns=%llu\", REC->dev, REC->sector, REC->bytes, REC->rwbs, REC->latency_ns\n"
+    );
+    let mut td = TracingData::from_tracefs(tracing.parent().unwrap())
+        .expect("tracefs header files (mount tracefs)");
+    assert!(
+        td.header_page.len() > 100,
+        "header_page read whole: {} bytes",
+        td.header_page.len()
+    );
+    td.events.push(EventFormat {
+        system: "bpfperf".into(),
+        text: format_text.into_bytes(),
+    });
+    let attr = EventAttr {
+        name: "bpfperf:block_io".into(),
+        type_: event_type::TRACEPOINT,
+        config: ID,
+        sample_period_or_freq: 1,
+        sample_type: st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::RAW,
+        flags: attr_flag::SAMPLE_ID_ALL,
+        ids: vec![77],
+        ..Default::default()
+    };
+    let dir = TempDir::new("tracepoint");
+    let path = dir.path("tp.data");
+    let mut w = PerfFileWriter::create(&path, vec![attr]).unwrap();
+    w.write_side_band(
+        0,
+        &SideBand::Comm {
+            pid: 99,
+            tid: 99,
+            comm: "tar",
+            exec: true,
+        },
+        &SampleId {
+            pid: 99,
+            tid: 99,
+            time: 1,
+            cpu: 0,
+        },
+    )
+    .unwrap();
+    let mut raw = vec![0u8; 48];
+    raw[0..2].copy_from_slice(&(ID as u16).to_le_bytes());
+    raw[4..8].copy_from_slice(&99i32.to_le_bytes());
+    raw[8..12].copy_from_slice(&((8u32 << 20) | 16).to_le_bytes());
+    raw[16..24].copy_from_slice(&123456u64.to_le_bytes());
+    raw[24..28].copy_from_slice(&4096u32.to_le_bytes());
+    raw[28..30].copy_from_slice(b"WS");
+    raw[40..48].copy_from_slice(&250_000u64.to_le_bytes());
+    w.write_sample(
+        0,
+        &Sample {
+            pid: 99,
+            tid: 99,
+            time: 1_000_000_000,
+            period: 1,
+            raw: &raw,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.finish(&Features {
+        tracing_data: Some(td.to_bytes()),
+        ..Default::default()
+    })
+    .unwrap();
+
+    let text = perf_script_clean(&path, &[]);
+    assert!(text.contains("bpfperf:block_io:"), "{text}");
+    assert!(
+        text.contains("dev=8388624 sector=123456 bytes=4096 rwbs=WS latency_ns=250000"),
+        "{text}"
+    );
+    assert!(text.trim_start().starts_with("tar"), "{text}");
+    // And our reader names the event from the same blob.
+    let r = format::PerfFileReader::open(&path).unwrap();
+    assert_eq!(
+        format::tracepoint_names(r.tracing_data().unwrap())
+            .get(&ID)
+            .unwrap(),
+        "bpfperf:block_io"
+    );
+}
