@@ -15,6 +15,7 @@
 
 mod constants;
 mod error;
+pub mod events;
 mod reader;
 mod tracing_data;
 mod writer;

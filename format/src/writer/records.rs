@@ -124,7 +124,7 @@ impl Encoder {
         self.buf.extend_from_slice(v);
     }
     fn pad8(&mut self) {
-        while self.buf.len() % 8 != 0 {
+        while !self.buf.len().is_multiple_of(8) {
             self.buf.push(0);
         }
     }

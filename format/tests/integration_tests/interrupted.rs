@@ -99,7 +99,7 @@ fn killed_writer_leaves_a_file_perf_and_reader_open() {
         let (per_attr, _) = count_with_reader(&path);
         let samples: u64 = per_attr.iter().sum();
         assert!(
-            samples > 0 && samples % 100 == 0,
+            samples > 0 && samples.is_multiple_of(100),
             "whole rounds only, got {samples}"
         );
         assert_eq!(per_attr[1] * 25, samples, "offcpu share of whole rounds");

@@ -304,55 +304,32 @@ fn perf_script_reads_our_file_and_resolves_symbols() {
     assert!(stdout.contains("# hostname : bpfperf-test") || !stdout.contains("# hostname"));
 }
 
-/// A made-up tracepoint (own system, own ID, own fields) carried in TRACING_DATA: perf script
-/// prints its fields by name. This is how block I/O records become readable in perf.
+/// bpfperf:block_io, a made-up tracepoint (own system, own ID, own fields) carried in
+/// TRACING_DATA: perf script prints its fields by name.
 #[test]
-fn perf_script_decodes_a_made_up_tracepoint_from_tracing_data() {
-    use format::{attr_flag, event_type, sample_type as st, EventAttr, EventFormat, TracingData};
+fn perf_script_decodes_block_io_from_tracing_data() {
+    use format::events::{block_io_attr, block_io_format, BlockIo, BLOCK_IO_TRACEPOINT_ID};
+    use format::{sample_type as st, TracingData};
     if !perf_available() {
         return;
     }
-    let tracing = std::path::Path::new("/sys/kernel/tracing/events");
-    if !tracing.join("header_page").exists() {
+    let tracefs = std::path::Path::new("/sys/kernel/tracing");
+    if !tracefs.join("events/header_page").exists() {
         let _ = std::process::Command::new("mount")
             .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
             .status();
     }
-    const ID: u64 = 60001;
-    let format_text = format!(
-        "name: block_io\nID: {ID}\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-\tfield:u32 dev;\toffset:8;\tsize:4;\tsigned:0;\n\
-\tfield:u64 sector;\toffset:16;\tsize:8;\tsigned:0;\n\
-\tfield:u32 bytes;\toffset:24;\tsize:4;\tsigned:0;\n\
-\tfield:char rwbs[8];\toffset:28;\tsize:8;\tsigned:0;\n\
-\tfield:u64 latency_ns;\toffset:40;\tsize:8;\tsigned:0;\n\n\
-print fmt: \"dev=%u sector=%llu bytes=%u rwbs=%s latency_ns=%llu\", REC->dev, REC->sector, REC->bytes, REC->rwbs, REC->latency_ns\n"
-    );
-    let mut td = TracingData::from_tracefs(tracing.parent().unwrap())
-        .expect("tracefs header files (mount tracefs)");
+    let mut td = TracingData::from_tracefs(tracefs).expect("tracefs header files (mount tracefs)");
     assert!(
         td.header_page.len() > 100,
         "header_page read whole: {} bytes",
         td.header_page.len()
     );
-    td.events.push(EventFormat {
-        system: "bpfperf".into(),
-        text: format_text.into_bytes(),
-    });
-    let attr = EventAttr {
-        name: "bpfperf:block_io".into(),
-        type_: event_type::TRACEPOINT,
-        config: ID,
-        sample_period_or_freq: 1,
-        sample_type: st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::RAW,
-        flags: attr_flag::SAMPLE_ID_ALL,
-        ids: vec![77],
-        ..Default::default()
-    };
+    td.events.push(block_io_format());
+    let attr = block_io_attr(
+        st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU,
+        vec![77],
+    );
     let dir = TempDir::new("tracepoint");
     let path = dir.path("tp.data");
     let mut w = PerfFileWriter::create(&path, vec![attr]).unwrap();
@@ -372,21 +349,25 @@ print fmt: \"dev=%u sector=%llu bytes=%u rwbs=%s latency_ns=%llu\", REC->dev, RE
         },
     )
     .unwrap();
-    let mut raw = vec![0u8; 48];
-    raw[0..2].copy_from_slice(&(ID as u16).to_le_bytes());
-    raw[4..8].copy_from_slice(&99i32.to_le_bytes());
-    raw[8..12].copy_from_slice(&((8u32 << 20) | 16).to_le_bytes());
-    raw[16..24].copy_from_slice(&123456u64.to_le_bytes());
-    raw[24..28].copy_from_slice(&4096u32.to_le_bytes());
-    raw[28..30].copy_from_slice(b"WS");
-    raw[40..48].copy_from_slice(&250_000u64.to_le_bytes());
+    let mut io = BlockIo {
+        dev: (8 << 20) | 16,
+        sector: 123456,
+        bytes: 4096,
+        latency_ns: 250_000,
+        issue_ns: 999_750_000,
+        tracked: 1,
+        ..Default::default()
+    };
+    io.rwbs[..2].copy_from_slice(b"WS");
+    io.comm[..3].copy_from_slice(b"tar");
+    let raw = io.to_raw(99);
     w.write_sample(
         0,
         &Sample {
             pid: 99,
             tid: 99,
             time: 1_000_000_000,
-            period: 1,
+            period: io.latency_ns,
             raw: &raw,
             ..Default::default()
         },
@@ -401,16 +382,17 @@ print fmt: \"dev=%u sector=%llu bytes=%u rwbs=%s latency_ns=%llu\", REC->dev, RE
     let text = perf_script_clean(&path, &[]);
     assert!(text.contains("bpfperf:block_io:"), "{text}");
     assert!(
-        text.contains("dev=8388624 sector=123456 bytes=4096 rwbs=WS latency_ns=250000"),
+        text.contains("8,16 WS 123456 + 4096 bytes latency=250000 ns comm=tar tracked=1"),
         "{text}"
     );
     assert!(text.trim_start().starts_with("tar"), "{text}");
-    // And our reader names the event from the same blob.
+    // Our reader names the event from the same blob and decodes the payload.
     let r = format::PerfFileReader::open(&path).unwrap();
     assert_eq!(
         format::tracepoint_names(r.tracing_data().unwrap())
-            .get(&ID)
+            .get(&BLOCK_IO_TRACEPOINT_ID)
             .unwrap(),
         "bpfperf:block_io"
     );
+    assert_eq!(BlockIo::from_raw(&raw), Some(io));
 }

@@ -39,24 +39,10 @@ pub fn cpu_clock_attr(extra_sample_type: u64) -> EventAttr {
 }
 
 pub fn offcpu_attr() -> EventAttr {
-    EventAttr {
-        name: "offcpu-time".into(),
-        type_: event_type::SOFTWARE,
-        config: sw_event::BPF_OUTPUT,
-        sample_period_or_freq: 1,
-        sample_type: st::IDENTIFIER
-            | st::IP
-            | st::TID
-            | st::TIME
-            | st::ID
-            | st::CPU
-            | st::PERIOD
-            | st::CALLCHAIN,
-        flags: attr_flag::SAMPLE_ID_ALL | attr_flag::USE_CLOCKID,
-        clockid: 1,
-        ids: vec![1002],
-        ..Default::default()
-    }
+    format::events::offcpu_attr(
+        st::IDENTIFIER | st::IP | st::TID | st::TIME | st::ID | st::CPU | st::CALLCHAIN,
+        vec![1002],
+    )
 }
 
 #[test]

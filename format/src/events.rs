@@ -1,0 +1,198 @@
+//! The events bpfperf adds to perf.data beyond perf's own, defined once for the recorder and
+//! the analyzer.
+//!
+//! - **offcpu-time**: perf's own name and attr for off-CPU samples (SOFTWARE / BPF_OUTPUT).
+//!   One sample per off-CPU interval: time = when the thread ran again, period = nanoseconds
+//!   off the CPU, callchain = where it blocked. perf 6.1 shows these samples by name.
+//! - **bpfperf:block_io**: a made-up tracepoint (own system, own id) whose format travels in
+//!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
+//!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
+//!   issuing stack, RAW = [`BlockIo`].
+
+use crate::constants::{attr_flag, event_type, sample_type as st, sw_event};
+use crate::{EventAttr, EventFormat};
+
+/// Name perf gives off-CPU samples.
+pub const OFFCPU_EVENT: &str = "offcpu-time";
+/// Name of the block I/O event.
+pub const BLOCK_IO_EVENT: &str = "bpfperf:block_io";
+/// Tracepoint id of `bpfperf:block_io`: above the ids the kernel hands out, below u16::MAX
+/// (the id is also written in the 16-bit `common_type` field).
+pub const BLOCK_IO_TRACEPOINT_ID: u64 = 60001;
+
+/// The attr of off-CPU samples; `sample_type` matches the on-CPU event's id layout.
+pub fn offcpu_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    EventAttr {
+        name: OFFCPU_EVENT.into(),
+        type_: event_type::SOFTWARE,
+        config: sw_event::BPF_OUTPUT,
+        sample_period_or_freq: 1,
+        sample_type: sample_type | st::PERIOD,
+        flags: attr_flag::SAMPLE_ID_ALL | attr_flag::USE_CLOCKID,
+        clockid: libc_clock_monotonic(),
+        ids,
+        ..Default::default()
+    }
+}
+
+/// The attr of block I/O samples.
+pub fn block_io_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    EventAttr {
+        name: BLOCK_IO_EVENT.into(),
+        type_: event_type::TRACEPOINT,
+        config: BLOCK_IO_TRACEPOINT_ID,
+        sample_period_or_freq: 1,
+        sample_type: sample_type | st::PERIOD | st::RAW,
+        flags: attr_flag::SAMPLE_ID_ALL | attr_flag::USE_CLOCKID,
+        clockid: libc_clock_monotonic(),
+        ids,
+        ..Default::default()
+    }
+}
+
+const fn libc_clock_monotonic() -> i32 {
+    1
+}
+
+/// One completed block I/O request, as the RAW payload of a `bpfperf:block_io` sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockIo {
+    /// Device number as the kernel's `dev_t` (major << 20 | minor).
+    pub dev: u32,
+    pub sector: u64,
+    pub bytes: u32,
+    /// Read/write/sync flags as blktrace spells them ("R", "WS", "FWFS", ...), NUL-padded.
+    pub rwbs: [u8; 8],
+    /// Issue to completion, in nanoseconds.
+    pub latency_ns: u64,
+    /// When the request was issued (CLOCK_MONOTONIC ns).
+    pub issue_ns: u64,
+    /// Name of the issuing task.
+    pub comm: [u8; 16],
+    /// 1 when the issuer was one of the recorded processes.
+    pub tracked: u8,
+}
+
+/// Size of the RAW payload.
+pub const BLOCK_IO_RAW_SIZE: usize = 76;
+
+impl BlockIo {
+    /// The RAW payload: the 8-byte common header, then the fields at the offsets of
+    /// [`block_io_format`].
+    pub fn to_raw(&self, issuer_pid: i32) -> [u8; BLOCK_IO_RAW_SIZE] {
+        let mut b = [0u8; BLOCK_IO_RAW_SIZE];
+        b[0..2].copy_from_slice(&(BLOCK_IO_TRACEPOINT_ID as u16).to_le_bytes());
+        b[4..8].copy_from_slice(&issuer_pid.to_le_bytes());
+        b[8..12].copy_from_slice(&self.dev.to_le_bytes());
+        b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
+        b[16..24].copy_from_slice(&self.sector.to_le_bytes());
+        b[24..32].copy_from_slice(&self.latency_ns.to_le_bytes());
+        b[32..40].copy_from_slice(&self.issue_ns.to_le_bytes());
+        b[40..48].copy_from_slice(&self.rwbs);
+        b[48..64].copy_from_slice(&self.comm);
+        b[64] = self.tracked;
+        b
+    }
+
+    /// Reads a RAW payload written by [`BlockIo::to_raw`]; `None` if it is too short.
+    pub fn from_raw(raw: &[u8]) -> Option<BlockIo> {
+        let raw = raw.get(..65)?;
+        let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
+        Some(BlockIo {
+            dev: u32_at(8),
+            bytes: u32_at(12),
+            sector: u64_at(16),
+            latency_ns: u64_at(24),
+            issue_ns: u64_at(32),
+            rwbs: raw[40..48].try_into().unwrap(),
+            comm: raw[48..64].try_into().unwrap(),
+            tracked: raw[64],
+        })
+    }
+
+    /// Major and minor device numbers.
+    pub fn major_minor(&self) -> (u32, u32) {
+        (self.dev >> 20, self.dev & 0xfffff)
+    }
+
+    /// `rwbs` as text.
+    pub fn rwbs_str(&self) -> String {
+        let end = self.rwbs.iter().position(|&c| c == 0).unwrap_or(8);
+        String::from_utf8_lossy(&self.rwbs[..end]).into_owned()
+    }
+
+    /// `comm` as text.
+    pub fn comm_str(&self) -> String {
+        let end = self.comm.iter().position(|&c| c == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.comm[..end]).into_owned()
+    }
+}
+
+/// The tracefs-style format of `bpfperf:block_io`, for TRACING_DATA.
+pub fn block_io_format() -> EventFormat {
+    let text = format!(
+        "name: block_io\nID: {BLOCK_IO_TRACEPOINT_ID}\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned int bytes;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:u64 sector;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:u64 latency_ns;\toffset:24;\tsize:8;\tsigned:0;\n\
+\tfield:u64 issue_ns;\toffset:32;\tsize:8;\tsigned:0;\n\
+\tfield:char rwbs[8];\toffset:40;\tsize:8;\tsigned:0;\n\
+\tfield:char comm[16];\toffset:48;\tsize:16;\tsigned:0;\n\
+\tfield:unsigned char tracked;\toffset:64;\tsize:1;\tsigned:0;\n\n\
+print fmt: \"%d,%d %s %llu + %u bytes latency=%llu ns comm=%s tracked=%u\", \
+((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), \
+REC->rwbs, REC->sector, REC->bytes, REC->latency_ns, REC->comm, REC->tracked\n"
+    );
+    EventFormat {
+        system: "bpfperf".into(),
+        text: text.into_bytes(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_io_round_trips_and_fits_its_format() {
+        let mut io = BlockIo {
+            dev: (8 << 20) | 16,
+            sector: 42,
+            bytes: 4096,
+            latency_ns: 1234,
+            issue_ns: 99,
+            tracked: 1,
+            ..Default::default()
+        };
+        io.rwbs[..2].copy_from_slice(b"WS");
+        io.comm[..3].copy_from_slice(b"tar");
+        let raw = io.to_raw(7);
+        assert_eq!(BlockIo::from_raw(&raw), Some(io));
+        assert_eq!(io.major_minor(), (8, 16));
+        assert_eq!(
+            (io.rwbs_str().as_str(), io.comm_str().as_str()),
+            ("WS", "tar")
+        );
+        // Every field of the format lies inside the payload.
+        let text = String::from_utf8(block_io_format().text).unwrap();
+        for l in text.lines().filter(|l| l.contains("offset:")) {
+            let num = |k: &str| -> usize {
+                l.split(k)
+                    .nth(1)
+                    .unwrap()
+                    .split(';')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            assert!(num("offset:") + num("size:") <= BLOCK_IO_RAW_SIZE, "{l}");
+        }
+    }
+}
