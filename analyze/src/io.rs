@@ -1,0 +1,301 @@
+//! `analyze io`: block I/O from `bpfperf:block_io` samples, the way biolatency and biosnoop
+//! show it: a log2 latency histogram, per-device and per-process tables, the slowest requests,
+//! reads and writes apart.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use format::events::{BlockIo, BLOCK_IO_EVENT};
+use format::linux_perf_data::linux_perf_event_reader::EventRecord;
+use format::linux_perf_data::PerfFileRecord;
+use format::PerfFileReader;
+
+/// One completed request with who issued it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub io: BlockIo,
+    pub pid: i32,
+    pub tid: i32,
+    /// Completion time (ns, CLOCK_MONOTONIC).
+    pub time: u64,
+}
+
+impl Request {
+    fn is_write(&self) -> bool {
+        self.io.rwbs_str().contains('W')
+    }
+    fn is_read(&self) -> bool {
+        self.io.rwbs_str().contains('R')
+    }
+}
+
+/// Every block I/O request of a recording, in completion order.
+pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
+    let mut reader = PerfFileReader::open(path)?;
+    let io_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
+        .map(|i| reader.event_name(i) == BLOCK_IO_EVENT)
+        .collect();
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        if !io_attrs.get(attr_index).copied().unwrap_or(false) {
+            continue;
+        }
+        let Ok(EventRecord::Sample(s)) = record.parse() else {
+            continue;
+        };
+        let Some(io) = s.raw.and_then(|raw| BlockIo::from_raw(&raw.as_slice())) else {
+            continue;
+        };
+        out.push(Request {
+            io,
+            pid: s.pid.unwrap_or(-1),
+            tid: s.tid.unwrap_or(-1),
+            time: s.timestamp.unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+/// Latency statistics of a group of requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub requests: u64,
+    pub bytes: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+}
+
+/// The `q` quantile (0..=1) of sorted values, nearest rank.
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+pub fn stats<'a>(reqs: impl IntoIterator<Item = &'a Request>) -> Stats {
+    let mut lat = Vec::new();
+    let mut bytes = 0;
+    for r in reqs {
+        lat.push(r.io.latency_ns);
+        bytes += r.io.bytes as u64;
+    }
+    lat.sort_unstable();
+    Stats {
+        requests: lat.len() as u64,
+        bytes,
+        p50_ns: quantile(&lat, 0.5),
+        p99_ns: quantile(&lat, 0.99),
+        max_ns: lat.last().copied().unwrap_or(0),
+        total_ns: lat.iter().sum(),
+    }
+}
+
+/// log2 histogram of latencies in microseconds: bucket i counts latencies in [2^i, 2^(i+1)) us
+/// (bucket 0 also holds everything under 1 us), as biolatency prints it.
+pub fn histogram_us<'a>(reqs: impl IntoIterator<Item = &'a Request>) -> Vec<u64> {
+    let mut buckets = Vec::new();
+    for r in reqs {
+        let us = r.io.latency_ns / 1000;
+        let i = if us == 0 {
+            0
+        } else {
+            63 - us.leading_zeros() as usize
+        };
+        if buckets.len() <= i {
+            buckets.resize(i + 1, 0);
+        }
+        buckets[i] += 1;
+    }
+    buckets
+}
+
+fn render_histogram(o: &mut String, title: &str, buckets: &[u64]) {
+    let _ = writeln!(o, "{title}");
+    let _ = writeln!(
+        o,
+        "{:>22} : {:<8} |{:<40}|",
+        "usecs", "count", "distribution"
+    );
+    let max = buckets.iter().copied().max().unwrap_or(0).max(1);
+    for (i, &n) in buckets.iter().enumerate() {
+        let lo = if i == 0 { 0 } else { 1u64 << i };
+        let hi = (1u64 << (i + 1)) - 1;
+        let bar = "*".repeat(((n * 40).div_ceil(max)) as usize * usize::from(n > 0));
+        let _ = writeln!(o, "{:>10} -> {:<10} : {:<8} |{:<40}|", lo, hi, n, bar);
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+/// The whole `analyze io` report. `slowest` limits the slowest-requests table.
+pub fn report(reqs: &[Request], slowest: usize) -> String {
+    let mut o = String::new();
+    if reqs.is_empty() {
+        let _ = writeln!(o, "no block I/O in this recording (record with I/O on: it is by default, --no-io turns it off)");
+        return o;
+    }
+    let all = stats(reqs);
+    let _ = writeln!(
+        o,
+        "block I/O: {} requests, {} bytes, latency p50 {} us, p99 {} us, max {} us",
+        all.requests,
+        all.bytes,
+        us(all.p50_ns),
+        us(all.p99_ns),
+        us(all.max_ns)
+    );
+    for (label, pick) in [
+        ("reads", Request::is_read as fn(&Request) -> bool),
+        ("writes", Request::is_write),
+    ] {
+        let s = stats(reqs.iter().filter(|r| pick(r)));
+        let _ = writeln!(o, "  {label:<7} {:>8} requests {:>14} bytes   p50 {:>10} us   p99 {:>10} us   max {:>10} us", s.requests, s.bytes, us(s.p50_ns), us(s.p99_ns), us(s.max_ns));
+    }
+    let _ = writeln!(o);
+    render_histogram(
+        &mut o,
+        "latency histogram (all requests):",
+        &histogram_us(reqs),
+    );
+    for (label, pick) in [
+        ("reads", Request::is_read as fn(&Request) -> bool),
+        ("writes", Request::is_write),
+    ] {
+        let h = histogram_us(reqs.iter().filter(|r| pick(r)));
+        if !h.is_empty() {
+            let _ = writeln!(o);
+            render_histogram(&mut o, &format!("latency histogram ({label}):"), &h);
+        }
+    }
+
+    let mut by_dev: BTreeMap<(u32, u32), Vec<&Request>> = BTreeMap::new();
+    let mut by_proc: BTreeMap<(String, i32), Vec<&Request>> = BTreeMap::new();
+    for r in reqs {
+        by_dev.entry(r.io.major_minor()).or_default().push(r);
+        by_proc.entry((r.io.comm_str(), r.pid)).or_default().push(r);
+    }
+    let _ = writeln!(o, "\nper device:");
+    let _ = writeln!(
+        o,
+        "  {:<10} {:>9} {:>14} {:>12} {:>12} {:>12}",
+        "device", "requests", "bytes", "p50 us", "p99 us", "max us"
+    );
+    for ((maj, min), rs) in &by_dev {
+        let s = stats(rs.iter().copied());
+        let _ = writeln!(
+            o,
+            "  {:<10} {:>9} {:>14} {:>12} {:>12} {:>12}",
+            format!("{maj},{min}"),
+            s.requests,
+            s.bytes,
+            us(s.p50_ns),
+            us(s.p99_ns),
+            us(s.max_ns)
+        );
+    }
+    let _ = writeln!(o, "\nper process (issuer):");
+    let _ = writeln!(
+        o,
+        "  {:<20} {:>8} {:>8} {:>9} {:>14} {:>12} {:>12} {:>12}",
+        "comm", "pid", "tracked", "requests", "bytes", "p50 us", "p99 us", "max us"
+    );
+    let mut procs: Vec<_> = by_proc.iter().collect();
+    procs.sort_by_key(|(_, rs)| std::cmp::Reverse(stats(rs.iter().copied()).total_ns));
+    for ((comm, pid), rs) in procs {
+        let s = stats(rs.iter().copied());
+        let tracked = if rs.iter().any(|r| r.io.tracked != 0) {
+            "yes"
+        } else {
+            "no"
+        };
+        let _ = writeln!(
+            o,
+            "  {:<20} {:>8} {:>8} {:>9} {:>14} {:>12} {:>12} {:>12}",
+            comm,
+            pid,
+            tracked,
+            s.requests,
+            s.bytes,
+            us(s.p50_ns),
+            us(s.p99_ns),
+            us(s.max_ns)
+        );
+    }
+    let mut slow: Vec<&Request> = reqs.iter().collect();
+    slow.sort_by_key(|r| (std::cmp::Reverse(r.io.latency_ns), r.time));
+    let _ = writeln!(o, "\nslowest requests:");
+    let _ = writeln!(
+        o,
+        "  {:>16} {:<16} {:>8} {:<8} {:<5} {:>14} {:>9} {:>12}",
+        "completed (s)", "comm", "pid", "device", "rwbs", "sector", "bytes", "latency us"
+    );
+    for r in slow.into_iter().take(slowest) {
+        let (maj, min) = r.io.major_minor();
+        let _ = writeln!(
+            o,
+            "  {:>16.6} {:<16} {:>8} {:<8} {:<5} {:>14} {:>9} {:>12}",
+            r.time as f64 / 1e9,
+            r.io.comm_str(),
+            r.pid,
+            format!("{maj},{min}"),
+            r.io.rwbs_str(),
+            r.io.sector,
+            r.io.bytes,
+            us(r.io.latency_ns)
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(lat_us: u64, rwbs: &str, comm: &str) -> Request {
+        let mut io = BlockIo {
+            dev: (8 << 20) | 1,
+            bytes: 4096,
+            latency_ns: lat_us * 1000,
+            ..Default::default()
+        };
+        io.rwbs[..rwbs.len()].copy_from_slice(rwbs.as_bytes());
+        io.comm[..comm.len()].copy_from_slice(comm.as_bytes());
+        Request {
+            io,
+            pid: 1,
+            tid: 1,
+            time: lat_us,
+        }
+    }
+
+    #[test]
+    fn quantiles_and_histogram() {
+        let reqs: Vec<Request> = (1..=100)
+            .map(|i| req(i * 10, if i % 2 == 0 { "W" } else { "R" }, "tar"))
+            .collect();
+        let s = stats(&reqs);
+        assert_eq!(
+            (s.requests, s.bytes, s.p50_ns, s.p99_ns, s.max_ns),
+            (100, 409600, 500_000, 990_000, 1_000_000)
+        );
+        let h = histogram_us(&reqs);
+        // 10 us lands in [8, 16), 1000 us in [512, 1024).
+        assert_eq!(h.len(), 10);
+        assert_eq!(h.iter().sum::<u64>(), 100);
+        assert_eq!(h[3], 1);
+        let text = report(&reqs, 3);
+        assert!(text.contains("reads         50 requests"), "{text}");
+        assert!(text.contains("8,1"), "{text}");
+        assert!(text.contains("1000.0"), "slowest listed: {text}");
+    }
+}
