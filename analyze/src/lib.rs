@@ -2,3 +2,4 @@
 
 pub mod info;
 pub mod io;
+pub mod dwarf_unwind;

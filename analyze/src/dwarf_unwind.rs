@@ -1,0 +1,272 @@
+//! Offline unwinding of copied user stacks (REGS_USER + STACK_USER samples) with framehop:
+//! DWARF CFI from `.eh_frame` (indexed by `.eh_frame_hdr`) or `.debug_frame`, frame pointers
+//! where a module has no CFI.
+//!
+//! Terms: an *AVMA* is an address in the recorded process, an *SVMA* an address as the ELF file
+//! states it; a module's bias maps one to the other.
+//!
+//! One [`ProcessUnwinder`] per process holds a framehop module per mapped ELF; unwinding takes
+//! `&self` and a per-thread [`UnwindCache`], so samples of one process unwind in parallel.
+
+use std::collections::HashMap;
+use std::ops::{Deref, Range};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use object::{Object, ObjectSection, ObjectSegment};
+
+/// Bytes of a memory-mapped file, shared, as framehop's section data.
+#[derive(Clone)]
+pub struct MappedBytes {
+    map: Arc<memmap2::Mmap>,
+    range: Range<usize>,
+}
+
+impl Deref for MappedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+/// What framehop needs from one ELF file, read once and shared by every process mapping it.
+pub struct ElfUnwindData {
+    map: Arc<memmap2::Mmap>,
+    /// (file offset, SVMA, file size) of each PT_LOAD segment.
+    segments: Vec<(u64, u64, u64)>,
+    base_svma: u64,
+    text: Option<(Range<u64>, Range<usize>)>,
+    eh_frame: Option<(Range<u64>, Range<usize>)>,
+    eh_frame_hdr: Option<(Range<u64>, Range<usize>)>,
+    debug_frame: Option<Range<usize>>,
+    got: Option<Range<u64>>,
+}
+
+impl ElfUnwindData {
+    /// Reads the unwind sections of an ELF file; `None` if it cannot be opened or parsed.
+    pub fn open(path: &Path) -> Option<ElfUnwindData> {
+        let file = std::fs::File::open(path).ok()?;
+        // SAFETY: read-only map of a binary; binaries are not rewritten while we analyze.
+        let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.ok()?);
+        let obj = object::File::parse(&map[..]).ok()?;
+        let section = |name: &str| {
+            let s = obj.section_by_name(name)?;
+            let (off, size) = s.file_range()?;
+            Some((
+                s.address()..s.address() + s.size(),
+                off as usize..(off + size) as usize,
+            ))
+        };
+        let segments: Vec<(u64, u64, u64)> = obj
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, s.address(), size)
+            })
+            .collect();
+        let base_svma = segments.iter().map(|s| s.1).min().unwrap_or(0) & !0xfff;
+        Some(ElfUnwindData {
+            segments,
+            base_svma,
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            debug_frame: section(".debug_frame").map(|(_, r)| r),
+            got: section(".got").map(|(svma, _)| svma),
+            map,
+        })
+    }
+
+    /// Whether the file has any CFI at all.
+    pub fn has_cfi(&self) -> bool {
+        self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    fn bytes(&self, range: &Range<usize>) -> MappedBytes {
+        MappedBytes {
+            map: self.map.clone(),
+            range: range.clone(),
+        }
+    }
+
+    /// The bias (AVMA - SVMA) of a mapping of this file at `start` from file offset `pgoff`.
+    pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
+        let (off, svma, _) = self
+            .segments
+            .iter()
+            .find(|(off, _, size)| pgoff >= off & !0xfff && pgoff < off + size.max(&1))
+            .or_else(|| self.segments.first())?;
+        // File offset `pgoff` sits at `start`; it belongs to the segment at SVMA `svma`.
+        Some(start.wrapping_sub(pgoff.wrapping_sub(*off).wrapping_add(*svma)))
+    }
+
+    fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<MappedBytes> {
+        let info = ExplicitModuleSectionInfo {
+            base_svma: self.base_svma,
+            text_svma: self.text.as_ref().map(|t| t.0.clone()),
+            text: self.text.as_ref().map(|t| self.bytes(&t.1)),
+            got_svma: self.got.clone(),
+            eh_frame_svma: self.eh_frame.as_ref().map(|t| t.0.clone()),
+            eh_frame: self.eh_frame.as_ref().map(|t| self.bytes(&t.1)),
+            eh_frame_hdr_svma: self.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+            eh_frame_hdr: self.eh_frame_hdr.as_ref().map(|t| self.bytes(&t.1)),
+            debug_frame: self.debug_frame.as_ref().map(|r| self.bytes(r)),
+            stubs_svma: None,
+            stub_helper_svma: None,
+            unwind_info: None,
+            text_segment_svma: None,
+            text_segment: None,
+        };
+        Module::new(
+            name.to_string(),
+            avma,
+            bias.wrapping_add(self.base_svma),
+            info,
+        )
+    }
+}
+
+/// Opens each ELF file once.
+#[derive(Default)]
+pub struct ElfUnwindCache {
+    files: HashMap<PathBuf, Option<Arc<ElfUnwindData>>>,
+}
+
+impl ElfUnwindCache {
+    pub fn get(&mut self, path: &Path) -> Option<Arc<ElfUnwindData>> {
+        self.files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| ElfUnwindData::open(path).map(Arc::new))
+            .clone()
+    }
+}
+
+/// An executable mapping of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecMapping {
+    pub start: u64,
+    pub end: u64,
+    pub pgoff: u64,
+    pub path: PathBuf,
+}
+
+/// Registers of a sample, as far as unwinding needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// Why a stack ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StackEnd {
+    /// The unwinder found the root (the return address chain ended cleanly).
+    Root,
+    /// The next frame lies beyond the bytes the sample copied.
+    CopyTooShort,
+    /// Unwinding failed (bad CFI, a corrupt frame pointer chain, a loop).
+    UnwindError,
+    /// The depth limit was reached.
+    TooDeep,
+}
+
+/// One frame of an unwound stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnwoundFrame {
+    /// The sampled instruction.
+    InstructionPointer(u64),
+    /// A return address: the call site is the instruction before it.
+    ReturnAddress(u64),
+}
+
+impl UnwoundFrame {
+    pub fn address(&self) -> u64 {
+        match *self {
+            UnwoundFrame::InstructionPointer(a) | UnwoundFrame::ReturnAddress(a) => a,
+        }
+    }
+}
+
+/// Per-thread unwind rule cache.
+pub struct UnwindCache(CacheX86_64);
+
+impl Default for UnwindCache {
+    fn default() -> Self {
+        UnwindCache(CacheX86_64::new())
+    }
+}
+
+/// The unwinder of one process: one module per executable mapping.
+pub struct ProcessUnwinder {
+    unwinder: UnwinderX86_64<MappedBytes>,
+    /// Mappings whose ELF had no CFI or could not be opened (frame pointers are used there).
+    pub without_cfi: Vec<PathBuf>,
+}
+
+/// Frames beyond this are not unwound.
+pub const MAX_FRAMES: usize = 512;
+
+impl ProcessUnwinder {
+    pub fn new(mappings: &[ExecMapping], elves: &mut ElfUnwindCache) -> ProcessUnwinder {
+        let mut unwinder = UnwinderX86_64::new();
+        let mut without_cfi = Vec::new();
+        for m in mappings {
+            let Some(elf) = elves.get(&m.path) else {
+                without_cfi.push(m.path.clone());
+                continue;
+            };
+            if !elf.has_cfi() {
+                without_cfi.push(m.path.clone());
+            }
+            let Some(bias) = elf.bias(m.start, m.pgoff) else {
+                continue;
+            };
+            unwinder.add_module(elf.module(&m.path.to_string_lossy(), m.start..m.end, bias));
+        }
+        ProcessUnwinder {
+            unwinder,
+            without_cfi,
+        }
+    }
+
+    /// Unwinds from `regs` over `stack` (the bytes copied from `regs.sp` upwards).
+    pub fn unwind(
+        &self,
+        cache: &mut UnwindCache,
+        regs: UserRegs,
+        stack: &[u8],
+        out: &mut Vec<UnwoundFrame>,
+    ) -> StackEnd {
+        let sp = regs.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = addr.checked_sub(sp).ok_or(())? as usize;
+            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(bytes.try_into().unwrap()))
+        };
+        let mut iter = self.unwinder.iter_frames(
+            regs.ip,
+            UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+            &mut cache.0,
+            &mut read_stack,
+        );
+        loop {
+            if out.len() >= MAX_FRAMES {
+                return StackEnd::TooDeep;
+            }
+            match iter.next() {
+                Ok(Some(FrameAddress::InstructionPointer(a))) => {
+                    out.push(UnwoundFrame::InstructionPointer(a))
+                }
+                Ok(Some(FrameAddress::ReturnAddress(a))) => {
+                    out.push(UnwoundFrame::ReturnAddress(a.get()))
+                }
+                Ok(None) => return StackEnd::Root,
+                Err(framehop::Error::CouldNotReadStack(_)) => return StackEnd::CopyTooShort,
+                Err(_) => return StackEnd::UnwindError,
+            }
+        }
+    }
+}
