@@ -1,1 +1,170 @@
-//! BPF programs and their loader (in progress).
+//! BPF programs that capture what bpfperf records, and a safe API over them.
+//!
+//! The programs live in `src/bpf/*.bpf.c` and share their event layouts through
+//! `src/bpf/bpfperf.h`; build.rs compiles them into libbpf-rs skeletons (CO-RE, against the
+//! checked-in `vmlinux.h`). BPF only captures ids, times and stacks; nothing here knows
+//! perf.data.
+//!
+//! Order of use: [`Profiler::start`] (open, configure, load, attach), [`Profiler::track`] the
+//! processes to follow, [`Profiler::poll`] until done, [`Profiler::drops`] for what was lost.
+
+mod error;
+mod events;
+pub mod perf_event;
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::time::Duration;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
+
+pub use error::Error;
+pub use events::{Event, OnCpuSample};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
+}
+use skel::{ProfileSkel, ProfileSkelBuilder};
+
+/// What to capture.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// cpu-clock samples per second per CPU.
+    pub frequency: u64,
+    /// Sample every process, not only the tracked ones.
+    pub system_wide: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            frequency: 999,
+            system_wide: false,
+        }
+    }
+}
+
+/// Loaded and attached BPF programs.
+pub struct Profiler {
+    skel: ProfileSkel<'static>,
+    _links: Vec<libbpf_rs::Link>,
+    ring_bytes: u64,
+}
+
+/// Ring buffer size for a sampling rate: about half a second of samples from every CPU, as a
+/// power of two between 1 and 64 MiB.
+fn ring_bytes(frequency: u64, cpus: u64) -> u64 {
+    let per_second = frequency * cpus * std::mem::size_of::<skel::types::sample_event>() as u64;
+    (per_second / 2)
+        .clamp(1 << 20, 64 << 20)
+        .next_power_of_two()
+}
+
+impl Profiler {
+    /// Opens, configures, loads and attaches the programs; sampling starts at once.
+    pub fn start(options: &Options) -> Result<Profiler, Error> {
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(Error::NoBtf);
+        }
+        let cpus = perf_event::online_cpus()?;
+        let ring = ring_bytes(options.frequency, cpus.len() as u64);
+        // The skeleton borrows its object for its whole life; one profiler per process run.
+        let object = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = ProfileSkelBuilder::default()
+            .open(object)
+            .map_err(Error::bpf("open BPF object"))?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .expect("rodata is mapped");
+        rodata.system_wide = options.system_wide;
+        rodata.wakeup_bytes = ring / 4;
+        open.maps
+            .events
+            .set_max_entries(ring as u32)
+            .map_err(Error::bpf("size ring buffer"))?;
+        open.progs.on_cpu_sample.set_autoload(true);
+        let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
+        let mut links = Vec::new();
+        links.push(
+            skel.progs
+                .on_fork
+                .attach()
+                .map_err(Error::bpf("attach sched_process_fork"))?,
+        );
+        links.push(
+            skel.progs
+                .on_exit
+                .attach()
+                .map_err(Error::bpf("attach sched_process_exit"))?,
+        );
+        for cpu in cpus {
+            let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
+            links.push(
+                skel.progs
+                    .on_cpu_sample
+                    .attach_perf_event(fd.as_raw_fd())
+                    .map_err(Error::bpf("attach to cpu-clock"))?,
+            );
+            // The link owns the event now and closes it when detached.
+            let _ = fd.into_raw_fd();
+        }
+        Ok(Profiler {
+            skel,
+            _links: links,
+            ring_bytes: ring,
+        })
+    }
+
+    /// Follows process `pid` (its threads, and the children it forks from now on).
+    pub fn track(&self, pid: u32) -> Result<(), Error> {
+        self.skel
+            .maps
+            .pids
+            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(Error::bpf("track pid"))
+    }
+
+    /// Waits up to `timeout` for events and hands each to `handle`; returns how many.
+    pub fn poll(&self, timeout: Duration, mut handle: impl FnMut(Event)) -> Result<usize, Error> {
+        let mut n = 0usize;
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&self.skel.maps.events, |data: &[u8]| {
+                if let Some(e) = Event::decode(data) {
+                    handle(e);
+                    n += 1;
+                }
+                0
+            })
+            .map_err(Error::bpf("ring buffer"))?;
+        let ring = builder.build().map_err(Error::bpf("ring buffer"))?;
+        ring.poll(timeout).map_err(Error::bpf("poll ring buffer"))?;
+        ring.consume().map_err(Error::bpf("consume ring buffer"))?;
+        drop(ring);
+        Ok(n)
+    }
+
+    /// Events dropped so far because the ring buffer was full.
+    pub fn drops(&self) -> u64 {
+        let Ok(Some(per_cpu)) = self
+            .skel
+            .maps
+            .drops
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        else {
+            return 0;
+        };
+        per_cpu
+            .iter()
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or([0; 8])))
+            .sum()
+    }
+
+    /// Size of the ring buffer in bytes.
+    pub fn ring_bytes(&self) -> u64 {
+        self.ring_bytes
+    }
+}

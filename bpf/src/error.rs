@@ -1,0 +1,36 @@
+/// What can go wrong loading or running the BPF programs; each message says how to fix it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("BPF needs root or CAP_BPF+CAP_PERFMON: run record with sudo")]
+    NotPermitted,
+    #[error("the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): BPF CO-RE needs CONFIG_DEBUG_INFO_BTF=y")]
+    NoBtf,
+    #[error("perf_event_open of {what} on CPU {cpu} failed: {source} (check /proc/sys/kernel/perf_event_paranoid, or run as root)")]
+    PerfEventOpen {
+        what: &'static str,
+        cpu: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{step}: {source}")]
+    Bpf {
+        step: &'static str,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub(crate) fn bpf(step: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
+        move |source| {
+            if matches!(source.kind(), libbpf_rs::ErrorKind::PermissionDenied) {
+                Error::NotPermitted
+            } else {
+                Error::Bpf { step, source }
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The command to record: forked, held until the probes are attached, then exec'd.
+
+use std::ffi::CString;
+use std::io;
+
+/// A forked child waiting to exec the workload.
+pub struct HeldChild {
+    pub pid: i32,
+    /// Writing to (or closing) this releases the child.
+    go: libc::c_int,
+    /// The child writes its exec errno here; closed by exec on success.
+    exec_status: libc::c_int,
+}
+
+/// Forks a child that waits on a pipe, then execs `argv` (searching PATH).
+pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| {
+            CString::new(a.as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+        })
+        .collect::<io::Result<_>>()?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let (go_r, go_w) = pipe(0)?;
+    let (st_r, st_w) = pipe(libc::O_CLOEXEC)?;
+    // SAFETY: between fork and exec the child calls only async-signal-safe functions
+    // (read, close, execvp, write, _exit) on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        unsafe {
+            libc::close(go_w);
+            libc::close(st_r);
+            let mut b = [0u8; 1];
+            libc::read(go_r, b.as_mut_ptr().cast(), 1);
+            libc::close(go_r);
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let err = *libc::__errno_location();
+            libc::write(st_w, (&err as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    unsafe {
+        libc::close(go_r);
+        libc::close(st_w);
+    }
+    Ok(HeldChild {
+        pid,
+        go: go_w,
+        exec_status: st_r,
+    })
+}
+
+fn pipe(flags: libc::c_int) -> io::Result<(libc::c_int, libc::c_int)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+impl HeldChild {
+    /// Lets the child exec; returns the exec error if it failed.
+    pub fn release(self) -> io::Result<()> {
+        let mut err = [0u8; 4];
+        // SAFETY: plain syscalls on descriptors we own.
+        let n = unsafe {
+            libc::write(self.go, b"g".as_ptr().cast(), 1);
+            libc::close(self.go);
+            let n = libc::read(self.exec_status, err.as_mut_ptr().cast(), 4);
+            libc::close(self.exec_status);
+            n
+        };
+        if n == 4 {
+            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(err)));
+        }
+        Ok(())
+    }
+}
+
+/// How a child ended, as a shell reports it: exit code, or 128 + signal.
+pub fn try_wait(pid: i32) -> Option<i32> {
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r != pid {
+        return None;
+    }
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
+    } else {
+        None
+    }
+}
