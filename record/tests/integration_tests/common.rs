@@ -1,0 +1,190 @@
+//! Shared helpers: fixtures, running record and perf, folding perf script output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = root().join("target/fixtures");
+        let st = Command::new("bash")
+            .arg(root().join("fixtures/build.sh"))
+            .arg(&out)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "fixtures/build.sh failed");
+        out
+    })
+    .join(name)
+}
+
+/// Recording tests measure sample counts: run them one at a time so they do not share CPUs.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether BPF and perf can be used here: root, BTF, perf. Under CI their absence fails.
+pub fn can_record() -> bool {
+    // SAFETY: no preconditions.
+    let root = unsafe { libc_geteuid() } == 0;
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let perf = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if root && btf && perf {
+        return true;
+    }
+    let why = format!("root: {root}, BTF: {btf}, perf: {perf}");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "record tests need root, BTF and perf under CI ({why})"
+    );
+    eprintln!("skipping: {why}");
+    false
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+pub struct TempDir(pub PathBuf);
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("bpfperf-record-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `record ARGS -- CMD...` and returns its output.
+pub fn record(args: &[&str], cmd: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+/// `perf script` of a file: asserts success and an empty stderr, returns stdout.
+pub fn perf_script_clean(file: &Path) -> String {
+    let out = Command::new("perf")
+        .arg("script")
+        .arg("-i")
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf script failed: {stderr}");
+    assert!(
+        stderr.trim().is_empty(),
+        "perf script wrote to stderr:\n{stderr}"
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One sample of perf script's default output: comm and frames (leaf first) as (symbol, dso).
+#[derive(Debug, Clone)]
+pub struct ScriptSample {
+    pub comm: String,
+    pub event: String,
+    pub frames: Vec<(String, String)>,
+}
+
+pub fn parse_script(text: &str) -> Vec<ScriptSample> {
+    let mut out: Vec<ScriptSample> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !line.starts_with('\t') {
+            // "comm pid [cpu] time: period event: ..." (comm may be right-aligned with spaces).
+            let head = line.trim_start();
+            let comm = head.split_whitespace().next().unwrap_or("").to_string();
+            let event = head
+                .split(": ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().last())
+                .unwrap_or("")
+                .trim_end_matches(':')
+                .to_string();
+            out.push(ScriptSample {
+                comm,
+                event,
+                frames: Vec::new(),
+            });
+        } else if let Some(s) = out.last_mut() {
+            // "\t addr sym+0xoff (dso)"
+            let t = line.trim();
+            let mut parts = t.splitn(2, ' ');
+            let _addr = parts.next();
+            let rest = parts.next().unwrap_or("");
+            let (sym, dso) = match rest.rfind(" (") {
+                Some(i) => (&rest[..i], rest[i + 2..].trim_end_matches(')')),
+                None => (rest, ""),
+            };
+            let sym = match sym.rfind("+0x") {
+                Some(i) => &sym[..i],
+                None => sym,
+            };
+            s.frames.push((sym.to_string(), dso.to_string()));
+        }
+    }
+    out
+}
+
+/// Folded stacks (root first, "comm;f1;f2 count") of the user frames in `dso_filter` files.
+pub fn fold_user(samples: &[ScriptSample], keep: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for s in samples {
+        let frames: Vec<&str> = s
+            .frames
+            .iter()
+            .rev()
+            .filter(|(_, dso)| keep(dso))
+            .map(|(sym, _)| sym.as_str())
+            .collect();
+        let key = std::iter::once(s.comm.as_str())
+            .chain(frames)
+            .collect::<Vec<_>>()
+            .join(";");
+        *m.entry(key).or_insert(0) += 1;
+    }
+    m
+}
+
+pub fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The summary line's numbers: (samples, lost).
+pub fn summary_counts(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("[ record:"))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[2].parse().unwrap(), words[4].parse().unwrap())
+}

@@ -1,0 +1,6 @@
+//! record, end to end, as root on the real kernel; perf reads what it writes.
+
+mod common;
+mod follow;
+mod loss;
+mod sampling;

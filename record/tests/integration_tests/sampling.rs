@@ -1,0 +1,164 @@
+//! On-CPU sampling with frame pointers, compared with perf record -g on the same program.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use crate::common::*;
+
+const SECONDS: f64 = 2.0;
+const THREADS: u32 = 2;
+
+fn shares(folded: &BTreeMap<String, u64>) -> BTreeMap<String, f64> {
+    let total: u64 = folded.values().sum();
+    folded
+        .iter()
+        .map(|(k, v)| (k.clone(), *v as f64 / total as f64))
+        .collect()
+}
+
+#[test]
+fn fp_samples_match_perf_record_g() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("fp");
+    let busy = fixture("busy-fp");
+    let secs = SECONDS.to_string();
+    let threads = THREADS.to_string();
+    let ours = dir.path("ours.data");
+    let out = record(
+        &[
+            "-F",
+            "999",
+            "--call-graph",
+            "fp",
+            "-o",
+            ours.to_str().unwrap(),
+        ],
+        &[busy.to_str().unwrap(), &secs, &threads],
+    );
+    assert!(out.status.success(), "record failed: {}", stderr_of(&out));
+    let (samples, lost) = summary_counts(&stderr_of(&out));
+    assert_eq!(lost, 0, "nothing is lost at default settings");
+
+    let theirs = dir.path("perf.data");
+    let st = Command::new("perf")
+        .args(["record", "-q", "-F", "999", "-g", "-o"])
+        .arg(&theirs)
+        .arg("--")
+        .arg(&busy)
+        .args([&secs, &threads])
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+
+    let ours_text = perf_script_clean(&ours);
+    let ours_samples = parse_script(&ours_text);
+    assert_eq!(
+        ours_samples.len() as u64,
+        samples,
+        "summary count = samples perf sees"
+    );
+    let expected = SECONDS * THREADS as f64 * 999.0;
+    assert!(
+        samples as f64 >= 0.75 * expected,
+        "{samples} samples, expected about {expected}"
+    );
+
+    // Kernel frames are symbolized by perf from our [kernel.kallsyms] mapping.
+    let kernel: Vec<&(String, String)> = ours_samples
+        .iter()
+        .flat_map(|s| &s.frames)
+        .filter(|(_, dso)| dso == "[kernel.kallsyms]")
+        .collect();
+    assert!(!kernel.is_empty(), "some samples should hit the kernel");
+    let unknown = kernel
+        .iter()
+        .filter(|(sym, _)| sym.contains("[unknown]"))
+        .count();
+    assert!(
+        unknown * 100 <= kernel.len(),
+        "{unknown} of {} kernel frames unresolved",
+        kernel.len()
+    );
+
+    // Same user stacks, similar weights: compare the folded shares of the program's own frames.
+    let perf_samples = parse_script(&String::from_utf8_lossy(
+        &Command::new("perf")
+            .arg("script")
+            .arg("-i")
+            .arg(&theirs)
+            .output()
+            .unwrap()
+            .stdout,
+    ));
+    let in_program = |dso: &str| dso.ends_with("busy-fp") || dso.contains("libc.so");
+    let a = shares(&fold_user(&ours_samples, in_program));
+    let b = shares(&fold_user(&perf_samples, in_program));
+    let main_stacks: Vec<&String> = b
+        .iter()
+        .filter(|(_, v)| **v >= 0.05)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(main_stacks.len() >= 2, "perf's profile: {b:#?}");
+    for k in main_stacks {
+        let (x, y) = (a.get(k).copied().unwrap_or(0.0), b[k]);
+        assert!(
+            (x - y).abs() <= 0.10,
+            "stack {k}: ours {x:.3}, perf {y:.3}\nours: {a:#?}"
+        );
+    }
+    for needle in ["worker", "spin_inner", "hash_loop", "start_thread"] {
+        assert!(
+            a.keys().any(|k| k.contains(needle)),
+            "{needle} missing from ours: {a:#?}"
+        );
+    }
+}
+
+#[test]
+fn exit_status_is_the_workloads() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("exit");
+    let out = record(
+        &["-o", dir.path("x.data").to_str().unwrap()],
+        &["sh", "-c", "exit 7"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", stderr_of(&out));
+    let out = record(
+        &["-o", dir.path("y.data").to_str().unwrap()],
+        &["/nonexistent/program"],
+    );
+    assert_eq!(out.status.code(), Some(255));
+    assert!(
+        stderr_of(&out).contains("/nonexistent/program"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn output_is_private_and_old_file_is_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("mode");
+    let file = dir.path("perf.data");
+    std::fs::write(&file, b"previous").unwrap();
+    let out = record(&["-o", file.to_str().unwrap()], &["true"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::read(dir.path("perf.data.old")).unwrap(),
+        b"previous"
+    );
+}
