@@ -109,7 +109,6 @@ pub fn perf_script_clean(file: &Path) -> String {
 #[derive(Debug, Clone)]
 pub struct ScriptSample {
     pub comm: String,
-    pub event: String,
     pub frames: Vec<(String, String)>,
 }
 
