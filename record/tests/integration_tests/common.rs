@@ -122,16 +122,8 @@ pub fn parse_script(text: &str) -> Vec<ScriptSample> {
             // "comm pid [cpu] time: period event: ..." (comm may be right-aligned with spaces).
             let head = line.trim_start();
             let comm = head.split_whitespace().next().unwrap_or("").to_string();
-            let event = head
-                .split(": ")
-                .nth(1)
-                .and_then(|s| s.split_whitespace().last())
-                .unwrap_or("")
-                .trim_end_matches(':')
-                .to_string();
             out.push(ScriptSample {
                 comm,
-                event,
                 frames: Vec::new(),
             });
         } else if let Some(s) = out.last_mut() {
