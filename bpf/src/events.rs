@@ -5,9 +5,13 @@ use crate::skel::types;
 // SAFETY: generated plain-old-data structs (integers and arrays only).
 unsafe impl plain::Plain for types::sample_event {}
 unsafe impl plain::Plain for types::exit_event {}
+unsafe impl plain::Plain for types::offcpu_event {}
+unsafe impl plain::Plain for types::block_io_event {}
 
 const EVENT_ON_CPU: u32 = 1;
 const EVENT_EXIT: u32 = 2;
+const EVENT_OFF_CPU: u32 = 3;
+const EVENT_BLOCK_IO: u32 = 4;
 
 /// A stack sample of a thread that was running on a CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,10 +29,51 @@ pub struct OnCpuSample {
     pub user_stack: Vec<u64>,
 }
 
+/// A thread that ran again after being off the CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffCpuInterval {
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// When the thread ran again (CLOCK_MONOTONIC ns).
+    pub time: u64,
+    pub duration_ns: u64,
+    /// Task state when it left: 0 preempted (runnable), 1 sleeping (S), 2 uninterruptible (D).
+    pub state: u32,
+    /// Where it blocked.
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
+/// A completed block I/O request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockIoRequest {
+    /// The task that issued it.
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; 16],
+    /// Whether the issuer was one of the recorded processes.
+    pub tracked: bool,
+    pub cpu: u32,
+    /// Completion time (CLOCK_MONOTONIC ns).
+    pub time: u64,
+    pub issue_time: u64,
+    /// major << 20 | minor.
+    pub dev: u32,
+    pub sector: u64,
+    pub bytes: u32,
+    pub rwbs: [u8; 8],
+    /// The issuing stacks.
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
 /// What the BPF programs report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     OnCpu(OnCpuSample),
+    OffCpu(OffCpuInterval),
+    BlockIo(BlockIoRequest),
     /// A tracked process (thread group) exited.
     Exit {
         pid: u32,
@@ -55,6 +100,39 @@ impl Event {
                     cpu: e.cpu,
                     time: e.time_ns,
                     period: e.period,
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: stack(&e.ustack, e.ustack_bytes),
+                }))
+            }
+            EVENT_OFF_CPU => {
+                let mut e = types::offcpu_event::default();
+                plain::copy_from_bytes(&mut e, data).ok()?;
+                Some(Event::OffCpu(OffCpuInterval {
+                    pid: e.pid,
+                    tid: e.tid,
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    duration_ns: e.duration_ns,
+                    state: e.state,
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: stack(&e.ustack, e.ustack_bytes),
+                }))
+            }
+            EVENT_BLOCK_IO => {
+                let mut e = types::block_io_event::default();
+                plain::copy_from_bytes(&mut e, data).ok()?;
+                Some(Event::BlockIo(BlockIoRequest {
+                    pid: e.pid,
+                    tid: e.tid,
+                    comm: e.comm.map(|c| c as u8),
+                    tracked: e.tracked != 0,
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    issue_time: e.issue_ns,
+                    dev: e.dev,
+                    sector: e.sector,
+                    bytes: e.bytes,
+                    rwbs: e.rwbs.map(|c| c as u8),
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                 }))

@@ -20,7 +20,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
-pub use events::{Event, OnCpuSample};
+pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
@@ -34,6 +34,10 @@ pub struct Options {
     pub frequency: u64,
     /// Sample every process, not only the tracked ones.
     pub system_wide: bool,
+    /// Report off-CPU intervals of the tracked threads longer than this (None: off).
+    pub off_cpu_min_ns: Option<u64>,
+    /// Report every block I/O request.
+    pub block_io: bool,
 }
 
 impl Default for Options {
@@ -41,6 +45,8 @@ impl Default for Options {
         Options {
             frequency: 999,
             system_wide: false,
+            off_cpu_min_ns: Some(1000),
+            block_io: true,
         }
     }
 }
@@ -81,11 +87,18 @@ impl Profiler {
             .expect("rodata is mapped");
         rodata.system_wide = options.system_wide;
         rodata.wakeup_bytes = ring / 4;
+        rodata.offcpu_enabled = options.off_cpu_min_ns.is_some();
+        rodata.offcpu_min_ns = options.off_cpu_min_ns.unwrap_or(0);
+        rodata.io_enabled = options.block_io;
+        open.progs
+            .on_switch
+            .set_autoload(options.off_cpu_min_ns.is_some());
+        open.progs.on_block_issue.set_autoload(options.block_io);
+        open.progs.on_block_complete.set_autoload(options.block_io);
         open.maps
             .events
             .set_max_entries(ring as u32)
             .map_err(Error::bpf("size ring buffer"))?;
-        open.progs.on_cpu_sample.set_autoload(true);
         let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
         let mut links = Vec::new();
         links.push(
@@ -100,6 +113,16 @@ impl Profiler {
                 .attach()
                 .map_err(Error::bpf("attach sched_process_exit"))?,
         );
+        if options.off_cpu_min_ns.is_some() {
+            let link = skel.progs.on_switch.attach();
+            links.push(link.map_err(Error::bpf("attach sched_switch"))?);
+        }
+        if options.block_io {
+            let issue = skel.progs.on_block_issue.attach();
+            links.push(issue.map_err(Error::bpf("attach block_rq_issue"))?);
+            let complete = skel.progs.on_block_complete.attach();
+            links.push(complete.map_err(Error::bpf("attach block_rq_complete"))?);
+        }
         for cpu in cpus {
             let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
             links.push(

@@ -34,6 +34,9 @@ struct Args {
     /// Do not record off-CPU time.
     #[arg(long)]
     no_off_cpu: bool,
+    /// Shortest off-CPU interval recorded, in microseconds.
+    #[arg(long, default_value_t = 1, value_name = "USECS")]
+    off_cpu_min: u64,
     /// Do not record block I/O.
     #[arg(long)]
     no_io: bool,
@@ -85,6 +88,8 @@ impl Args {
             target,
             command: self.command,
             cmdline: std::env::args().collect(),
+            off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
+            block_io: !self.no_io,
         })
     }
 }
@@ -95,8 +100,10 @@ fn main() -> ExitCode {
     match result {
         Ok(s) => {
             eprintln!(
-                "[ record: {} samples, {} lost, {:.2} s, {} bytes written to {} ]",
+                "[ record: {} samples, {} off-CPU events, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
                 s.samples,
+                s.off_cpu,
+                s.io,
                 s.lost,
                 s.duration.as_secs_f64(),
                 s.bytes,

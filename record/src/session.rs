@@ -25,6 +25,10 @@ pub struct Config {
     pub command: Vec<String>,
     /// record's own command line, for the CMDLINE feature.
     pub cmdline: Vec<String>,
+    /// Record off-CPU intervals at least this long (None: no off-CPU).
+    pub off_cpu_min_ns: Option<u64>,
+    /// Record block I/O.
+    pub block_io: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +45,8 @@ pub enum Target {
 #[derive(Debug, Clone)]
 pub struct Summary {
     pub samples: u64,
+    pub off_cpu: u64,
+    pub io: u64,
     pub lost: u64,
     pub duration: Duration,
     pub bytes: u64,
@@ -67,8 +73,13 @@ fn install_signal_handlers() {
 /// land in the next round instead of arriving older than a finished round.
 const ROUND_SLACK_NS: u64 = 20_000_000;
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// Id of the cpu-clock event's records.
+/// Ids of the events' records.
 const CPU_CLOCK_ID: u64 = 1;
+const OFFCPU_ID: u64 = 2;
+const BLOCK_IO_ID: u64 = 3;
+/// Fields of every sample (the same for all events, so that ids sit at the same place).
+const SAMPLE_TYPE: u64 =
+    st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -110,6 +121,8 @@ fn cpu_clock_attr(frequency: u64) -> EventAttr {
 /// Something to write, ordered by time.
 enum Item {
     Sample(bpf::OnCpuSample),
+    OffCpu(bpf::OffCpuInterval),
+    BlockIo(bpf::BlockIoRequest),
     Fact(TimedFact),
 }
 
@@ -117,8 +130,32 @@ impl Item {
     fn time(&self) -> u64 {
         match self {
             Item::Sample(s) => s.time,
+            Item::OffCpu(o) => o.time,
+            Item::BlockIo(b) => b.time,
             Item::Fact(f) => f.time,
         }
+    }
+
+    fn from_event(e: bpf::Event) -> Option<Item> {
+        match e {
+            bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
+            bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
+            bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
+            bpf::Event::Exit { .. } => None,
+        }
+    }
+}
+
+/// Kernel and user stacks as a perf callchain: context markers, innermost first.
+fn build_callchain(out: &mut Vec<u64>, kernel: &[u64], user: &[u64]) {
+    out.clear();
+    if !kernel.is_empty() {
+        out.push(callchain::KERNEL);
+        out.extend_from_slice(kernel);
+    }
+    if !user.is_empty() {
+        out.push(callchain::USER);
+        out.extend_from_slice(user);
     }
 }
 
@@ -129,7 +166,14 @@ struct Recorder {
     tracked: HashSet<u32>,
     pending: Vec<Item>,
     samples: u64,
+    off_cpu: u64,
+    io: u64,
     lost: u64,
+    /// Attr index of offcpu-time and block_io events, when recorded.
+    offcpu_attr: Option<usize>,
+    io_attr: Option<usize>,
+    /// Processes whose name the file already has (for block I/O issued by untracked ones).
+    named: HashSet<u32>,
     /// Files of executable mappings written, for BUILD_ID.
     mapped_files: BTreeSet<String>,
     callchain: Vec<u64>,
@@ -265,39 +309,130 @@ impl Recorder {
         Ok(())
     }
 
-    fn write_sample(&mut self, s: &bpf::OnCpuSample) -> anyhow::Result<()> {
-        self.callchain.clear();
-        if !s.kernel_stack.is_empty() {
-            self.callchain.push(callchain::KERNEL);
-            self.callchain.extend_from_slice(&s.kernel_stack);
-        }
-        if !s.user_stack.is_empty() {
-            self.callchain.push(callchain::USER);
-            self.callchain.extend_from_slice(&s.user_stack);
-        }
-        let in_kernel = !s.kernel_stack.is_empty();
-        let ip = s
-            .kernel_stack
-            .first()
-            .or(s.user_stack.first())
-            .copied()
-            .unwrap_or(0);
-        let chain = std::mem::take(&mut self.callchain);
+    /// Writes a sample of event `attr` with the given stacks.
+    #[allow(clippy::too_many_arguments)]
+    fn write_stack_sample(
+        &mut self,
+        attr: usize,
+        pid: u32,
+        tid: u32,
+        cpu: u32,
+        time: u64,
+        period: u64,
+        kernel: &[u64],
+        user: &[u64],
+        raw: &[u8],
+    ) -> anyhow::Result<()> {
+        let mut chain = std::mem::take(&mut self.callchain);
+        build_callchain(&mut chain, kernel, user);
+        let ip = kernel.first().or(user.first()).copied().unwrap_or(0);
         let sample = Sample {
-            misc: if in_kernel { misc::KERNEL } else { misc::USER },
+            misc: if kernel.is_empty() {
+                misc::USER
+            } else {
+                misc::KERNEL
+            },
             ip,
-            pid: s.pid,
-            tid: s.tid,
-            time: s.time,
-            cpu: s.cpu,
-            period: s.period,
+            pid,
+            tid,
+            time,
+            cpu,
+            period,
             callchain: &chain,
+            raw,
             ..Default::default()
         };
-        let r = self.writer.write_sample(0, &sample);
+        let r = self.writer.write_sample(attr, &sample);
         self.callchain = chain;
         r?;
-        self.samples += 1;
+        Ok(())
+    }
+
+    fn write_item(&mut self, item: &Item) -> anyhow::Result<()> {
+        match item {
+            Item::Sample(s) => {
+                self.write_stack_sample(
+                    0,
+                    s.pid,
+                    s.tid,
+                    s.cpu,
+                    s.time,
+                    s.period,
+                    &s.kernel_stack,
+                    &s.user_stack,
+                    &[],
+                )?;
+                self.samples += 1;
+            }
+            Item::OffCpu(o) => {
+                let Some(attr) = self.offcpu_attr else {
+                    return Ok(());
+                };
+                self.write_stack_sample(
+                    attr,
+                    o.pid,
+                    o.tid,
+                    o.cpu,
+                    o.time,
+                    o.duration_ns,
+                    &o.kernel_stack,
+                    &o.user_stack,
+                    &[],
+                )?;
+                self.off_cpu += 1;
+            }
+            Item::BlockIo(b) => {
+                let Some(attr) = self.io_attr else {
+                    return Ok(());
+                };
+                if self.named.insert(b.pid) && b.pid != 0 {
+                    // An issuer the file knows nothing of (a kworker, say): name it.
+                    let comm = String::from_utf8_lossy(&b.comm)
+                        .trim_end_matches('\0')
+                        .to_string();
+                    let sid = SampleId {
+                        pid: b.pid,
+                        tid: b.tid,
+                        time: b.time,
+                        cpu: b.cpu,
+                    };
+                    self.writer.write_side_band(
+                        0,
+                        &SideBand::Comm {
+                            pid: b.pid,
+                            tid: b.tid,
+                            comm: &comm,
+                            exec: false,
+                        },
+                        &sid,
+                    )?;
+                }
+                let io = format::events::BlockIo {
+                    dev: b.dev,
+                    sector: b.sector,
+                    bytes: b.bytes,
+                    rwbs: b.rwbs,
+                    latency_ns: b.time.saturating_sub(b.issue_time),
+                    issue_ns: b.issue_time,
+                    comm: b.comm,
+                    tracked: b.tracked as u8,
+                };
+                let raw = io.to_raw(b.pid as i32);
+                self.write_stack_sample(
+                    attr,
+                    b.pid,
+                    b.tid,
+                    b.cpu,
+                    b.time,
+                    io.latency_ns,
+                    &b.kernel_stack,
+                    &b.user_stack,
+                    &raw,
+                )?;
+                self.io += 1;
+            }
+            Item::Fact(f) => self.write_fact(f)?,
+        }
         Ok(())
     }
 
@@ -307,10 +442,7 @@ impl Recorder {
         let n = self.pending.partition_point(|i| i.time() < cut);
         let ready: Vec<Item> = self.pending.drain(..n).collect();
         for item in &ready {
-            match item {
-                Item::Sample(s) => self.write_sample(s)?,
-                Item::Fact(f) => self.write_fact(f)?,
-            }
+            self.write_item(item)?;
         }
         self.writer.finish_round()?;
         Ok(())
@@ -396,10 +528,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             let _ = workload::try_wait(c.pid);
         }
     };
-    let profiler = match bpf::Profiler::start(&bpf::Options {
+    let options = bpf::Options {
         frequency: cfg.frequency,
         system_wide,
-    }) {
+        off_cpu_min_ns: cfg.off_cpu_min_ns,
+        block_io: cfg.block_io,
+    };
+    let profiler = match bpf::Profiler::start(&options) {
         Ok(p) => p,
         Err(e) => {
             kill_child(&child);
@@ -431,14 +566,46 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
 
     rotate_old(&cfg.output)?;
-    let writer = PerfFileWriter::create(&cfg.output, vec![cpu_clock_attr(cfg.frequency)])?;
+    let mut attrs = vec![cpu_clock_attr(cfg.frequency)];
+    let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
+        attrs.push(format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]));
+        attrs.len() - 1
+    });
+    // Block I/O samples are a tracepoint-style event: perf needs its format in TRACING_DATA.
+    let tracing_data = if cfg.block_io {
+        match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
+            Ok(mut td) => {
+                td.events.push(format::events::block_io_format());
+                Some(td.to_bytes())
+            }
+            Err(e) => {
+                eprintln!("record: warning: block I/O not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let io_attr = tracing_data.as_ref().map(|_| {
+        attrs.push(format::events::block_io_attr(
+            SAMPLE_TYPE,
+            vec![BLOCK_IO_ID],
+        ));
+        attrs.len() - 1
+    });
+    let writer = PerfFileWriter::create(&cfg.output, attrs)?;
     let mut rec = Recorder {
         writer,
         system_wide,
         tracked,
         pending: Vec::new(),
         samples: 0,
+        off_cpu: 0,
+        io: 0,
         lost: 0,
+        offcpu_attr,
+        io_attr,
+        named: HashSet::new(),
         mapped_files: BTreeSet::new(),
         callchain: Vec::new(),
     };
@@ -492,11 +659,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
-        profiler.poll(POLL_INTERVAL, |e| {
-            if let bpf::Event::OnCpu(s) = e {
-                pending.push(Item::Sample(s));
-            }
-        })?;
+        profiler.poll(POLL_INTERVAL, |e| pending.extend(Item::from_event(e)))?;
         sideband.drain(&mut facts);
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         let drops = profiler.drops();
@@ -536,11 +699,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // Last events: give the kernel a moment to publish them, then write everything.
     std::thread::sleep(Duration::from_millis(30));
     let pending = &mut rec.pending;
-    profiler.poll(Duration::ZERO, |e| {
-        if let bpf::Event::OnCpu(s) = e {
-            pending.push(Item::Sample(s));
-        }
-    })?;
+    profiler.poll(Duration::ZERO, |e| pending.extend(Item::from_event(e)))?;
     sideband.drain(&mut facts);
     rec.pending.extend(facts.drain(..).map(Item::Fact));
     let drops = profiler.drops();
@@ -579,9 +738,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cmdline: Some(cfg.cmdline.clone()),
         clockid_res_ns: Some(1),
         build_ids,
+        tracing_data,
         ..Default::default()
     };
-    let (samples, lost) = (rec.samples, rec.lost);
+    let (samples, off_cpu, io, lost) = (rec.samples, rec.off_cpu, rec.io, rec.lost);
     let bytes = rec.writer.finish(&features)?;
     chown_to_invoking_user(&cfg.output);
     if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()
@@ -590,6 +750,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     Ok(Summary {
         samples,
+        off_cpu,
+        io,
         lost,
         duration: started.elapsed(),
         bytes,

@@ -6,9 +6,18 @@
 /* Frames kept per stack (kernel and user each). perf's default max is 127. */
 #define MAX_STACK_DEPTH 127
 
+/* Bytes of user stack a DWARF-mode sample may copy (the --call-graph dwarf,MAXBYTES cap). */
+#define MAX_STACK_COPY (32 * 1024)
+/* Off-CPU intervals of threads blocked at the same time (entries of the start map). */
+#define MAX_BLOCKED 16384
+/* Block requests in flight at the same time. */
+#define MAX_INFLIGHT 16384
+
 enum event_kind {
-	EVENT_ON_CPU = 1, /* a cpu-clock sample */
-	EVENT_EXIT = 2,   /* a tracked process exited (its whole thread group) */
+	EVENT_ON_CPU = 1,  /* a cpu-clock sample */
+	EVENT_EXIT = 2,    /* a tracked process exited (its whole thread group) */
+	EVENT_OFF_CPU = 3, /* a tracked thread ran again after blocking */
+	EVENT_BLOCK_IO = 4 /* a block request completed */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -22,6 +31,46 @@ struct sample_event {
 	__u64 period;  /* cpu-clock period of this sample, ns */
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* A thread was off the CPU for duration_ns: time_ns is when it ran again; the stacks are
+ * where it blocked. state: the task state at switch-out (0 running/preempted, 1 S, 2 D). */
+struct offcpu_event {
+	__u32 kind;
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 duration_ns;
+	__u32 state;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u32 _pad;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* A block request from issue to completion. pid/tid/comm: the task that issued it; the
+ * stacks are the issuing ones. time_ns: completion. */
+struct block_io_event {
+	__u32 kind;
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 issue_ns;
+	__u64 sector;
+	__u32 dev; /* major << 20 | minor */
+	__u32 bytes;
+	char rwbs[8];
+	char comm[16];
+	__u8 tracked;
+	__u8 _pad[3];
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u32 _pad2;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
 };

@@ -112,3 +112,213 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
+
+/* ---- Off-CPU: switch-out keeps the stack, switch-in emits the interval. ---- */
+
+/* Off-CPU intervals shorter than this are not reported (ns). */
+const volatile __u64 offcpu_min_ns = 1000;
+const volatile bool offcpu_enabled = true;
+const volatile bool io_enabled = true;
+
+struct offcpu_start {
+	__u64 time_ns;
+	__u32 state;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u32 _pad;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* tid */
+	__type(value, struct offcpu_start);
+} offcpu_starts SEC(".maps");
+
+/* Scratch space: values too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_start);
+} offcpu_scratch SEC(".maps");
+
+struct offcpu_event _offcpu_event = {};
+struct block_io_event _block_io_event = {};
+
+/* tp_btf stacks start in the BPF trampoline and the tracepoint: skip those frames. */
+#define TP_BTF_SKIP 2
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (!offcpu_enabled)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+
+	/* prev leaves the CPU: remember when and where (prev is still current here). */
+	__u32 ptgid = prev->tgid, ptid = prev->pid;
+	if (ptgid && tracked(ptgid)) {
+		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
+		if (s) {
+			s->time_ns = now;
+			s->state = prev_state & 3;
+			s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+			s->ustack_bytes =
+				bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+			if (bpf_map_update_elem(&offcpu_starts, &ptid, s, BPF_ANY))
+				count_drop();
+		}
+	}
+
+	/* next comes back: report how long it was away. */
+	__u32 ntid = next->pid;
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &ntid);
+	if (!s)
+		return 0;
+	__u64 duration = now - s->time_ns;
+	if (duration >= offcpu_min_ns) {
+		struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			e->kind = EVENT_OFF_CPU;
+			e->cpu = bpf_get_smp_processor_id();
+			e->pid = next->tgid;
+			e->tid = ntid;
+			e->time_ns = now;
+			e->duration_ns = duration;
+			e->state = s->state;
+			e->kstack_bytes = s->kstack_bytes;
+			e->ustack_bytes = s->ustack_bytes;
+			__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+			__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+			bpf_ringbuf_submit(e, submit_flags());
+		} else {
+			count_drop();
+		}
+	}
+	bpf_map_delete_elem(&offcpu_starts, &ntid);
+	return 0;
+}
+
+/* ---- Block I/O: issue keeps who and where, completion emits the latency. ---- */
+
+struct io_start {
+	__u64 issue_ns;
+	__u32 pid;
+	__u32 tid;
+	char comm[16];
+	__u8 tracked;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* struct request * */
+	__type(value, struct io_start);
+} io_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_start);
+} io_scratch SEC(".maps");
+
+/* blktrace's rwbs letters for a request's flags. */
+static __always_inline void fill_rwbs(char *rwbs, __u32 flags)
+{
+	int i = 0;
+	__u32 op = flags & 0xff;
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)))
+		rwbs[i++] = 'F';
+	if (op == REQ_OP_WRITE)
+		rwbs[i++] = 'W';
+	else if (op == REQ_OP_DISCARD)
+		rwbs[i++] = 'D';
+	else if (op == REQ_OP_FLUSH)
+		rwbs[i++] = 'F';
+	else if (op == REQ_OP_READ)
+		rwbs[i++] = 'R';
+	else
+		rwbs[i++] = 'N';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
+		rwbs[i++] = 'F';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_RAHEAD)))
+		rwbs[i++] = 'A';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_SYNC)))
+		rwbs[i++] = 'S';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_META)))
+		rwbs[i++] = 'M';
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_issue, struct request *rq)
+{
+	if (!io_enabled)
+		return 0;
+	__u32 zero = 0;
+	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
+	if (!s)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 key = (__u64)rq;
+	s->issue_ns = bpf_ktime_get_ns();
+	s->pid = id >> 32;
+	s->tid = (__u32)id;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	s->tracked = s->pid && tracked(s->pid);
+	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY))
+		count_drop();
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
+	if (!s)
+		return 0;
+	struct block_io_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		bpf_map_delete_elem(&io_starts, &key);
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	e->kind = EVENT_BLOCK_IO;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = s->pid;
+	e->tid = s->tid;
+	e->time_ns = now;
+	e->issue_ns = s->issue_ns;
+	e->sector = BPF_CORE_READ(rq, __sector);
+	e->bytes = BPF_CORE_READ(rq, __data_len);
+	if (!e->bytes)
+		e->bytes = nr_bytes;
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	e->dev = disk ? ((__u32)BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor) : 0;
+	__builtin_memset(e->rwbs, 0, sizeof(e->rwbs));
+	fill_rwbs(e->rwbs, BPF_CORE_READ(rq, cmd_flags));
+	__builtin_memcpy(e->comm, s->comm, sizeof(e->comm));
+	e->tracked = s->tracked;
+	e->kstack_bytes = s->kstack_bytes;
+	e->ustack_bytes = s->ustack_bytes;
+	__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+	__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+	bpf_ringbuf_submit(e, submit_flags());
+	bpf_map_delete_elem(&io_starts, &key);
+	return 0;
+}
