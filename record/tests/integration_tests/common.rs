@@ -109,6 +109,9 @@ pub fn perf_script_clean(file: &Path) -> String {
 #[derive(Debug, Clone)]
 pub struct ScriptSample {
     pub comm: String,
+    pub event: String,
+    /// The sample's period (nanoseconds for cpu-clock and offcpu-time), 0 if not printed.
+    pub period: u64,
     pub frames: Vec<(String, String)>,
 }
 
@@ -122,8 +125,21 @@ pub fn parse_script(text: &str) -> Vec<ScriptSample> {
             // "comm pid [cpu] time: period event: ..." (comm may be right-aligned with spaces).
             let head = line.trim_start();
             let comm = head.split_whitespace().next().unwrap_or("").to_string();
+            // After the "time:" word come the period (when printed) and the event name.
+            let words: Vec<&str> = head.split_whitespace().collect();
+            let t = words
+                .iter()
+                .position(|w| w.ends_with(':') && w[..w.len() - 1].contains('.'))
+                .unwrap_or(0);
+            let (period, event) = match words.get(t + 1).and_then(|w| w.parse::<u64>().ok()) {
+                Some(p) => (p, words.get(t + 2)),
+                None => (0, words.get(t + 1)),
+            };
+            let event = event.map_or("", |e| e.trim_end_matches(':')).to_string();
             out.push(ScriptSample {
                 comm,
+                event,
+                period,
                 frames: Vec::new(),
             });
         } else if let Some(s) = out.last_mut() {

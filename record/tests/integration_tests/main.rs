@@ -3,4 +3,5 @@
 mod common;
 mod follow;
 mod loss;
+mod offcpu_io;
 mod sampling;

@@ -1,0 +1,104 @@
+//! Off-CPU time and block I/O, recorded with stacks; perf script shows both by name.
+
+use crate::common::*;
+
+#[test]
+fn offcpu_time_matches_known_sleep_and_io_is_attributed() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("offcpu");
+    let file = dir.path("sleep.data");
+    let sleeper = fixture("sleeper-fp");
+    // 2 threads x 40 sleeps of 10 ms: 800 ms of requested sleep; then 6 files written+fsynced.
+    let (threads, iters, usecs) = (2u64, 40u64, 10_000u64);
+    let io_dir = std::env::var("TMPDIR").unwrap_or_else(|_| "/var/tmp".into());
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[
+            sleeper.to_str().unwrap(),
+            &threads.to_string(),
+            &iters.to_string(),
+            &usecs.to_string(),
+            "6",
+            &io_dir,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = perf_script_clean(&file);
+    let samples = parse_script(&text);
+
+    let offcpu: Vec<&ScriptSample> = samples
+        .iter()
+        .filter(|s| s.event == "offcpu-time")
+        .collect();
+    assert!(!offcpu.is_empty(), "no offcpu-time samples");
+    // The usleep stacks: clock_nanosleep under sleeper_thread (frame pointers skip usleep and
+    // sleep_step, whose caller frames libc's frame-pointer-less code hides).
+    let in_sleep: u64 = offcpu
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|(f, _)| f == "sleeper_thread")
+                && s.frames.iter().any(|(f, _)| f.contains("nanosleep"))
+        })
+        .map(|s| s.period)
+        .sum();
+    let requested = threads * iters * usecs * 1000;
+    let ratio = in_sleep as f64 / requested as f64;
+    eprintln!(
+        "off-CPU in the usleep stacks: {in_sleep} ns, requested {requested} ns (ratio {ratio:.3})"
+    );
+    assert!(
+        (0.7..=1.3).contains(&ratio),
+        "off-CPU in the usleep stacks {in_sleep} ns vs requested {requested} ns"
+    );
+
+    // Block I/O: the program's fsyncs, with its name and its issuing stack, fields by name.
+    let io: Vec<&ScriptSample> = samples
+        .iter()
+        .filter(|s| s.event == "bpfperf:block_io")
+        .collect();
+    assert!(!io.is_empty(), "no block I/O recorded");
+    assert!(
+        text.contains("comm=sleeper-fp tracked=1"),
+        "the program issues I/O:\n{}",
+        &text[..4000.min(text.len())]
+    );
+    let writes = text
+        .lines()
+        .filter(|l| {
+            l.contains("bpfperf:block_io:") && l.contains(" W") && l.contains("comm=sleeper-fp")
+        })
+        .count();
+    assert!(
+        writes >= 6,
+        "one write per fsynced file at least, got {writes}"
+    );
+}
+
+#[test]
+fn no_off_cpu_and_no_io_turn_them_off() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("off");
+    let file = dir.path("plain.data");
+    let sleeper = fixture("sleeper-fp");
+    let out = record(
+        &["--no-off-cpu", "--no-io", "-o", file.to_str().unwrap()],
+        &[sleeper.to_str().unwrap(), "1", "5", "1000", "1", "/var/tmp"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(" 0 off-CPU events, 0 I/O events"),
+        "{}",
+        stderr_of(&out)
+    );
+    let samples = parse_script(&perf_script_clean(&file));
+    assert!(
+        samples.iter().all(|s| s.event == "cpu-clock"),
+        "only on-CPU samples"
+    );
+}
