@@ -1,0 +1,298 @@
+//! Stage 1, read: the recording's records in time order, turned into owned samples whose
+//! frames already point at the mapping they fell in (the process state at that moment).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
+use format::linux_perf_data::PerfFileRecord;
+use format::PerfFileReader;
+
+use crate::dwarf_unwind::UserRegs;
+
+/// An executable mapping of a file into a process (or the kernel's, with pid -1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub pid: i32,
+    pub start: u64,
+    pub end: u64,
+    pub pgoff: u64,
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// Index into [`Recording::mappings`].
+pub type MapId = u32;
+
+/// A user frame address and the mapping it fell in when sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserFrame {
+    pub addr: u64,
+    pub map: Option<MapId>,
+}
+
+/// A copied user stack to unwind with DWARF CFI.
+#[derive(Debug, Clone)]
+pub struct StackCopy {
+    pub regs: UserRegs,
+    pub bytes: Vec<u8>,
+}
+
+/// One sample, owned.
+#[derive(Debug, Clone)]
+pub struct RawSample {
+    pub event: usize,
+    pub pid: i32,
+    pub tid: i32,
+    pub time: u64,
+    pub period: u64,
+    /// Name of the thread at the time of the sample (index into [`Recording::comms`]).
+    pub comm: u32,
+    /// Kernel frames, innermost first.
+    pub kernel: Vec<u64>,
+    /// User frames from the callchain (frame pointers), innermost first.
+    pub user: Vec<UserFrame>,
+    /// REGS_USER + STACK_USER, when the sample has them (DWARF mode).
+    pub stack_copy: Option<StackCopy>,
+}
+
+/// Everything the later stages need from the file.
+#[derive(Debug, Default)]
+pub struct Recording {
+    pub events: Vec<String>,
+    pub samples: Vec<RawSample>,
+    pub mappings: Vec<Mapping>,
+    pub comms: Vec<String>,
+    /// Executable mappings of each process at the end of the recording (for DWARF unwinding).
+    pub process_maps: HashMap<i32, Vec<MapId>>,
+    /// Build ids from the BUILD_ID feature, by path.
+    pub build_ids: HashMap<String, Vec<u8>>,
+    pub notes: Vec<String>,
+    pub lost: u64,
+}
+
+#[derive(Default, Clone)]
+struct Process {
+    /// start -> mapping, for the executable mappings currently in place.
+    maps: BTreeMap<u64, MapId>,
+}
+
+impl Process {
+    fn find(&self, addr: u64, mappings: &[Mapping]) -> Option<MapId> {
+        let (_, &id) = self.maps.range(..=addr).next_back()?;
+        (addr < mappings[id as usize].end).then_some(id)
+    }
+    /// Adds a mapping; the ones starting inside it are replaced.
+    fn insert(&mut self, id: MapId, m: &Mapping) {
+        let inside: Vec<u64> = self.maps.range(m.start..m.end).map(|(&s, _)| s).collect();
+        for s in inside {
+            self.maps.remove(&s);
+        }
+        self.maps.insert(m.start, id);
+    }
+}
+
+const KERNEL_MARK: u64 = format::callchain::KERNEL;
+const USER_MARK: u64 = format::callchain::USER;
+
+/// Reads `path` whole.
+pub fn read(path: &Path) -> Result<Recording, format::Error> {
+    let mut reader = PerfFileReader::open(path)?;
+    let mut rec = Recording {
+        notes: reader.notes().to_vec(),
+        ..Default::default()
+    };
+    rec.events = (0..reader.perf_file().event_attributes().len())
+        .map(|i| reader.event_name(i))
+        .collect();
+    if let Ok(ids) = reader.perf_file().build_ids() {
+        for info in ids.values() {
+            rec.build_ids.insert(
+                String::from_utf8_lossy(&info.path).into_owned(),
+                info.build_id.clone(),
+            );
+        }
+    }
+    let mut procs: HashMap<i32, Process> = HashMap::new();
+    let mut comm_of: HashMap<i32, u32> = HashMap::new();
+    let mut comm_ids: HashMap<String, u32> = HashMap::new();
+    let mut intern = |rec: &mut Recording, s: &str| -> u32 {
+        *comm_ids.entry(s.to_string()).or_insert_with(|| {
+            rec.comms.push(s.to_string());
+            (rec.comms.len() - 1) as u32
+        })
+    };
+    let unknown_comm = intern(&mut rec, ":unknown");
+
+    while let Some(record) = reader.next_record()? {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        let Ok(parsed) = record.parse() else { continue };
+        match parsed {
+            EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                let id = intern(&mut rec, &name);
+                comm_of.insert(c.tid, id);
+                if c.is_execve {
+                    procs.insert(c.pid, Process::default());
+                }
+            }
+            EventRecord::Fork(f) => {
+                if f.pid != f.ppid {
+                    let parent = procs.get(&f.ppid).cloned().unwrap_or_default();
+                    procs.insert(f.pid, parent);
+                }
+                if let Some(&c) = comm_of.get(&f.ptid) {
+                    comm_of.entry(f.tid).or_insert(c);
+                }
+            }
+            EventRecord::Mmap(m) => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                add_mapping(
+                    &mut rec,
+                    &mut procs,
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.page_offset,
+                    path,
+                    None,
+                    true,
+                );
+            }
+            EventRecord::Mmap2(m) => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let build_id = match m.file_id {
+                    Mmap2FileId::BuildId(b) => Some(b),
+                    _ => None,
+                };
+                let exec = m.protection & 4 != 0 || m.cpu_mode == CpuMode::Kernel;
+                add_mapping(
+                    &mut rec,
+                    &mut procs,
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.page_offset,
+                    path,
+                    build_id,
+                    exec,
+                );
+            }
+            EventRecord::Lost(l) => rec.lost += l.count,
+            EventRecord::Sample(s) => {
+                let pid = s.pid.unwrap_or(-1);
+                let tid = s.tid.unwrap_or(pid);
+                let mut kernel = Vec::new();
+                let mut user_addrs = Vec::new();
+                match s.callchain {
+                    Some(chain) => {
+                        let mut in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
+                        for i in 0..chain.len() {
+                            let a = chain.get(i).unwrap_or(0);
+                            match a {
+                                KERNEL_MARK => in_kernel = true,
+                                USER_MARK => in_kernel = false,
+                                a if a >= format::callchain::MAX_CONTEXT => {}
+                                a if in_kernel => kernel.push(a),
+                                a => user_addrs.push(a),
+                            }
+                        }
+                    }
+                    None => {
+                        if let Some(ip) = s.ip {
+                            if matches!(s.cpu_mode, CpuMode::Kernel) {
+                                kernel.push(ip);
+                            } else {
+                                user_addrs.push(ip);
+                            }
+                        }
+                    }
+                }
+                let proc_ = procs.get(&pid);
+                let user = user_addrs
+                    .iter()
+                    .map(|&addr| UserFrame {
+                        addr,
+                        map: proc_.and_then(|p| p.find(addr, &rec.mappings)),
+                    })
+                    .collect();
+                let stack_copy = match (s.user_regs, s.user_stack) {
+                    (Some(regs), Some((stack, dyn_size))) => {
+                        match (regs.get(8), regs.get(7), regs.get(6)) {
+                            (Some(ip), Some(sp), Some(bp)) => {
+                                let mut bytes = stack.as_slice().to_vec();
+                                bytes.truncate(dyn_size as usize);
+                                Some(StackCopy {
+                                    regs: UserRegs { ip, sp, bp },
+                                    bytes,
+                                })
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                rec.samples.push(RawSample {
+                    event: attr_index,
+                    pid,
+                    tid,
+                    time: s.timestamp.unwrap_or(0),
+                    period: s.period.unwrap_or(1),
+                    comm: comm_of
+                        .get(&tid)
+                        .or(comm_of.get(&pid))
+                        .copied()
+                        .unwrap_or(unknown_comm),
+                    kernel,
+                    user,
+                    stack_copy,
+                });
+            }
+            _ => {}
+        }
+    }
+    for (pid, p) in procs {
+        rec.process_maps
+            .insert(pid, p.maps.values().copied().collect());
+    }
+    Ok(rec)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn add_mapping(
+    rec: &mut Recording,
+    procs: &mut HashMap<i32, Process>,
+    pid: i32,
+    start: u64,
+    len: u64,
+    pgoff: u64,
+    path: String,
+    build_id: Option<Vec<u8>>,
+    exec: bool,
+) {
+    if !exec || len == 0 {
+        return;
+    }
+    let m = Mapping {
+        pid,
+        start,
+        end: start.saturating_add(len),
+        pgoff,
+        path,
+        build_id,
+    };
+    let id = rec.mappings.len() as MapId;
+    procs.entry(pid).or_default().insert(id, &m);
+    rec.mappings.push(m);
+}
+
+impl Recording {
+    /// The kernel's mapping ([kernel.kallsyms]), if the file has one.
+    pub fn kernel_mapping(&self) -> Option<&Mapping> {
+        self.mappings
+            .iter()
+            .find(|m| m.pid == -1 && m.path.starts_with("[kernel.kallsyms]"))
+    }
+}
