@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use crate::common::{fixture, perf_ok};
 use std::process::{Command, Stdio};
 
 use analyze::dwarf_unwind::{
@@ -10,41 +12,6 @@ use analyze::dwarf_unwind::{
 };
 use format::linux_perf_data::linux_perf_event_reader::EventRecord;
 use format::linux_perf_data::PerfFileRecord;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn fixture(name: &str) -> PathBuf {
-    let out = root().join("target/fixtures");
-    let st = Command::new("bash")
-        .arg(root().join("fixtures/build.sh"))
-        .arg(&out)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    out.join(name)
-}
-
-fn perf_ok() -> bool {
-    let ok = Command::new("perf")
-        .args(["record", "-q", "-o", "/dev/null", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "perf record must work under CI"
-        );
-        eprintln!("skipping: perf cannot record here");
-    }
-    ok
-}
 
 /// perf script's unwound user frames per (tid, time).
 fn perf_stacks(file: &Path) -> HashMap<(i32, u64), Vec<u64>> {

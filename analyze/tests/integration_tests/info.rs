@@ -3,68 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use crate::common::{analyze, fixture, perf_ok, root, Tmp};
 use std::process::{Command, Stdio};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn analyze(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn busy() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let out = root().join("target/fixtures");
-        let st = Command::new("bash")
-            .arg(root().join("fixtures/build.sh"))
-            .arg(&out)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        out.join("busy-fp")
-    })
-    .clone()
-}
-
-/// perf must be usable; under CI its absence fails the test, elsewhere the test is skipped.
-fn perf_ok() -> bool {
-    let ok = Command::new("perf")
-        .args(["record", "-q", "-o", "/dev/null", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "perf record must work under CI"
-        );
-        eprintln!("skipping: perf cannot record here");
-    }
-    ok
-}
-
-struct Tmp(PathBuf);
-impl Tmp {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("bpfperf-info-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Sample counts per event name as `perf script` sees them.
 fn perf_script_counts(file: &Path) -> BTreeMap<String, u64> {
@@ -130,7 +71,7 @@ fn record(dir: &Tmp, name: &str, perf_args: &[&str], seconds: &str) -> PathBuf {
     }
     let st = cmd
         .arg("--")
-        .arg(busy())
+        .arg(fixture("busy-fp"))
         .args([seconds, "2"])
         .stderr(Stdio::inherit())
         .status()
@@ -148,7 +89,7 @@ fn info_counts_match_perf_script_on_perf_recordings() {
         .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
         .stderr(Stdio::null())
         .status();
-    let dir = Tmp::new("perf");
+    let dir = Tmp::new("info-perf");
     let cases: [(&str, &[&str]); 6] = [
         ("fp.data", &["-F", "999", "-g"]),
         ("dwarf.data", &["-F", "499", "--call-graph", "dwarf"]),
@@ -199,14 +140,14 @@ fn info_reads_a_killed_perf_recording_that_perf_ignores() {
     if !perf_ok() {
         return;
     }
-    let dir = Tmp::new("killed");
+    let dir = Tmp::new("info-killed");
     let file = dir.0.join("killed.data");
     let mut perf = Command::new("perf")
         // Small buffers (-m 8) so that perf writes to the file while it runs.
         .args(["record", "-q", "-m", "8", "-F", "999", "-g", "-o"])
         .arg(&file)
         .arg("--")
-        .arg(busy())
+        .arg(fixture("busy-fp"))
         .args(["3", "1"])
         .spawn()
         .unwrap();
@@ -288,7 +229,7 @@ fn info_reads_perf_6_16_files_that_perf_6_1_cannot() {
 
 #[test]
 fn damaged_input_is_a_clear_error() {
-    let dir = Tmp::new("damaged");
+    let dir = Tmp::new("info-damaged");
     let text = dir.0.join("notperf.data");
     std::fs::write(&text, "hello\n".repeat(40)).unwrap();
     let empty = dir.0.join("empty.data");

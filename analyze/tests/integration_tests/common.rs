@@ -1,0 +1,85 @@
+//! Helpers shared by analyze's integration tests: fixtures, perf, temp dirs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A fixture program, built once (see fixtures/build.sh).
+pub fn fixture(name: &str) -> PathBuf {
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let out = root().join("target/fixtures");
+        let st = Command::new("bash")
+            .arg(root().join("fixtures/build.sh"))
+            .arg(&out)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "fixtures/build.sh failed");
+        out
+    })
+    .join(name)
+}
+
+/// perf must be usable; under CI its absence fails the test, elsewhere the test is skipped.
+pub fn perf_ok() -> bool {
+    let ok = Command::new("perf")
+        .args(["record", "-q", "-o", "/dev/null", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "perf record must work under CI"
+        );
+        eprintln!("skipping: perf cannot record here");
+    }
+    ok
+}
+
+pub fn analyze(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_analyze"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A directory removed when dropped.
+pub struct Tmp(pub PathBuf);
+impl Tmp {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("bpfperf-analyze-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+}
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Records `program args` with perf into `file`.
+pub fn perf_record(file: &Path, perf_args: &[&str], program: &Path, args: &[&str]) {
+    let st = Command::new("perf")
+        .arg("record")
+        .arg("-q")
+        .args(perf_args)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "perf record {perf_args:?} failed");
+}

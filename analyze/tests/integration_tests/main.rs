@@ -1,0 +1,6 @@
+//! analyze's integration tests: one test binary (see style.md).
+
+mod common;
+mod dwarf;
+mod folded;
+mod info;
