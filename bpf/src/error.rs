@@ -26,7 +26,9 @@ pub enum Error {
 impl Error {
     pub(crate) fn bpf(step: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
         move |source| {
-            if matches!(source.kind(), libbpf_rs::ErrorKind::PermissionDenied) {
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            if !root && matches!(source.kind(), libbpf_rs::ErrorKind::PermissionDenied) {
                 Error::NotPermitted
             } else {
                 Error::Bpf { step, source }

@@ -25,8 +25,30 @@ pub struct OnCpuSample {
     pub period: u64,
     /// Kernel stack, innermost first (empty when the sample hit user mode).
     pub kernel_stack: Vec<u64>,
-    /// User stack by frame pointers, innermost first.
+    /// User stack by frame pointers, innermost first (frame-pointer mode).
     pub user_stack: Vec<u64>,
+    /// DWARF mode: the user registers (ip, sp, bp) and the stack bytes from sp upwards.
+    pub user_regs: Option<UserRegs>,
+    pub stack_copy: Vec<u8>,
+}
+
+/// User registers at the sample, in perf's x86 order for sample_regs_user 0xff0fff:
+/// AX BX CX DX SI DI BP SP IP FLAGS CS SS R8..R15.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs(pub [u64; 20]);
+
+impl UserRegs {
+    /// perf's sample_regs_user mask for these registers.
+    pub const PERF_MASK: u64 = 0xff0fff;
+    pub fn bp(&self) -> u64 {
+        self.0[6]
+    }
+    pub fn sp(&self) -> u64 {
+        self.0[7]
+    }
+    pub fn ip(&self) -> u64 {
+        self.0[8]
+    }
 }
 
 /// A thread that ran again after being off the CPU.
@@ -93,7 +115,10 @@ impl Event {
         match kind {
             EVENT_ON_CPU => {
                 let mut e = types::sample_event::default();
-                plain::copy_from_bytes(&mut e, data).ok()?;
+                let fixed = std::mem::size_of::<types::sample_event>();
+                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
+                let copied = data.get(fixed..).unwrap_or(&[]);
+                let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
                 Some(Event::OnCpu(OnCpuSample {
                     pid: e.pid,
                     tid: e.tid,
@@ -102,6 +127,8 @@ impl Event {
                     period: e.period,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
+                    user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
+                    stack_copy: copied.to_vec(),
                 }))
             }
             EVENT_OFF_CPU => {

@@ -20,7 +20,10 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
-pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample};
+pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs};
+
+/// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
+pub const MAX_STACK_COPY: u32 = 32 * 1024;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
@@ -38,6 +41,8 @@ pub struct Options {
     pub off_cpu_min_ns: Option<u64>,
     /// Report every block I/O request.
     pub block_io: bool,
+    /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
+    pub stack_copy_bytes: u32,
 }
 
 impl Default for Options {
@@ -47,6 +52,7 @@ impl Default for Options {
             system_wide: false,
             off_cpu_min_ns: Some(1000),
             block_io: true,
+            stack_copy_bytes: 0,
         }
     }
 }
@@ -58,10 +64,12 @@ pub struct Profiler {
     ring_bytes: u64,
 }
 
-/// Ring buffer size for a sampling rate: about half a second of samples from every CPU, as a
-/// power of two between 1 and 64 MiB.
-fn ring_bytes(frequency: u64, cpus: u64) -> u64 {
-    let per_second = frequency * cpus * std::mem::size_of::<skel::types::sample_event>() as u64;
+/// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
+/// copies counted at half their cap), as a power of two between 1 and 64 MiB.
+fn ring_bytes(frequency: u64, cpus: u64, stack_copy_bytes: u32) -> u64 {
+    let per_sample =
+        std::mem::size_of::<skel::types::sample_event>() as u64 + stack_copy_bytes as u64 / 2;
+    let per_second = frequency * cpus * per_sample;
     (per_second / 2)
         .clamp(1 << 20, 64 << 20)
         .next_power_of_two()
@@ -74,7 +82,11 @@ impl Profiler {
             return Err(Error::NoBtf);
         }
         let cpus = perf_event::online_cpus()?;
-        let ring = ring_bytes(options.frequency, cpus.len() as u64);
+        let ring = ring_bytes(
+            options.frequency,
+            cpus.len() as u64,
+            options.stack_copy_bytes,
+        );
         // The skeleton borrows its object for its whole life; one profiler per process run.
         let object = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = ProfileSkelBuilder::default()
@@ -90,11 +102,21 @@ impl Profiler {
         rodata.offcpu_enabled = options.off_cpu_min_ns.is_some();
         rodata.offcpu_min_ns = options.off_cpu_min_ns.unwrap_or(0);
         rodata.io_enabled = options.block_io;
+        rodata.stack_copy_bytes = options.stack_copy_bytes.min(MAX_STACK_COPY);
         open.progs
             .on_switch
             .set_autoload(options.off_cpu_min_ns.is_some());
         open.progs.on_block_issue.set_autoload(options.block_io);
         open.progs.on_block_complete.set_autoload(options.block_io);
+        let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
+        open.maps
+            .sample_scratch
+            .set_max_entries(if options.stack_copy_bytes > 0 {
+                cpu_slots
+            } else {
+                1
+            })
+            .map_err(Error::bpf("size stack copy buffers"))?;
         open.maps
             .events
             .set_max_entries(ring as u32)

@@ -10,7 +10,7 @@ mod workload;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,8 +25,9 @@ struct Args {
     /// Samples per second per CPU.
     #[arg(short = 'F', long, default_value_t = 999)]
     freq: u64,
-    /// How user stacks are captured.
-    #[arg(long, value_enum, default_value_t = CallGraph::Fp)]
+    /// How user stacks are captured: fp (frame pointers), dwarf[,MAXBYTES] (stack copies
+    /// unwound by analyze; MAXBYTES default 32768), none.
+    #[arg(long, default_value = "fp", value_parser = parse_call_graph)]
     call_graph: CallGraph,
     /// Accepted as perf accepts it (stacks are always recorded).
     #[arg(short = 'g')]
@@ -54,14 +55,30 @@ struct Args {
     command: Vec<String>,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum CallGraph {
     /// Frame pointers, walked in the kernel.
     Fp,
-    /// DWARF: copies of the user stack, unwound by analyze (not implemented yet: falls back to fp).
-    Dwarf,
+    /// Copies of the user stack (at most this many bytes), unwound by analyze with DWARF CFI.
+    Dwarf(u32),
     /// No user stacks.
     None,
+}
+
+fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
+    match s.split_once(',') {
+        None if s == "fp" => Ok(CallGraph::Fp),
+        None if s == "none" => Ok(CallGraph::None),
+        None if s == "dwarf" => Ok(CallGraph::Dwarf(bpf::MAX_STACK_COPY)),
+        Some(("dwarf", n)) => match n.parse::<u32>() {
+            Ok(n) if (8..=bpf::MAX_STACK_COPY).contains(&n) => Ok(CallGraph::Dwarf(n / 8 * 8)),
+            _ => Err(format!(
+                "dwarf,{n}: the stack size must be a number from 8 to {}",
+                bpf::MAX_STACK_COPY
+            )),
+        },
+        _ => Err(format!("{s}: expected fp, dwarf[,MAXBYTES] or none")),
+    }
 }
 
 impl Args {
@@ -90,6 +107,10 @@ impl Args {
             cmdline: std::env::args().collect(),
             off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
             block_io: !self.no_io,
+            stack_copy_bytes: match self.call_graph {
+                CallGraph::Dwarf(n) => n,
+                _ => 0,
+            },
         })
     }
 }

@@ -29,6 +29,8 @@ pub struct Config {
     pub off_cpu_min_ns: Option<u64>,
     /// Record block I/O.
     pub block_io: bool,
+    /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
+    pub stack_copy_bytes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,20 +93,29 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn cpu_clock_attr(frequency: u64) -> EventAttr {
+/// REGS_USER registers written in DWARF mode: the 20 that perf writes, so that its own
+/// unwinders (libdw wants them all) read our samples.
+const USER_REGS_MASK: u64 = bpf::UserRegs::PERF_MASK;
+
+fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
+    let dwarf = stack_copy_bytes > 0;
     EventAttr {
+        sample_regs_user: if dwarf { USER_REGS_MASK } else { 0 },
+        sample_stack_user: stack_copy_bytes,
         name: "cpu-clock".into(),
         type_: event_type::SOFTWARE,
         config: sw_event::CPU_CLOCK,
         sample_period_or_freq: frequency,
-        sample_type: st::IDENTIFIER
-            | st::IP
-            | st::TID
-            | st::TIME
-            | st::CPU
-            | st::PERIOD
-            | st::CALLCHAIN,
-        flags: attr_flag::FREQ
+        sample_type: if dwarf {
+            SAMPLE_TYPE | st::REGS_USER | st::STACK_USER
+        } else {
+            SAMPLE_TYPE
+        },
+        flags: if dwarf {
+            attr_flag::EXCLUDE_CALLCHAIN_USER
+        } else {
+            0
+        } | attr_flag::FREQ
             | attr_flag::SAMPLE_ID_ALL
             | attr_flag::USE_CLOCKID
             | attr_flag::MMAP
@@ -313,6 +324,7 @@ impl Recorder {
     #[allow(clippy::too_many_arguments)]
     fn write_stack_sample(
         &mut self,
+        copy: Option<(&bpf::UserRegs, &[u8])>,
         attr: usize,
         pid: u32,
         tid: u32,
@@ -325,7 +337,13 @@ impl Recorder {
     ) -> anyhow::Result<()> {
         let mut chain = std::mem::take(&mut self.callchain);
         build_callchain(&mut chain, kernel, user);
-        let ip = kernel.first().or(user.first()).copied().unwrap_or(0);
+        let ip = kernel
+            .first()
+            .or(user.first())
+            .copied()
+            .or(copy.map(|(r, _)| r.ip()))
+            .unwrap_or(0);
+        let regs = copy.map(|(r, _)| r.0);
         let sample = Sample {
             misc: if kernel.is_empty() {
                 misc::USER
@@ -340,6 +358,8 @@ impl Recorder {
             period,
             callchain: &chain,
             raw,
+            user_regs: regs.as_ref().map(|regs| format::UserRegs { abi: 2, regs }),
+            user_stack: copy.map_or(&[][..], |(_, s)| s),
             ..Default::default()
         };
         let r = self.writer.write_sample(attr, &sample);
@@ -351,7 +371,9 @@ impl Recorder {
     fn write_item(&mut self, item: &Item) -> anyhow::Result<()> {
         match item {
             Item::Sample(s) => {
+                let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
                 self.write_stack_sample(
+                    copy,
                     0,
                     s.pid,
                     s.tid,
@@ -369,6 +391,7 @@ impl Recorder {
                     return Ok(());
                 };
                 self.write_stack_sample(
+                    None,
                     attr,
                     o.pid,
                     o.tid,
@@ -419,6 +442,7 @@ impl Recorder {
                 };
                 let raw = io.to_raw(b.pid as i32);
                 self.write_stack_sample(
+                    None,
                     attr,
                     b.pid,
                     b.tid,
@@ -533,6 +557,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         system_wide,
         off_cpu_min_ns: cfg.off_cpu_min_ns,
         block_io: cfg.block_io,
+        stack_copy_bytes: cfg.stack_copy_bytes,
     };
     let profiler = match bpf::Profiler::start(&options) {
         Ok(p) => p,
@@ -542,7 +567,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
     };
     let cpus = bpf::perf_event::online_cpus()?;
-    let mut sideband = match crate::sideband::SideBand::open(&cpus) {
+    let mut sideband = match crate::sideband::SideBand::open(&cpus, cfg.stack_copy_bytes > 0) {
         Ok(s) => s,
         Err(e) => {
             kill_child(&child);
@@ -566,7 +591,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
 
     rotate_old(&cfg.output)?;
-    let mut attrs = vec![cpu_clock_attr(cfg.frequency)];
+    let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
     let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
         attrs.push(format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]));
         attrs.len() - 1

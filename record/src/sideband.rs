@@ -84,7 +84,9 @@ pub struct SideBand {
 unsafe impl Send for SideBand {}
 
 impl SideBand {
-    pub fn open(cpus: &[u32]) -> Result<SideBand, bpf::Error> {
+    /// `data`: also report non-executable mappings (perf does for DWARF unwinding: libunwind
+    /// reads .eh_frame_hdr through the process's read-only mappings).
+    pub fn open(cpus: &[u32], data: bool) -> Result<SideBand, bpf::Error> {
         let mut rings = Vec::new();
         for &cpu in cpus {
             let mut attr = bindings::perf_event_attr {
@@ -99,6 +101,7 @@ impl SideBand {
             };
             attr.set_mmap(1);
             attr.set_mmap2(1);
+            attr.set_mmap_data(data as u64);
             attr.set_comm(1);
             attr.set_comm_exec(1);
             attr.set_task(1);

@@ -8,6 +8,8 @@
 
 /* Bytes of user stack a DWARF-mode sample may copy (the --call-graph dwarf,MAXBYTES cap). */
 #define MAX_STACK_COPY (32 * 1024)
+/* User registers a DWARF-mode sample carries (perf's sample_regs_user 0xff0fff). */
+#define USER_REGS 20
 /* Off-CPU intervals of threads blocked at the same time (entries of the start map). */
 #define MAX_BLOCKED 16384
 /* Block requests in flight at the same time. */
@@ -33,6 +35,19 @@ struct sample_event {
 	__s32 ustack_bytes;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+	/* DWARF mode: user registers in perf's x86 order and mask 0xff0fff (AX BX CX DX SI DI
+	 * BP SP IP FLAGS CS SS R8..R15), and how many bytes of user stack (from SP up) follow
+	 * this struct in the ring buffer record. */
+	__u64 user_regs[USER_REGS];
+	__u32 stack_bytes;
+	__u32 _pad;
+};
+
+/* A sample with its user stack copy, assembled in a per-CPU buffer (too big for the BPF
+ * stack), then sent with only the bytes copied. */
+struct sample_buf {
+	struct sample_event e;
+	__u8 stack[MAX_STACK_COPY];
 };
 
 /* A thread was off the CPU for duration_ns: time_ns is when it ran again; the stacks are

@@ -11,6 +11,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set before load: record every process, not only the tracked ones. */
 const volatile bool system_wide = false;
+/* DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers). */
+const volatile __u32 stack_copy_bytes = 0;
 /* Wake the reader only when this many bytes wait in the ring buffer (the reader also polls
  * with a timeout): waking it per record would preempt the workload (see design.md). */
 const volatile __u64 wakeup_bytes = 256 * 1024;
@@ -59,6 +61,118 @@ static __always_inline __u64 submit_flags(void)
 									      : BPF_RB_NO_WAKEUP;
 }
 
+/* One buffer per CPU, indexed by CPU number: per-CPU maps cap values at 32 KiB, and perf_event
+ * programs cannot be preempted. Resized to the number of CPUs before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sample_buf);
+} sample_scratch SEC(".maps");
+
+struct vma_end_ctx {
+	__u64 end;
+};
+
+static long vma_end_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	((struct vma_end_ctx *)data)->end = vma->vm_end;
+	return 0;
+}
+
+/* Copies the user stack from sp to the end of its mapping (at most stack_copy_bytes), page
+ * by page: an unreadable page ends the copy but keeps what came before. */
+static __always_inline __u32 copy_user_stack(struct sample_buf *buf, __u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vma_end_ctx v = {};
+	if (bpf_find_vma(task, sp, vma_end_cb, &v, 0) || v.end <= sp)
+		return 0;
+	/* Nothing above the outermost frame is needed: in a thread, glibc's thread descriptor
+	 * sits at the thread pointer (fs) above the stack; in the main thread, the initial
+	 * stack pointer (mm->start_stack) is where _start began. */
+	__u64 end = v.end;
+	__u64 fsbase = task->thread.fsbase;
+	if (fsbase > sp && fsbase < end)
+		end = fsbase;
+	struct mm_struct *mm = task->mm;
+	if (mm) {
+		__u64 start_stack = mm->start_stack + 16;
+		if (start_stack > sp && start_stack < end)
+			end = start_stack;
+	}
+	__u64 len = end - sp;
+	if (len > stack_copy_bytes)
+		len = stack_copy_bytes;
+	__u32 copied = 0;
+#pragma unroll
+	for (int i = 0; i < MAX_STACK_COPY / 4096; i++) {
+		__u32 off = i * 4096;
+		if (off >= len)
+			break;
+		__u64 rem = len - off;
+		if (rem >= 4096) {
+			if (bpf_probe_read_user(&buf->stack[off], 4096, (void *)(sp + off)))
+				break;
+			copied = off + 4096;
+		} else {
+			__u32 n = rem & 4095;
+			if (n && !bpf_probe_read_user(&buf->stack[off], n, (void *)(sp + off)))
+				copied = off + n;
+			break;
+		}
+	}
+	return copied;
+}
+
+/* DWARF mode: registers and a stack copy instead of a frame-pointer walk. */
+static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ctx, __u32 tgid,
+						  __u32 tid)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sample_buf *buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
+	if (!buf)
+		return 0;
+	struct sample_event *e = &buf->e;
+	e->kind = EVENT_ON_CPU;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = tgid;
+	e->tid = tid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->period = ctx->sample_period;
+	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->ustack_bytes = 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 *r = e->user_regs;
+	r[0] = regs->ax;
+	r[1] = regs->bx;
+	r[2] = regs->cx;
+	r[3] = regs->dx;
+	r[4] = regs->si;
+	r[5] = regs->di;
+	r[6] = regs->bp;
+	r[7] = regs->sp;
+	r[8] = regs->ip;
+	r[9] = regs->flags;
+	r[10] = regs->cs;
+	r[11] = regs->ss;
+	r[12] = regs->r8;
+	r[13] = regs->r9;
+	r[14] = regs->r10;
+	r[15] = regs->r11;
+	r[16] = regs->r12;
+	r[17] = regs->r13;
+	r[18] = regs->r14;
+	r[19] = regs->r15;
+	e->stack_bytes = copy_user_stack(buf, regs->sp);
+	__u64 size = sizeof(struct sample_event) + e->stack_bytes;
+	if (size > sizeof(*buf))
+		size = sizeof(*buf);
+	if (bpf_ringbuf_output(&events, buf, size, submit_flags()))
+		count_drop();
+	return 0;
+}
+
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -66,6 +180,8 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = id >> 32;
 	if (tgid == 0 || !tracked(tgid))
 		return 0;
+	if (stack_copy_bytes)
+		return sample_with_stack_copy(ctx, tgid, (__u32)id);
 
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -80,6 +196,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e->period = ctx->sample_period;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	e->stack_bytes = 0;
 	bpf_ringbuf_submit(e, submit_flags());
 	return 0;
 }
