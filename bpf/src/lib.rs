@@ -12,8 +12,10 @@ mod error;
 mod events;
 pub mod perf_event;
 
+use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, IntoRawFd};
+use std::rc::Rc;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -59,7 +61,11 @@ impl Default for Options {
 
 /// Loaded and attached BPF programs.
 pub struct Profiler {
-    skel: ProfileSkel<'static>,
+    skel: &'static ProfileSkel<'static>,
+    /// Built once: mapping the ring buffer costs a page-table entry per page.
+    ring: libbpf_rs::RingBuffer<'static>,
+    /// Decoded events the ring buffer callback queued for [`Profiler::poll`].
+    queue: Rc<RefCell<Vec<Event>>>,
     _links: Vec<libbpf_rs::Link>,
     ring_bytes: u64,
 }
@@ -121,7 +127,11 @@ impl Profiler {
             .events
             .set_max_entries(ring as u32)
             .map_err(Error::bpf("size ring buffer"))?;
-        let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
+        // Leaked with its object: the ring buffer below borrows a map of it for the
+        // profiler's whole life, and a process runs one profiler.
+        let skel: &'static ProfileSkel<'static> = Box::leak(Box::new(
+            open.load().map_err(Error::bpf("load BPF programs"))?,
+        ));
         let mut links = Vec::new();
         links.push(
             skel.progs
@@ -156,8 +166,22 @@ impl Profiler {
             // The link owns the event now and closes it when detached.
             let _ = fd.into_raw_fd();
         }
+        let queue = Rc::new(RefCell::new(Vec::new()));
+        let sink = queue.clone();
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.events, move |data: &[u8]| {
+                if let Some(e) = Event::decode(data) {
+                    sink.borrow_mut().push(e);
+                }
+                0
+            })
+            .map_err(Error::bpf("ring buffer"))?;
+        let ring_buffer = builder.build().map_err(Error::bpf("ring buffer"))?;
         Ok(Profiler {
             skel,
+            ring: ring_buffer,
+            queue,
             _links: links,
             ring_bytes: ring,
         })
@@ -174,21 +198,15 @@ impl Profiler {
 
     /// Waits up to `timeout` for events and hands each to `handle`; returns how many.
     pub fn poll(&self, timeout: Duration, mut handle: impl FnMut(Event)) -> Result<usize, Error> {
-        let mut n = 0usize;
-        let mut builder = RingBufferBuilder::new();
-        builder
-            .add(&self.skel.maps.events, |data: &[u8]| {
-                if let Some(e) = Event::decode(data) {
-                    handle(e);
-                    n += 1;
-                }
-                0
-            })
-            .map_err(Error::bpf("ring buffer"))?;
-        let ring = builder.build().map_err(Error::bpf("ring buffer"))?;
-        ring.poll(timeout).map_err(Error::bpf("poll ring buffer"))?;
-        ring.consume().map_err(Error::bpf("consume ring buffer"))?;
-        drop(ring);
+        self.ring
+            .poll(timeout)
+            .map_err(Error::bpf("poll ring buffer"))?;
+        self.ring
+            .consume()
+            .map_err(Error::bpf("consume ring buffer"))?;
+        let events = std::mem::take(&mut *self.queue.borrow_mut());
+        let n = events.len();
+        events.into_iter().for_each(&mut handle);
         Ok(n)
     }
 

@@ -27,7 +27,7 @@ struct Args {
     freq: u64,
     /// How user stacks are captured: fp (frame pointers), dwarf[,MAXBYTES] (stack copies
     /// unwound by analyze; MAXBYTES default 32768), none.
-    #[arg(long, default_value = "fp", value_parser = parse_call_graph)]
+    #[arg(long, default_value = "dwarf", value_parser = parse_call_graph)]
     call_graph: CallGraph,
     /// Accepted as perf accepts it (stacks are always recorded).
     #[arg(short = 'g')]

@@ -70,28 +70,17 @@ struct {
 	__type(value, struct sample_buf);
 } sample_scratch SEC(".maps");
 
-struct vma_end_ctx {
-	__u64 end;
-};
-
-static long vma_end_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
-{
-	((struct vma_end_ctx *)data)->end = vma->vm_end;
-	return 0;
-}
-
-/* Copies the user stack from sp to the end of its mapping (at most stack_copy_bytes), page
+/* Copies the user stack from sp up to the outermost frame (at most stack_copy_bytes), page
  * by page: an unreadable page ends the copy but keeps what came before. */
 static __always_inline __u32 copy_user_stack(struct sample_buf *buf, __u64 sp)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct vma_end_ctx v = {};
-	if (bpf_find_vma(task, sp, vma_end_cb, &v, 0) || v.end <= sp)
-		return 0;
 	/* Nothing above the outermost frame is needed: in a thread, glibc's thread descriptor
 	 * sits at the thread pointer (fs) above the stack; in the main thread, the initial
-	 * stack pointer (mm->start_stack) is where _start began. */
-	__u64 end = v.end;
+	 * stack pointer (mm->start_stack) is where _start began. Otherwise the cap applies, and
+	 * the copy stops at the first unreadable page. (bpf_find_vma would give the stack's
+	 * mapping end, but from the cpu-clock timer it stalled sampling on one CPU here.) */
+	__u64 end = sp + stack_copy_bytes;
 	__u64 fsbase = task->thread.fsbase;
 	if (fsbase > sp && fsbase < end)
 		end = fsbase;

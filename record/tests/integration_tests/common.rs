@@ -186,12 +186,20 @@ pub fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The summary line's numbers: (samples, lost).
+/// The summary line's numbers: (samples, lost), from
+/// "[ record: N samples, N off-CPU events, N I/O events, N lost, ... ]".
 pub fn summary_counts(stderr: &str) -> (u64, u64) {
     let line = stderr
         .lines()
         .find(|l| l.starts_with("[ record:"))
         .unwrap_or_else(|| panic!("no summary in {stderr}"));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    (words[2].parse().unwrap(), words[4].parse().unwrap())
+    let count_before = |word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let i = words
+            .iter()
+            .position(|w| w.trim_end_matches(',') == word)
+            .unwrap_or_else(|| panic!("no {word} in {line}"));
+        words[i - 1].parse().unwrap()
+    };
+    (count_before("samples"), count_before("lost"))
 }

@@ -28,9 +28,13 @@ fn drops_under_stress_are_counted() {
         .unwrap();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let cpu_samples = parse_script(&String::from_utf8_lossy(&out.stdout))
+        .into_iter()
+        .filter(|s| s.event == "cpu-clock")
+        .count();
     assert_eq!(
-        parse_script(&String::from_utf8_lossy(&out.stdout)).len() as u64,
-        samples
+        cpu_samples as u64, samples,
+        "on-CPU samples in the file = the summary's"
     );
     if lost > 0 {
         assert!(

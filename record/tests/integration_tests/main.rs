@@ -1,6 +1,7 @@
 //! record, end to end, as root on the real kernel; perf reads what it writes.
 
 mod common;
+mod dwarf;
 mod follow;
 mod loss;
 mod offcpu_io;
