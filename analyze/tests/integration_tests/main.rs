@@ -4,3 +4,4 @@ mod common;
 mod dwarf;
 mod folded;
 mod info;
+mod inline;

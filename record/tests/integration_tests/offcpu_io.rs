@@ -102,3 +102,115 @@ fn no_off_cpu_and_no_io_turn_them_off() {
         "only on-CPU samples"
     );
 }
+
+/// Runs analyze on `file` and returns its folded lines as (stack, weight).
+fn analyze_folded(file: &std::path::Path, event: &str) -> Vec<(String, u64)> {
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
+    let out = std::process::Command::new(&analyze)
+        .args(["report", "--folded", "--event", event, "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "analyze --event {event}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn analyze_offcpu_io_and_wall_views() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("views");
+    let file = dir.path("views.data");
+    // Off-CPU stacks are walked with frame pointers (DWARF copies are on-CPU only so far).
+    let sleeper = fixture("sleeper-fp");
+    let (threads, iters, usecs) = (2u64, 30u64, 10_000u64);
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[
+            sleeper.to_str().unwrap(),
+            &threads.to_string(),
+            &iters.to_string(),
+            &usecs.to_string(),
+            "6",
+            "/var/tmp",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let sum = |lines: &[(String, u64)], needle: &str| -> u64 {
+        lines
+            .iter()
+            .filter(|(k, _)| k.contains(needle))
+            .map(|(_, v)| v)
+            .sum()
+    };
+
+    // Off-CPU: the usleep stacks hold the known sleep total.
+    let offcpu = analyze_folded(&file, "offcpu");
+    let slept = sum(&offcpu, "sleeper_thread;");
+    let requested = threads * iters * usecs * 1000;
+    let ratio = slept as f64 / requested as f64;
+    eprintln!("analyze --event offcpu: {slept} ns under sleeper_thread, requested {requested} (ratio {ratio:.3})");
+    assert!((0.7..=1.3).contains(&ratio), "{slept} vs {requested}");
+
+    // I/O: latency charged to the stacks that issued it, fsync's among them.
+    let io = analyze_folded(&file, "io");
+    let io_total: u64 = io.iter().map(|(_, v)| v).sum();
+    let fsync = sum(&io, "fsync");
+    eprintln!("analyze --event io: {io_total} ns in all, {fsync} ns under fsync");
+    assert!(fsync > 0, "fsync stacks carry block I/O time:\n{io:#?}");
+
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
+    let report = std::process::Command::new(&analyze)
+        .args(["io", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("sleeper-fp"),
+        "analyze io names the program as an issuer:\n{text}"
+    );
+    assert!(text.contains("latency histogram"), "{text}");
+
+    // Wall: on-CPU (the burn) and off-CPU (the sleeps) together, in nanoseconds.
+    let wall = analyze_folded(&file, "wall");
+    let burn = sum(&wall, ";burn");
+    let sleeping = sum(&wall, "sleeper_thread;");
+    let cpu_secs = {
+        let t = std::process::Command::new("/usr/bin/time")
+            .args(["-f", "%U"])
+            .arg(&sleeper)
+            .args(["1", "0", "0", "0", "/var/tmp"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&t.stderr)
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    let burn_ratio = burn as f64 / (cpu_secs * 1e9);
+    eprintln!("analyze --event wall: burn {burn} ns (time says {cpu_secs} s user, ratio {burn_ratio:.2}), sleeping {sleeping} ns");
+    assert!(
+        (0.6..=1.5).contains(&burn_ratio),
+        "burn's wall share {burn} ns vs {cpu_secs} s of CPU"
+    );
+    assert!(
+        sleeping as f64 >= 0.7 * requested as f64,
+        "sleeps are in the wall view"
+    );
+}
