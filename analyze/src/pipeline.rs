@@ -5,6 +5,8 @@
 //! does not depend on the thread count: every merge below is keyed and sorted.
 
 use std::collections::{BTreeMap, HashMap};
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -57,7 +59,8 @@ impl Default for Options {
 /// A symbolized stack, root first, with its weight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stack {
-    pub comm: String,
+    /// Index into [`Profile::comms`].
+    pub comm: u32,
     pub pid: i32,
     pub tid: i32,
     /// Indices into [`Profile::frames`], root first.
@@ -80,6 +83,7 @@ pub struct Stats {
 
 #[derive(Debug, Default)]
 pub struct Profile {
+    pub comms: Vec<String>,
     pub frames: Vec<FrameInfo>,
     pub stacks: Vec<Stack>,
     pub stats: Stats,
@@ -222,103 +226,155 @@ pub fn build(rec: &Recording, o: &Options) -> Profile {
         unwind(rec, &samples, &mut stats)
     };
 
-    // Where each user frame points: (file, lookup SVMA), files checked once.
-    let mut files: HashMap<String, Option<ElfFile>> = HashMap::new();
+    // Where each user frame points: (file, lookup SVMA). Each file is checked once.
+    struct FileState {
+        path: String,
+        elf: Option<ElfFile>,
+    }
+    let mut files: Vec<FileState> = Vec::new();
+    let mut file_of_path: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut file_of_map: Vec<Option<Option<u32>>> = vec![None; rec.mappings.len()];
     let mut warned: Vec<String> = Vec::new();
-    let mut key_of = |loc: &Located| -> Option<(String, u64)> {
-        let m = &rec.mappings[loc.map? as usize];
-        if !m.path.starts_with('/') {
-            return None;
-        }
-        let elf = files.entry(m.path.clone()).or_insert_with(|| {
-            let path = Path::new(&m.path);
-            let expected = m
-                .build_id
-                .clone()
-                .or_else(|| rec.build_ids.get(&m.path).cloned());
-            if let (Some(want), Some(have)) = (&expected, symbolize::build_id_of(path)) {
-                if !have.starts_with(want.strip_suffix(&[0u8; 4]).unwrap_or(want))
-                    && !want.starts_with(&have)
-                {
-                    warned.push(format!(
-                        "{}: build id differs from the recording's; its frames are [unknown]",
-                        m.path
-                    ));
-                    return None;
+    let mut key_of = |loc: &Located| -> Option<(u32, u64)> {
+        let map = loc.map?;
+        let m = &rec.mappings[map as usize];
+        let file = (*file_of_map[map as usize].get_or_insert_with(|| {
+            if !m.path.starts_with('/') {
+                return None;
+            }
+            Some(*file_of_path.entry(m.path.as_str()).or_insert_with(|| {
+                let path = Path::new(&m.path);
+                let expected = m
+                    .build_id
+                    .clone()
+                    .or_else(|| rec.build_ids.get(&m.path).cloned());
+                let mut elf = None;
+                match (&expected, symbolize::build_id_of(path)) {
+                    (Some(want), Some(have))
+                        if !have.starts_with(want.strip_suffix(&[0u8; 4]).unwrap_or(want))
+                            && !want.starts_with(&have) =>
+                    {
+                        warned.push(format!(
+                            "{}: build id differs from the recording's; its frames are [unknown]",
+                            m.path
+                        ));
+                    }
+                    _ => {
+                        elf = ElfFile::open(path);
+                        if elf.is_none() {
+                            warned.push(format!(
+                                "{}: cannot read it; its frames are [unknown]",
+                                m.path
+                            ));
+                        }
+                    }
                 }
-            }
-            let f = ElfFile::open(path);
-            if f.is_none() {
-                warned.push(format!(
-                    "{}: cannot read it; its frames are [unknown]",
-                    m.path
-                ));
-            }
-            f
-        });
-        let svma = elf
+                files.push(FileState {
+                    path: m.path.clone(),
+                    elf,
+                });
+                (files.len() - 1) as u32
+            }))
+        }))?;
+        let svma = files[file as usize]
+            .elf
             .as_ref()?
             .svma(loc.addr.wrapping_sub(m.start).wrapping_add(m.pgoff))?;
-        Some((m.path.clone(), svma.saturating_sub(loc.is_return as u64)))
+        Some((file, svma.saturating_sub(loc.is_return as u64)))
     };
-    let keys: Vec<Vec<Option<(String, u64)>>> = user
+    let keys: Vec<Vec<Option<(u32, u64)>>> = user
         .iter()
         .map(|fs| fs.iter().map(&mut key_of).collect())
         .collect();
     stats.warnings.extend(warned);
 
-    let mut per_file: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (path, svma) in keys.iter().flatten().flatten() {
-        per_file.entry(path.clone()).or_default().push(*svma);
+    // Unique addresses per file, looked up once, files in parallel.
+    let mut per_file: Vec<Vec<u64>> = vec![Vec::new(); files.len()];
+    for &(file, svma) in keys.iter().flatten().flatten() {
+        per_file[file as usize].push(svma);
     }
     let files_list: Vec<(String, Vec<u64>)> = per_file
         .into_iter()
-        .map(|(p, mut v)| {
+        .zip(&files)
+        .map(|(mut v, f)| {
             v.sort_unstable();
             v.dedup();
-            (p, v)
+            (f.path.clone(), v)
         })
         .collect();
-    let symbols = symbolize::lookup_files(files_list, o.inline);
-    let kallsyms = if o.user_only || rec.kernel_mapping().is_none() {
-        None
-    } else {
-        Kallsyms::load()
-    };
+    // /proc/kallsyms takes the kernel a while to format: read it while the files are looked up.
+    let want_kallsyms = !o.user_only && rec.kernel_mapping().is_some();
+    let (symbols, kallsyms) = rayon::join(
+        || symbolize::lookup_files(files_list, o.inline),
+        || {
+            if want_kallsyms {
+                Kallsyms::load()
+            } else {
+                None
+            }
+        },
+    );
 
-    let mut profile = Profile::default();
-    let mut interned: HashMap<FrameInfo, u32> = HashMap::new();
-    let mut intern = |f: FrameInfo, profile: &mut Profile| -> u32 {
-        *interned.entry(f.clone()).or_insert_with(|| {
-            profile.frames.push(f);
-            (profile.frames.len() - 1) as u32
+    // Frames interned once per unique address.
+    let mut profile = Profile {
+        comms: rec.comms.clone(),
+        ..Default::default()
+    };
+    let mut interned: FxHashMap<FrameInfo, u32> = FxHashMap::default();
+    let mut intern = |f: FrameInfo, frames: &mut Vec<FrameInfo>| -> u32 {
+        *interned.entry(f).or_insert_with_key(|f| {
+            frames.push(f.clone());
+            (frames.len() - 1) as u32
         })
     };
+    let mut user_ids: FxHashMap<(u32, u64), (Vec<u32>, u64)> = FxHashMap::default();
+    let mut unknown_user: FxHashMap<String, u32> = FxHashMap::default();
+    let mut kernel_ids: FxHashMap<u64, (u32, bool)> = FxHashMap::default();
     for (i, (s, weight)) in samples.iter().enumerate() {
         let mut frames = Vec::new();
         let mut kernel = Vec::new();
         if !o.kernel_only {
             for (j, loc) in user[i].iter().enumerate().rev() {
                 stats.frames += 1;
-                let infos = match &keys[i][j] {
-                    Some((path, svma)) => symbols
-                        .get(path)
-                        .and_then(|m| m.get(svma))
-                        .cloned()
-                        .unwrap_or_else(|| vec![FrameInfo::unknown(path)]),
-                    None => {
-                        let dso = loc.map.map_or("[unknown]".to_string(), |m| {
-                            rec.mappings[m as usize].path.clone()
+                match keys[i][j] {
+                    Some((file, svma)) => {
+                        let (ids, unknown) = user_ids.entry((file, svma)).or_insert_with(|| {
+                            let path = &files[file as usize].path;
+                            let infos = symbols
+                                .get(path)
+                                .and_then(|m| m.get(&svma))
+                                .cloned()
+                                .unwrap_or_else(|| vec![FrameInfo::unknown(path)]);
+                            let unknown =
+                                infos.iter().filter(|f| f.function == "[unknown]").count() as u64;
+                            (
+                                infos
+                                    .into_iter()
+                                    .map(|f| intern(f, &mut profile.frames))
+                                    .collect(),
+                                unknown,
+                            )
                         });
-                        vec![FrameInfo::unknown(&dso)]
+                        stats.unknown_frames += *unknown;
+                        kernel.extend(std::iter::repeat_n(false, ids.len()));
+                        frames.extend_from_slice(ids);
                     }
-                };
-                for f in infos {
-                    if f.function == "[unknown]" {
+                    None => {
+                        let dso = loc
+                            .map
+                            .map_or("[unknown]", |m| rec.mappings[m as usize].path.as_str());
+                        let id = match unknown_user.get(dso) {
+                            Some(&id) => id,
+                            None => {
+                                let id = intern(FrameInfo::unknown(dso), &mut profile.frames);
+                                unknown_user.insert(dso.to_string(), id);
+                                id
+                            }
+                        };
                         stats.unknown_frames += 1;
+                        frames.push(id);
+                        kernel.push(false);
                     }
-                    frames.push(intern(f, &mut profile));
-                    kernel.push(false);
                 }
             }
         }
@@ -326,25 +382,27 @@ pub fn build(rec: &Recording, o: &Options) -> Profile {
             for (j, &addr) in s.kernel.iter().enumerate().rev() {
                 stats.frames += 1;
                 let lookup = if j > 0 { addr.saturating_sub(1) } else { addr };
-                let name = kallsyms
-                    .as_ref()
-                    .and_then(|k| k.lookup(lookup))
-                    .map(str::to_string);
-                if name.is_none() {
-                    stats.unknown_frames += 1;
-                }
-                let f = FrameInfo {
-                    function: name.unwrap_or_else(|| "[unknown]".into()),
-                    dso: "[kernel.kallsyms]".into(),
-                    srcline: None,
-                    inlined: false,
-                };
-                frames.push(intern(f, &mut profile));
+                let (id, known) = *kernel_ids.entry(lookup).or_insert_with(|| {
+                    let name = kallsyms
+                        .as_ref()
+                        .and_then(|k| k.lookup(lookup))
+                        .map(str::to_string);
+                    let known = name.is_some();
+                    let f = FrameInfo {
+                        function: name.unwrap_or_else(|| "[unknown]".into()),
+                        dso: "[kernel.kallsyms]".into(),
+                        srcline: None,
+                        inlined: false,
+                    };
+                    (intern(f, &mut profile.frames), known)
+                });
+                stats.unknown_frames += (!known) as u64;
+                frames.push(id);
                 kernel.push(true);
             }
         }
         profile.stacks.push(Stack {
-            comm: rec.comms[s.comm as usize].clone(),
+            comm: s.comm,
             pid: s.pid,
             tid: s.tid,
             frames,

@@ -41,8 +41,8 @@ pub fn report(profile: &Profile, keys: &[SortKey], weight_name: &str) -> String 
                     SortKey::Dso => f.map_or("[unknown]".into(), |f| {
                         f.dso.rsplit('/').next().unwrap_or("").to_string()
                     }),
-                    SortKey::Comm => s.comm.clone(),
-                    SortKey::Pid => format!("{}:{}", s.pid, s.comm),
+                    SortKey::Comm => profile.comms[s.comm as usize].clone(),
+                    SortKey::Pid => format!("{}:{}", s.pid, profile.comms[s.comm as usize]),
                     SortKey::Srcline => f
                         .and_then(|f| f.srcline.clone())
                         .unwrap_or_else(|| "??:0".into()),

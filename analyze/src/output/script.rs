@@ -8,7 +8,11 @@ use crate::pipeline::Profile;
 pub fn script(profile: &Profile, event: &str) -> String {
     let mut o = String::new();
     for s in &profile.stacks {
-        let _ = writeln!(o, "{} {}/{} {}: {}:", s.comm, s.pid, s.tid, s.weight, event);
+        let _ = writeln!(
+            o,
+            "{} {}/{} {}: {}:",
+            profile.comms[s.comm as usize], s.pid, s.tid, s.weight, event
+        );
         for &f in s.frames.iter().rev() {
             let f = &profile.frames[f as usize];
             let _ = writeln!(o, "\t{:>16x} {} ({})", 0, f.function, f.dso);
