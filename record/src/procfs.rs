@@ -14,6 +14,17 @@ pub fn threads(pid: u32) -> Vec<u32> {
     tids
 }
 
+/// Whether process `pid` is gone or a zombie (exited, not yet reaped by its parent).
+pub fn has_exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
 /// Every process id in /proc.
 pub fn all_pids() -> Vec<u32> {
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")
@@ -26,9 +37,9 @@ pub fn all_pids() -> Vec<u32> {
     pids
 }
 
-/// COMM for each thread and MMAP2 for each executable file mapping of `pid`, as the kernel
-/// would have reported them.
-pub fn synthesize(pid: u32) -> Vec<Fact> {
+/// COMM for each thread and MMAP2 for each executable file mapping of `pid` (every file
+/// mapping with `data`, as DWARF unwinders need), as the kernel would have reported them.
+pub fn synthesize(pid: u32, data: bool) -> Vec<Fact> {
     let mut facts = Vec::new();
     for tid in threads(pid) {
         if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) {
@@ -52,14 +63,16 @@ pub fn synthesize(pid: u32) -> Vec<Fact> {
             continue;
         };
         let path = f.collect::<Vec<_>>().join(" ");
-        if !perms.contains('x') || path.is_empty() {
+        if (!perms.contains('x') && !data) || !path.starts_with('/') {
             continue;
         }
         let (Some((a, b)), Some((maj, min))) = (range.split_once('-'), dev.split_once(':')) else {
             continue;
         };
         let hex = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
-        let prot = (perms.contains('r') as u32) | ((perms.contains('w') as u32) << 1) | 4;
+        let prot = (perms.contains('r') as u32)
+            | ((perms.contains('w') as u32) << 1)
+            | ((perms.contains('x') as u32) << 2);
         let flags = if perms.ends_with('p') { 2 } else { 1 };
         facts.push(Fact::Mmap2 {
             pid,

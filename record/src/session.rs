@@ -536,6 +536,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     install_signal_handlers();
     mount_tracefs();
     let started = Instant::now();
+    let started_ns = monotonic_ns();
     let child = if cfg.command.is_empty() {
         None
     } else {
@@ -656,12 +657,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             },
         )?;
     }
-    let now = monotonic_ns();
+    // Synthesized facts carry the start time: older than every event the probes saw.
+    let now = started_ns;
     for &pid in &initial {
         if child.as_ref().is_some_and(|c| c.pid as u32 == pid) {
             continue;
         }
-        for fact in procfs::synthesize(pid) {
+        for fact in procfs::synthesize(pid, cfg.stack_copy_bytes > 0) {
             rec.write_fact(&TimedFact {
                 time: now,
                 cpu: 0,
@@ -712,9 +714,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         let done = match (&cfg.target, child_pid) {
             (_, Some(_)) => exit_status.is_some(),
-            (Target::Pids(pids), None) => pids
-                .iter()
-                .all(|&p| !Path::new(&format!("/proc/{p}")).exists()),
+            (Target::Pids(pids), None) => pids.iter().all(|&p| procfs::has_exited(p)),
             _ => false,
         };
         if done {

@@ -88,3 +88,52 @@ fn tar_extracts_correctly_and_is_recorded() {
         samples.len()
     );
 }
+
+#[test]
+fn attaches_to_a_running_process_and_records_system_wide() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("attach");
+    let busy = fixture("busy-fp");
+    // -p: a process that runs before recording starts; recording ends when it exits.
+    let mut child = Command::new(&busy)
+        .args(["1.5", "1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let file = dir.path("pid.data");
+    let out = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["-o", file.to_str().unwrap(), "-p", &child.id().to_string()])
+        .output()
+        .unwrap();
+    child.wait().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let samples = parse_script(&perf_script_clean(&file));
+    let ours = samples
+        .iter()
+        .filter(|s| s.comm == "busy-fp" && s.frames.iter().any(|(f, _)| f == "worker"))
+        .count();
+    assert!(
+        ours > 500,
+        "samples of the attached process with symbolized stacks (synthesized mmaps): {ours}"
+    );
+
+    // -a: every process, here while a command runs; busy-fp is not its child.
+    let mut other = Command::new(&busy)
+        .args(["1.5", "1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = dir.path("all.data");
+    let out = record(&["-a", "-o", file.to_str().unwrap()], &["sleep", "1"]);
+    other.wait().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let samples = parse_script(&perf_script_clean(&file));
+    assert!(
+        samples.iter().filter(|s| s.comm == "busy-fp").count() > 300,
+        "system-wide sees other processes"
+    );
+}
