@@ -203,3 +203,28 @@ pub fn summary_counts(stderr: &str) -> (u64, u64) {
     };
     (count_before("samples"), count_before("lost"))
 }
+
+/// `analyze report --folded ARGS -i FILE` (the analyze binary built beside record), as
+/// (stack, weight) pairs.
+pub fn analyze_folded(file: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let analyze = Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
+    let out = Command::new(&analyze)
+        .args(["report", "--folded"])
+        .args(args)
+        .arg("-i")
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", analyze.display()));
+    assert!(
+        out.status.success(),
+        "analyze report --folded {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}

@@ -18,24 +18,7 @@ fn perf_folded_user(file: &Path) -> BTreeMap<String, u64> {
 }
 
 fn analyze_folded_user(file: &Path) -> BTreeMap<String, u64> {
-    let analyze = Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let out = Command::new(&analyze)
-        .args(["report", "--folded", "--no-inline", "-U", "-i"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "analyze: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').unwrap();
-            (k.to_string(), v.parse().unwrap())
-        })
-        .collect()
+    analyze_folded(file, &["--no-inline", "-U"])
 }
 
 fn reaches_root(stack: &str) -> bool {

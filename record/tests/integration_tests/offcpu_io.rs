@@ -103,28 +103,6 @@ fn no_off_cpu_and_no_io_turn_them_off() {
     );
 }
 
-/// Runs analyze on `file` and returns its folded lines as (stack, weight).
-fn analyze_folded(file: &std::path::Path, event: &str) -> Vec<(String, u64)> {
-    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let out = std::process::Command::new(&analyze)
-        .args(["report", "--folded", "--event", event, "-i"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "analyze --event {event}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').unwrap();
-            (k.to_string(), v.parse().unwrap())
-        })
-        .collect()
-}
-
 #[test]
 fn analyze_offcpu_io_and_wall_views() {
     if !can_record() {
@@ -148,7 +126,7 @@ fn analyze_offcpu_io_and_wall_views() {
         ],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let sum = |lines: &[(String, u64)], needle: &str| -> u64 {
+    let sum = |lines: &std::collections::BTreeMap<String, u64>, needle: &str| -> u64 {
         lines
             .iter()
             .filter(|(k, _)| k.contains(needle))
@@ -157,7 +135,7 @@ fn analyze_offcpu_io_and_wall_views() {
     };
 
     // Off-CPU: the usleep stacks hold the known sleep total.
-    let offcpu = analyze_folded(&file, "offcpu");
+    let offcpu = analyze_folded(&file, &["--event", "offcpu"]);
     let slept = sum(&offcpu, "sleeper_thread;");
     let requested = threads * iters * usecs * 1000;
     let ratio = slept as f64 / requested as f64;
@@ -165,8 +143,8 @@ fn analyze_offcpu_io_and_wall_views() {
     assert!((0.7..=1.3).contains(&ratio), "{slept} vs {requested}");
 
     // I/O: latency charged to the stacks that issued it, fsync's among them.
-    let io = analyze_folded(&file, "io");
-    let io_total: u64 = io.iter().map(|(_, v)| v).sum();
+    let io = analyze_folded(&file, &["--event", "io"]);
+    let io_total: u64 = io.values().sum();
     let fsync = sum(&io, "fsync");
     eprintln!("analyze --event io: {io_total} ns in all, {fsync} ns under fsync");
     assert!(fsync > 0, "fsync stacks carry block I/O time:\n{io:#?}");
@@ -185,7 +163,7 @@ fn analyze_offcpu_io_and_wall_views() {
     assert!(text.contains("latency histogram"), "{text}");
 
     // Wall: on-CPU (the burn) and off-CPU (the sleeps) together, in nanoseconds.
-    let wall = analyze_folded(&file, "wall");
+    let wall = analyze_folded(&file, &["--event", "wall"]);
     let burn = sum(&wall, ";burn");
     let sleeping = sum(&wall, "sleeper_thread;");
     let cpu_secs = {
