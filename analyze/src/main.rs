@@ -133,11 +133,20 @@ enum Command {
 }
 
 fn profile(select: &Select) -> anyhow::Result<Profile> {
+    let timing = std::env::var_os("BPFPERF_TIMING").is_some();
+    let t0 = std::time::Instant::now();
     let rec = analyze::read::read(&select.input)?;
+    if timing {
+        eprintln!("analyze: read {:.3} s", t0.elapsed().as_secs_f64());
+    }
     for n in &rec.notes {
         eprintln!("analyze: warning: {n}");
     }
+    let t1 = std::time::Instant::now();
     let p = pipeline::build(&rec, &select.options());
+    if timing {
+        eprintln!("analyze: unwind + symbolize + stacks {:.3} s", t1.elapsed().as_secs_f64());
+    }
     for w in &p.stats.warnings {
         eprintln!("analyze: warning: {w}");
     }
