@@ -192,3 +192,39 @@ fn analyze_offcpu_io_and_wall_views() {
         "sleeps are in the wall view"
     );
 }
+
+/// The trap of design.md: a reader woken per record preempts the workload, which makes off-CPU
+/// events, which wake the reader. A CPU-bound program must stay on the CPU while recorded.
+#[test]
+fn recording_off_cpu_does_not_create_its_own_off_cpu_time() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("trap");
+    let file = dir.path("busy.data");
+    let busy = fixture("busy-fp");
+    let started = std::time::Instant::now();
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[busy.to_str().unwrap(), "2", "2"],
+    );
+    let wall = started.elapsed().as_secs_f64();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let offcpu = analyze_folded(&file, &["--event", "offcpu"]);
+    // The workers' own off-CPU time (preemptions), not the main thread waiting in join.
+    let workers: u64 = offcpu
+        .iter()
+        .filter(|(k, _)| {
+            k.contains(";worker;") || k.contains(";hash_loop;") || k.contains(";spin_inner;")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    let cpu_ns = 2.0 * 2.0 * 1e9;
+    eprintln!("workers off the CPU {:.2} ms of {:.0} ms running ({:.2}%); wall {wall:.2} s for a 2 s program", workers as f64 / 1e6, cpu_ns / 1e6, 100.0 * workers as f64 / cpu_ns);
+    assert!(
+        (workers as f64) < 0.03 * cpu_ns,
+        "recording preempts the workload: {workers} ns off-CPU"
+    );
+    assert!(wall < 3.0, "the 2 s workload took {wall:.2} s under record");
+}
