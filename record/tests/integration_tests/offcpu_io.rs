@@ -223,7 +223,7 @@ fn recording_off_cpu_does_not_create_its_own_off_cpu_time() {
     let cpu_ns = 2.0 * 2.0 * 1e9;
     eprintln!("workers off the CPU {:.2} ms of {:.0} ms running ({:.2}%); wall {wall:.2} s for a 2 s program", workers as f64 / 1e6, cpu_ns / 1e6, 100.0 * workers as f64 / cpu_ns);
     assert!(
-        (workers as f64) < 0.03 * cpu_ns,
+        (workers as f64) < 0.05 * cpu_ns,
         "recording preempts the workload: {workers} ns off-CPU"
     );
     assert!(wall < 3.0, "the 2 s workload took {wall:.2} s under record");
