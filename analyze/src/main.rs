@@ -145,7 +145,10 @@ fn profile(select: &Select) -> anyhow::Result<Profile> {
     let t1 = std::time::Instant::now();
     let p = pipeline::build(&rec, &select.options());
     if timing {
-        eprintln!("analyze: unwind + symbolize + stacks {:.3} s", t1.elapsed().as_secs_f64());
+        eprintln!(
+            "analyze: unwind + symbolize + stacks {:.3} s",
+            t1.elapsed().as_secs_f64()
+        );
     }
     for w in &p.stats.warnings {
         eprintln!("analyze: warning: {w}");
