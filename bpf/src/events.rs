@@ -7,11 +7,13 @@ unsafe impl plain::Plain for types::sample_event {}
 unsafe impl plain::Plain for types::exit_event {}
 unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
+unsafe impl plain::Plain for types::offcpu_copy_event {}
 
 const EVENT_ON_CPU: u32 = 1;
 const EVENT_EXIT: u32 = 2;
 const EVENT_OFF_CPU: u32 = 3;
 const EVENT_BLOCK_IO: u32 = 4;
+const EVENT_OFF_CPU_COPY: u32 = 5;
 
 /// A stack sample of a thread that was running on a CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +67,9 @@ pub struct OffCpuInterval {
     /// Where it blocked.
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
+    /// DWARF mode: the user registers and stack bytes when it blocked.
+    pub user_regs: Option<UserRegs>,
+    pub stack_copy: Vec<u8>,
 }
 
 /// A completed block I/O request.
@@ -143,6 +148,27 @@ impl Event {
                     state: e.state,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
+                    user_regs: None,
+                    stack_copy: Vec::new(),
+                }))
+            }
+            EVENT_OFF_CPU_COPY => {
+                let mut e = types::offcpu_copy_event::default();
+                let fixed = std::mem::size_of::<types::offcpu_copy_event>();
+                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
+                let copied = data.get(fixed..).unwrap_or(&[]);
+                let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
+                Some(Event::OffCpu(OffCpuInterval {
+                    pid: e.pid,
+                    tid: e.tid,
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    duration_ns: e.duration_ns,
+                    state: e.state,
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: Vec::new(),
+                    user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
+                    stack_copy: copied.to_vec(),
                 }))
             }
             EVENT_BLOCK_IO => {

@@ -26,6 +26,8 @@ pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = 32 * 1024;
+/// Most bytes of user stack kept per blocked thread (bpfperf.h's MAX_OFFCPU_COPY).
+pub const MAX_OFFCPU_COPY: u32 = 16 * 1024;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
@@ -123,6 +125,14 @@ impl Profiler {
                 1
             })
             .map_err(Error::bpf("size stack copy buffers"))?;
+        open.maps
+            .offcpu_copy_scratch
+            .set_max_entries(if options.stack_copy_bytes > 0 {
+                cpu_slots
+            } else {
+                1
+            })
+            .map_err(Error::bpf("size off-CPU stack copy buffers"))?;
         open.maps
             .events
             .set_max_entries(ring as u32)

@@ -390,8 +390,9 @@ impl Recorder {
                 let Some(attr) = self.offcpu_attr else {
                     return Ok(());
                 };
+                let copy = o.user_regs.as_ref().map(|r| (r, &o.stack_copy[..]));
                 self.write_stack_sample(
-                    None,
+                    copy,
                     attr,
                     o.pid,
                     o.tid,
@@ -594,7 +595,15 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     rotate_old(&cfg.output)?;
     let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
     let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
-        attrs.push(format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]));
+        let mut attr = format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]);
+        if cfg.stack_copy_bytes > 0 {
+            // Off-CPU stacks take the DWARF path too: registers and a stack copy.
+            attr.sample_type |= st::REGS_USER | st::STACK_USER;
+            attr.flags |= attr_flag::EXCLUDE_CALLCHAIN_USER;
+            attr.sample_regs_user = USER_REGS_MASK;
+            attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
+        }
+        attrs.push(attr);
         attrs.len() - 1
     });
     // Block I/O samples are a tracepoint-style event: perf needs its format in TRACING_DATA.

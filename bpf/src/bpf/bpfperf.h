@@ -8,6 +8,8 @@
 
 /* Bytes of user stack a DWARF-mode sample may copy (the --call-graph dwarf,MAXBYTES cap). */
 #define MAX_STACK_COPY (32 * 1024)
+/* Bytes of user stack kept per blocked thread in DWARF mode (off-CPU stacks). */
+#define MAX_OFFCPU_COPY (16 * 1024)
 /* User registers a DWARF-mode sample carries (perf's sample_regs_user 0xff0fff). */
 #define USER_REGS 20
 /* Off-CPU intervals of threads blocked at the same time (entries of the start map). */
@@ -19,7 +21,8 @@ enum event_kind {
 	EVENT_ON_CPU = 1,  /* a cpu-clock sample */
 	EVENT_EXIT = 2,    /* a tracked process exited (its whole thread group) */
 	EVENT_OFF_CPU = 3, /* a tracked thread ran again after blocking */
-	EVENT_BLOCK_IO = 4 /* a block request completed */
+	EVENT_BLOCK_IO = 4, /* a block request completed */
+	EVENT_OFF_CPU_COPY = 5 /* an off-CPU interval with a user stack copy (DWARF mode) */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -88,6 +91,29 @@ struct block_io_event {
 	__u32 _pad2;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* DWARF mode: an off-CPU interval with the blocked thread's user registers; `stack_bytes` of
+ * user stack follow this struct in the ring buffer record. */
+struct offcpu_copy_event {
+	__u32 kind; /* EVENT_OFF_CPU_COPY */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 duration_ns;
+	__u32 state;
+	__s32 kstack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 user_regs[USER_REGS];
+	__u32 stack_bytes;
+	__u32 _pad;
+};
+
+/* What a DWARF-mode switch-out keeps until switch-in: the event to send, and the stack. */
+struct offcpu_copy_buf {
+	struct offcpu_copy_event e;
+	__u8 stack[MAX_OFFCPU_COPY];
 };
 
 /* A tracked thread group ended. */

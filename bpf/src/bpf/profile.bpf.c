@@ -70,17 +70,15 @@ struct {
 	__type(value, struct sample_buf);
 } sample_scratch SEC(".maps");
 
-/* Copies the user stack from sp up to the outermost frame (at most stack_copy_bytes), page
- * by page: an unreadable page ends the copy but keeps what came before. */
-static __always_inline __u32 copy_user_stack(struct sample_buf *buf, __u64 sp)
+/* The end of the useful user stack above sp: nothing above the outermost frame is needed.
+ * In a thread, glibc's thread descriptor sits at the thread pointer (fs) above the stack; in
+ * the main thread, the initial stack pointer (mm->start_stack) is where _start began.
+ * Otherwise the cap applies, and the copy stops at the first unreadable page. (bpf_find_vma
+ * would give the stack's mapping end, but from the cpu-clock timer it stalled sampling on
+ * one CPU here.) */
+static __always_inline __u64 stack_copy_len(struct task_struct *task, __u64 sp, __u64 cap)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	/* Nothing above the outermost frame is needed: in a thread, glibc's thread descriptor
-	 * sits at the thread pointer (fs) above the stack; in the main thread, the initial
-	 * stack pointer (mm->start_stack) is where _start began. Otherwise the cap applies, and
-	 * the copy stops at the first unreadable page. (bpf_find_vma would give the stack's
-	 * mapping end, but from the cpu-clock timer it stalled sampling on one CPU here.) */
-	__u64 end = sp + stack_copy_bytes;
+	__u64 end = sp + cap;
 	__u64 fsbase = task->thread.fsbase;
 	if (fsbase > sp && fsbase < end)
 		end = fsbase;
@@ -91,48 +89,41 @@ static __always_inline __u32 copy_user_stack(struct sample_buf *buf, __u64 sp)
 			end = start_stack;
 	}
 	__u64 len = end - sp;
-	if (len > stack_copy_bytes)
-		len = stack_copy_bytes;
-	__u32 copied = 0;
-#pragma unroll
-	for (int i = 0; i < MAX_STACK_COPY / 4096; i++) {
-		__u32 off = i * 4096;
-		if (off >= len)
-			break;
-		__u64 rem = len - off;
-		if (rem >= 4096) {
-			if (bpf_probe_read_user(&buf->stack[off], 4096, (void *)(sp + off)))
-				break;
-			copied = off + 4096;
-		} else {
-			__u32 n = rem & 4095;
-			if (n && !bpf_probe_read_user(&buf->stack[off], n, (void *)(sp + off)))
-				copied = off + n;
-			break;
-		}
-	}
-	return copied;
+	return len > cap ? cap : len;
 }
 
-/* DWARF mode: registers and a stack copy instead of a frame-pointer walk. */
-static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ctx, __u32 tgid,
-						  __u32 tid)
+/* Copies `len` bytes of user stack from sp into `dst` (PAGES pages at most) page by page: an
+ * unreadable page ends the copy but keeps what came before. Returns the bytes copied. */
+#define DEFINE_COPY_USER_STACK(name, PAGES)                                                    \
+	static __always_inline __u32 name(__u8 *dst, __u64 sp, __u64 len)                     \
+	{                                                                                      \
+		__u32 copied = 0;                                                              \
+		_Pragma("unroll") for (int i = 0; i < (PAGES); i++)                            \
+		{                                                                              \
+			__u32 off = i * 4096;                                                  \
+			if (off >= len)                                                        \
+				break;                                                         \
+			__u64 rem = len - off;                                                 \
+			if (rem >= 4096) {                                                     \
+				if (bpf_probe_read_user(dst + off, 4096, (void *)(sp + off)))  \
+					break;                                                 \
+				copied = off + 4096;                                           \
+			} else {                                                               \
+				__u32 n = rem & 4095;                                          \
+				if (n && !bpf_probe_read_user(dst + off, n, (void *)(sp + off))) \
+					copied = off + n;                                      \
+				break;                                                         \
+			}                                                                      \
+		}                                                                              \
+		return copied;                                                                 \
+	}
+DEFINE_COPY_USER_STACK(copy_sample_stack, MAX_STACK_COPY / 4096)
+DEFINE_COPY_USER_STACK(copy_offcpu_stack, MAX_OFFCPU_COPY / 4096)
+
+/* The 20 user registers perf records, in its order (AX BX CX DX SI DI BP SP IP FLAGS CS SS
+ * R8..R15). */
+static __always_inline void fill_user_regs(__u64 *r, struct pt_regs *regs)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct sample_buf *buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
-	if (!buf)
-		return 0;
-	struct sample_event *e = &buf->e;
-	e->kind = EVENT_ON_CPU;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = tgid;
-	e->tid = tid;
-	e->time_ns = bpf_ktime_get_ns();
-	e->period = ctx->sample_period;
-	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	e->ustack_bytes = 0;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	__u64 *r = e->user_regs;
 	r[0] = regs->ax;
 	r[1] = regs->bx;
 	r[2] = regs->cx;
@@ -153,7 +144,30 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	r[17] = regs->r13;
 	r[18] = regs->r14;
 	r[19] = regs->r15;
-	e->stack_bytes = copy_user_stack(buf, regs->sp);
+}
+
+/* DWARF mode: registers and a stack copy instead of a frame-pointer walk. */
+static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ctx, __u32 tgid,
+						  __u32 tid)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sample_buf *buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
+	if (!buf)
+		return 0;
+	struct sample_event *e = &buf->e;
+	e->kind = EVENT_ON_CPU;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = tgid;
+	e->tid = tid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->period = ctx->sample_period;
+	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	e->ustack_bytes = 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	fill_user_regs(e->user_regs, regs);
+	__u64 sp = regs->sp;
+	e->stack_bytes = copy_sample_stack(buf->stack, sp, stack_copy_len(task, sp, stack_copy_bytes));
 	__u64 size = sizeof(struct sample_event) + e->stack_bytes;
 	if (size > sizeof(*buf))
 		size = sizeof(*buf);
@@ -252,41 +266,50 @@ struct {
 	__type(value, struct offcpu_start);
 } offcpu_scratch SEC(".maps");
 
+/* DWARF mode: what each blocked thread left behind, stack copy included. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* tid */
+	__type(value, struct offcpu_copy_buf);
+} offcpu_copies SEC(".maps");
+
+/* One per CPU, indexed by CPU number (values over 32 KiB do not fit per-CPU maps). Resized
+ * to the number of CPUs before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_copy_buf);
+} offcpu_copy_scratch SEC(".maps");
+
 struct offcpu_event _offcpu_event = {};
+struct offcpu_copy_event _offcpu_copy_event = {};
 struct block_io_event _block_io_event = {};
 
 /* tp_btf stacks start in the BPF trampoline and the tracepoint: skip those frames. */
 #define TP_BTF_SKIP 2
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, __u32 state)
 {
-	if (!offcpu_enabled)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
 	__u32 zero = 0;
-
-	/* prev leaves the CPU: remember when and where (prev is still current here). */
-	__u32 ptgid = prev->tgid, ptid = prev->pid;
-	if (ptgid && tracked(ptgid)) {
-		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
-		if (s) {
-			s->time_ns = now;
-			s->state = prev_state & 3;
-			s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
-			s->ustack_bytes =
-				bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
-			if (bpf_map_update_elem(&offcpu_starts, &ptid, s, BPF_ANY))
-				count_drop();
-		}
-	}
-
-	/* next comes back: report how long it was away. */
-	__u32 ntid = next->pid;
-	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &ntid);
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
 	if (!s)
-		return 0;
+		return;
+	s->time_ns = now;
+	s->state = state & 3;
+	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
+		count_drop();
+}
+
+static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
+{
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+	if (!s)
+		return;
 	__u64 duration = now - s->time_ns;
 	if (duration >= offcpu_min_ns) {
 		struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -294,7 +317,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			e->kind = EVENT_OFF_CPU;
 			e->cpu = bpf_get_smp_processor_id();
 			e->pid = next->tgid;
-			e->tid = ntid;
+			e->tid = tid;
 			e->time_ns = now;
 			e->duration_ns = duration;
 			e->state = s->state;
@@ -307,7 +330,76 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			count_drop();
 		}
 	}
-	bpf_map_delete_elem(&offcpu_starts, &ntid);
+	bpf_map_delete_elem(&offcpu_starts, &tid);
+}
+
+/* DWARF mode: keep registers and a copy of the user stack of the thread that blocks. */
+static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev, __u32 tid,
+					     __u64 now, __u32 state)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copy_scratch, &cpu);
+	if (!b)
+		return;
+	struct offcpu_copy_event *e = &b->e;
+	e->kind = EVENT_OFF_CPU_COPY;
+	e->time_ns = now;
+	e->state = state & 3;
+	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	fill_user_regs(e->user_regs, regs);
+	__u64 sp = regs->sp;
+	__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
+	e->stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(prev, sp, cap));
+	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
+		count_drop();
+}
+
+static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid, __u64 now)
+{
+	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
+	if (!b)
+		return;
+	struct offcpu_copy_event *e = &b->e;
+	__u64 duration = now - e->time_ns;
+	if (duration >= offcpu_min_ns) {
+		e->cpu = bpf_get_smp_processor_id();
+		e->pid = next->tgid;
+		e->tid = tid;
+		e->duration_ns = duration;
+		e->time_ns = now;
+		__u64 size = sizeof(struct offcpu_copy_event) + e->stack_bytes;
+		if (size > sizeof(*b))
+			size = sizeof(*b);
+		if (bpf_ringbuf_output(&events, b, size, submit_flags()))
+			count_drop();
+	}
+	bpf_map_delete_elem(&offcpu_copies, &tid);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (!offcpu_enabled)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+
+	/* prev leaves the CPU: remember when and where (prev is still current here). */
+	__u32 ptgid = prev->tgid, ptid = prev->pid;
+	if (ptgid && tracked(ptgid)) {
+		if (stack_copy_bytes)
+			offcpu_keep_copy(ctx, prev, ptid, now, prev_state);
+		else
+			offcpu_keep_stacks(ctx, ptid, now, prev_state);
+	}
+
+	/* next comes back: report how long it was away. */
+	__u32 ntid = next->pid;
+	if (stack_copy_bytes)
+		offcpu_emit_copy(next, ntid, now);
+	else
+		offcpu_emit_stacks(next, ntid, now);
 	return 0;
 }
 

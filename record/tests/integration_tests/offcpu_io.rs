@@ -111,8 +111,9 @@ fn analyze_offcpu_io_and_wall_views() {
     let _guard = exclusive();
     let dir = TempDir::new("views");
     let file = dir.path("views.data");
-    // Off-CPU stacks are walked with frame pointers (DWARF copies are on-CPU only so far).
-    let sleeper = fixture("sleeper-fp");
+    // Built without frame pointers: the off-CPU stacks come from DWARF stack copies (the
+    // default call graph), taken when the thread blocks.
+    let sleeper = fixture("sleeper-nofp");
     let (threads, iters, usecs) = (2u64, 30u64, 10_000u64);
     let out = record(
         &["-o", file.to_str().unwrap()],
@@ -157,7 +158,7 @@ fn analyze_offcpu_io_and_wall_views() {
         .unwrap();
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(
-        text.contains("sleeper-fp"),
+        text.contains("sleeper-nofp"),
         "analyze io names the program as an issuer:\n{text}"
     );
     assert!(text.contains("latency histogram"), "{text}");
