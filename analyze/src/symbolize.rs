@@ -56,24 +56,6 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp_and_survives_deep_nesting() {
-        assert_eq!(
-            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
-            "core::ptr::drop_in_place"
-        );
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
-        assert_eq!(demangle("main"), "main");
-        // A pathologically nested C++ name: returned as it is, no stack overflow.
-        let deep = format!("_Z1f{}i{}", "PFv".repeat(5000), "E".repeat(5000));
-        assert!(!demangle(&deep).is_empty());
-    }
-}
-
 /// Kernel symbols, sorted by address.
 pub struct Kallsyms {
     syms: Vec<(u64, String)>,
@@ -246,4 +228,22 @@ pub fn lookup_files(
             (path, r)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    #[test]
+    fn demangles_rust_and_cpp_and_survives_deep_nesting() {
+        assert_eq!(
+            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
+        assert_eq!(demangle("main"), "main");
+        // A pathologically nested C++ name: returned as it is, no stack overflow.
+        let deep = format!("_Z1f{}i{}", "PFv".repeat(5000), "E".repeat(5000));
+        assert!(!demangle(&deep).is_empty());
+    }
 }
