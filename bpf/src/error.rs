@@ -13,7 +13,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("{step}: {source}")]
+    #[error("{step}: {source} (BPFPERF_DEBUG=1 shows libbpf's log)")]
     Bpf {
         step: &'static str,
         #[source]

@@ -9,11 +9,15 @@ unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
 
-const EVENT_ON_CPU: u32 = 1;
-const EVENT_EXIT: u32 = 2;
-const EVENT_OFF_CPU: u32 = 3;
-const EVENT_BLOCK_IO: u32 = 4;
-const EVENT_OFF_CPU_COPY: u32 = 5;
+// Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
+const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
+const EVENT_EXIT: u32 = types::event_kind::EVENT_EXIT.0;
+const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
+const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
+const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;
+
+/// User registers a stack-copy sample carries (bpfperf.h's USER_REGS).
+pub const USER_REGS: usize = types::bpfperf_limits::BPFPERF_USER_REGS.0 as usize;
 
 /// A stack sample of a thread that was running on a CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +41,7 @@ pub struct OnCpuSample {
 /// User registers at the sample, in perf's x86 order for sample_regs_user 0xff0fff:
 /// AX BX CX DX SI DI BP SP IP FLAGS CS SS R8..R15.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UserRegs(pub [u64; 20]);
+pub struct UserRegs(pub [u64; USER_REGS]);
 
 impl UserRegs {
     /// perf's sample_regs_user mask for these registers.

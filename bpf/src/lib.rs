@@ -22,12 +22,14 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
-pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs};
+pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs, USER_REGS};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
-pub const MAX_STACK_COPY: u32 = 32 * 1024;
+pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
 /// Most bytes of user stack kept per blocked thread (bpfperf.h's MAX_OFFCPU_COPY).
-pub const MAX_OFFCPU_COPY: u32 = 16 * 1024;
+pub const MAX_OFFCPU_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_OFFCPU_COPY.0;
+/// Most frames of a kernel or user stack (bpfperf.h's MAX_STACK_DEPTH).
+pub const MAX_STACK_DEPTH: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_DEPTH.0;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
@@ -83,9 +85,23 @@ fn ring_bytes(frequency: u64, cpus: u64, stack_copy_bytes: u32) -> u64 {
         .next_power_of_two()
 }
 
+/// libbpf's own log stays quiet, so that a failure is the one line of [`Error`]; with
+/// `BPFPERF_DEBUG` set in the environment it goes to stderr (verifier logs included).
+fn route_libbpf_log() {
+    fn to_stderr(_: libbpf_rs::PrintLevel, msg: String) {
+        eprint!("libbpf: {msg}");
+    }
+    if std::env::var_os("BPFPERF_DEBUG").is_some() {
+        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, to_stderr)));
+    } else {
+        libbpf_rs::set_print(None);
+    }
+}
+
 impl Profiler {
     /// Opens, configures, loads and attaches the programs; sampling starts at once.
     pub fn start(options: &Options) -> Result<Profiler, Error> {
+        route_libbpf_log();
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
             return Err(Error::NoBtf);
         }

@@ -17,6 +17,16 @@
 /* Block requests in flight at the same time. */
 #define MAX_INFLIGHT 16384
 
+/* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
+ * generates `types::bpfperf_limits` and Rust reads the limits from there. */
+enum bpfperf_limits {
+	BPFPERF_STACK_DEPTH = MAX_STACK_DEPTH,
+	BPFPERF_STACK_COPY = MAX_STACK_COPY,
+	BPFPERF_OFFCPU_COPY = MAX_OFFCPU_COPY,
+	BPFPERF_USER_REGS = USER_REGS,
+};
+
+/* The first field of every ring buffer record (Rust: `types::event_kind`). */
 enum event_kind {
 	EVENT_ON_CPU = 1,  /* a cpu-clock sample */
 	EVENT_EXIT = 2,    /* a tracked process exited (its whole thread group) */

@@ -41,6 +41,9 @@ struct {
 /* Forces the event structs into BTF so the skeleton generates their Rust types. */
 struct sample_event _sample_event = {};
 struct exit_event _exit_event = {};
+/* Likewise the enums the Rust side reads (event kinds, limits). */
+enum event_kind _event_kind = 0;
+enum bpfperf_limits _limits = 0;
 
 static __always_inline bool tracked(__u32 tgid)
 {
