@@ -63,15 +63,63 @@ impl Default for Options {
     }
 }
 
-/// Loaded and attached BPF programs.
+/// Loaded and attached BPF programs; dropping it detaches and frees them.
 pub struct Profiler {
-    skel: &'static ProfileSkel<'static>,
+    // Fields drop in this order: the ring buffer and links before the skeleton.
     /// Built once: mapping the ring buffer costs a page-table entry per page.
     ring: libbpf_rs::RingBuffer<'static>,
     /// Decoded events the ring buffer callback queued for [`Profiler::poll`].
     queue: Rc<RefCell<Vec<Event>>>,
     _links: Vec<libbpf_rs::Link>,
+    loaded: Loaded,
     ring_bytes: u64,
+}
+
+/// The skeleton and the object storage it borrows, on the heap so that neither moves; freed
+/// skeleton first. (A skeleton borrows its `OpenObject` for its whole life: owning both in
+/// one struct needs these raw pointers.)
+struct Loaded {
+    /// Null until the programs are loaded.
+    skel: *mut ProfileSkel<'static>,
+    object: *mut MaybeUninit<libbpf_rs::OpenObject>,
+}
+
+impl Loaded {
+    fn new() -> Loaded {
+        Loaded {
+            skel: std::ptr::null_mut(),
+            object: Box::into_raw(Box::new(MaybeUninit::uninit())),
+        }
+    }
+
+    /// The storage for the skeleton to open into.
+    ///
+    /// # Safety
+    /// Call once; whatever borrows it must be dropped before `self` or moved into
+    /// `self.skel`.
+    unsafe fn storage(&mut self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
+        // SAFETY: allocated in new(), freed only in drop(), borrowed once (caller's duty).
+        unsafe { &mut *self.object }
+    }
+
+    fn skel(&self) -> &ProfileSkel<'static> {
+        assert!(!self.skel.is_null(), "programs not loaded");
+        // SAFETY: set from Box::into_raw once loaded, freed only in drop().
+        unsafe { &*self.skel }
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        // SAFETY: both pointers come from Box::into_raw and are freed once, here; the
+        // skeleton borrows the object, so it goes first.
+        unsafe {
+            if !self.skel.is_null() {
+                drop(Box::from_raw(self.skel));
+            }
+            drop(Box::from_raw(self.object));
+        }
+    }
 }
 
 /// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
@@ -111,10 +159,12 @@ impl Profiler {
             cpus.len() as u64,
             options.stack_copy_bytes,
         );
-        // The skeleton borrows its object for its whole life; one profiler per process run.
-        let object = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut loaded = Loaded::new();
+        // SAFETY: called once; `open` is consumed by load() below, whose skeleton moves into
+        // `loaded`, and on an early return `open` drops before `loaded` (declared later).
+        let storage = unsafe { loaded.storage() };
         let mut open = ProfileSkelBuilder::default()
-            .open(object)
+            .open(storage)
             .map_err(Error::bpf("open BPF object"))?;
         let rodata = open
             .maps
@@ -153,11 +203,10 @@ impl Profiler {
             .events
             .set_max_entries(ring as u32)
             .map_err(Error::bpf("size ring buffer"))?;
-        // Leaked with its object: the ring buffer below borrows a map of it for the
         // profiler's whole life, and a process runs one profiler.
-        let skel: &'static ProfileSkel<'static> = Box::leak(Box::new(
-            open.load().map_err(Error::bpf("load BPF programs"))?,
-        ));
+        let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
+        loaded.skel = Box::into_raw(Box::new(skel));
+        let skel = loaded.skel();
         let mut links = Vec::new();
         links.push(
             skel.progs
@@ -205,17 +254,18 @@ impl Profiler {
             .map_err(Error::bpf("ring buffer"))?;
         let ring_buffer = builder.build().map_err(Error::bpf("ring buffer"))?;
         Ok(Profiler {
-            skel,
             ring: ring_buffer,
             queue,
             _links: links,
+            loaded,
             ring_bytes: ring,
         })
     }
 
     /// Follows process `pid` (its threads, and the children it forks from now on).
     pub fn track(&self, pid: u32) -> Result<(), Error> {
-        self.skel
+        self.loaded
+            .skel()
             .maps
             .pids
             .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
@@ -239,7 +289,8 @@ impl Profiler {
     /// Events dropped so far because the ring buffer was full.
     pub fn drops(&self) -> u64 {
         let Ok(Some(per_cpu)) = self
-            .skel
+            .loaded
+            .skel()
             .maps
             .drops
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)

@@ -3,4 +3,5 @@
 //! them they skip with a message, or fail when `CI` is set.
 
 mod common;
+mod lifecycle;
 mod sampling;
