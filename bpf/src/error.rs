@@ -6,14 +6,15 @@ pub enum Error {
     NotPermitted,
     #[error("the kernel has no BTF (/sys/kernel/btf/vmlinux is missing): BPF CO-RE needs CONFIG_DEBUG_INFO_BTF=y")]
     NoBtf,
-    #[error("perf_event_open of {what} on CPU {cpu} failed: {source} (check /proc/sys/kernel/perf_event_paranoid, or run as root)")]
+    // Display leaves the source out: it follows in the error chain (`{:#}` prints both).
+    #[error("perf_event_open of {what} on CPU {cpu} failed (check /proc/sys/kernel/perf_event_paranoid, or run as root)")]
     PerfEventOpen {
         what: &'static str,
         cpu: u32,
         #[source]
         source: std::io::Error,
     },
-    #[error("{step}: {source} (BPFPERF_DEBUG=1 shows libbpf's log)")]
+    #[error("{step} (BPFPERF_DEBUG=1 shows libbpf's log)")]
     Bpf {
         step: &'static str,
         #[source]

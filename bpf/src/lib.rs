@@ -272,11 +272,13 @@ impl Profiler {
             .map_err(Error::bpf("track pid"))
     }
 
-    /// Waits up to `timeout` for events and hands each to `handle`; returns how many.
+    /// Waits up to `timeout` for events and hands each to `handle`; returns how many. A signal
+    /// that interrupts the wait (Ctrl-C) ends it early, without an error.
     pub fn poll(&self, timeout: Duration, mut handle: impl FnMut(Event)) -> Result<usize, Error> {
-        self.ring
-            .poll(timeout)
-            .map_err(Error::bpf("poll ring buffer"))?;
+        match self.ring.poll(timeout) {
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            r => r.map_err(Error::bpf("poll ring buffer"))?,
+        }
         self.ring
             .consume()
             .map_err(Error::bpf("consume ring buffer"))?;

@@ -6,3 +6,4 @@ mod follow;
 mod loss;
 mod offcpu_io;
 mod sampling;
+mod signals;

@@ -1,0 +1,87 @@
+//! Ctrl-C and kill: record stops cleanly, the workload gets the signal, the file is whole.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+/// Starts `record ARGS -- CMD`, sends `sig` to record after `after`, returns its output.
+fn record_then_signal(
+    args: &[&str],
+    cmd: &[&str],
+    sig: i32,
+    after: Duration,
+) -> std::process::Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    // SAFETY: signalling our own child.
+    unsafe { kill(child.id() as i32, sig) };
+    child.wait_with_output().unwrap()
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;
+
+#[test]
+fn sigint_stops_the_workload_and_finishes_the_file() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("sigint");
+    let file = dir.path("int.data");
+    let busy = fixture("busy-fp");
+    let started = Instant::now();
+    let out = record_then_signal(
+        &["--call-graph", "fp", "-o", file.to_str().unwrap()],
+        &[busy.to_str().unwrap(), "20", "1"],
+        SIGINT,
+        Duration::from_millis(1500),
+    );
+    let stderr = stderr_of(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "record stopped with its workload, long before the workload's 20 s"
+    );
+    // The workload died of the forwarded SIGINT: 128 + 2, as a shell reports it.
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let (samples, lost) = summary_counts(&stderr);
+    assert!(samples > 500, "{samples} samples in 1.5 s: {stderr}");
+    assert_eq!(lost, 0);
+    let text = perf_script_clean(&file);
+    let seen = parse_script(&text)
+        .iter()
+        .filter(|s| s.event == "cpu-clock")
+        .count() as u64;
+    assert_eq!(seen, samples, "perf sees every sample of the summary");
+}
+
+#[test]
+fn sigterm_ends_a_system_wide_recording() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("sigterm");
+    let file = dir.path("all.data");
+    let out = record_then_signal(
+        &["-a", "--call-graph", "fp", "-o", file.to_str().unwrap()],
+        &[],
+        SIGTERM,
+        Duration::from_millis(1000),
+    );
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("[ record: "), "a summary: {stderr}");
+    perf_script_clean(&file);
+}
