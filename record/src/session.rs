@@ -547,13 +547,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         )
     };
     let system_wide = cfg.target == Target::SystemWide;
-    let kill_child = |c: &Option<workload::HeldChild>| {
-        if let Some(c) = c {
-            // SAFETY: signalling our own held child.
-            unsafe { libc::kill(c.pid, libc::SIGKILL) };
-            let _ = workload::try_wait(c.pid);
-        }
-    };
+    // On an early return below, dropping the held child kills it.
     let options = bpf::Options {
         frequency: cfg.frequency,
         system_wide,
@@ -561,21 +555,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         block_io: cfg.block_io,
         stack_copy_bytes: cfg.stack_copy_bytes,
     };
-    let profiler = match bpf::Profiler::start(&options) {
-        Ok(p) => p,
-        Err(e) => {
-            kill_child(&child);
-            return Err(e.into());
-        }
-    };
+    let profiler = bpf::Profiler::start(&options)?;
     let cpus = bpf::perf_event::online_cpus()?;
-    let mut sideband = match crate::sideband::SideBand::open(&cpus, cfg.stack_copy_bytes > 0) {
-        Ok(s) => s,
-        Err(e) => {
-            kill_child(&child);
-            return Err(e.into());
-        }
-    };
+    let mut sideband = crate::sideband::SideBand::open(&cpus, cfg.stack_copy_bytes > 0)?;
     let mut tracked = HashSet::new();
     let mut initial: Vec<u32> = match &cfg.target {
         Target::Pids(p) => p.clone(),

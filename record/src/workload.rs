@@ -3,7 +3,8 @@
 use std::ffi::CString;
 use std::io;
 
-/// A forked child waiting to exec the workload.
+/// A forked child waiting to exec the workload. Dropped without [`HeldChild::release`] (record
+/// failed to start), it is killed: the workload never runs unrecorded.
 pub struct HeldChild {
     pub pid: i32,
     /// Writing to (or closing) this releases the child.
@@ -36,7 +37,10 @@ pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
             libc::close(go_w);
             libc::close(st_r);
             let mut b = [0u8; 1];
-            libc::read(go_r, b.as_mut_ptr().cast(), 1);
+            // End of file instead of the go byte: record is gone, so the workload never runs.
+            if libc::read(go_r, b.as_mut_ptr().cast(), 1) != 1 {
+                libc::_exit(127);
+            }
             libc::close(go_r);
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let err = *libc::__errno_location();
@@ -66,7 +70,7 @@ fn pipe(flags: libc::c_int) -> io::Result<(libc::c_int, libc::c_int)> {
 
 impl HeldChild {
     /// Lets the child exec; returns the exec error if it failed.
-    pub fn release(self) -> io::Result<()> {
+    pub fn release(mut self) -> io::Result<()> {
         let mut err = [0u8; 4];
         // SAFETY: plain syscalls on descriptors we own.
         let n = unsafe {
@@ -76,10 +80,26 @@ impl HeldChild {
             libc::close(self.exec_status);
             n
         };
+        self.go = -1;
         if n == 4 {
             return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(err)));
         }
         Ok(())
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        if self.go < 0 {
+            return;
+        }
+        // SAFETY: our own child, still held (not reaped), and descriptors we own.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            libc::close(self.go);
+            libc::close(self.exec_status);
+        }
     }
 }
 

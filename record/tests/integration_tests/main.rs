@@ -2,6 +2,7 @@
 
 mod common;
 mod dwarf;
+mod errors;
 mod follow;
 mod loss;
 mod offcpu_io;
