@@ -7,6 +7,25 @@
 //!
 //! Order of use: [`Profiler::start`] (open, configure, load, attach), [`Profiler::track`] the
 //! processes to follow, [`Profiler::poll`] until done, [`Profiler::drops`] for what was lost.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> Result<(), bpf::Error> {
+//! let profiler = bpf::Profiler::start(&bpf::Options::default())?; // needs root and BTF
+//! profiler.track(1234)?; // a tgid: its threads, and the children it forks from now on
+//! loop {
+//!     profiler.poll(Duration::from_millis(50), |event| match event {
+//!         bpf::Event::OnCpu(s) => println!("{} {}: {} user frames", s.time, s.tid, s.user_stack.len()),
+//!         bpf::Event::Exit { pid, .. } if pid == 1234 => std::process::exit(0),
+//!         _ => {}
+//!     })?;
+//! }
+//! # }
+//! ```
+//!
+//! Records are submitted without waking the reader until a quarter of the ring buffer is
+//! full, so events arrive in batches: poll with a timeout (tens of milliseconds), and after
+//! the workload ends poll once more to drain the rest.
 
 mod error;
 mod events;

@@ -36,7 +36,12 @@ enum event_kind {
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
- * bpf_get_stack returns them (negative: the error it returned). */
+ * bpf_get_stack returns them (negative: the error it returned).
+ * Size in the ring buffer: frame-pointer mode reserves the whole struct (2.2 KiB: at 999 Hz
+ * on 2 CPUs, 4.4 MB/s, which the ring buffer is sized for; a reserve needs a constant size,
+ * and a variable size would cost a copy through a scratch buffer). Only the frames that
+ * bpf_get_stack filled reach perf.data, so the file does not pay for it. DWARF mode sends
+ * the struct plus only the stack bytes copied. */
 struct sample_event {
 	__u32 kind;
 	__u32 cpu;
