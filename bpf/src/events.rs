@@ -10,11 +10,14 @@ unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
-const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
+pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
 const EVENT_EXIT: u32 = types::event_kind::EVENT_EXIT.0;
 const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
 const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
 const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;
+
+/// Entries of the drops map (bpfperf.h's EVENT_KINDS).
+pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
 
 /// User registers a stack-copy sample carries (bpfperf.h's USER_REGS).
 pub const USER_REGS: usize = types::bpfperf_limits::BPFPERF_USER_REGS.0 as usize;

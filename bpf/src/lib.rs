@@ -68,6 +68,9 @@ pub struct Options {
     pub block_io: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
+    /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
+    /// second of samples from every CPU, 1 to 64 MiB).
+    pub ring_bytes: Option<u64>,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             off_cpu_min_ns: Some(1000),
             block_io: true,
             stack_copy_bytes: 0,
+            ring_bytes: None,
         }
     }
 }
@@ -173,11 +177,14 @@ impl Profiler {
             return Err(Error::NoBtf);
         }
         let cpus = perf_event::online_cpus()?;
-        let ring = ring_bytes(
-            options.frequency,
-            cpus.len() as u64,
-            options.stack_copy_bytes,
-        );
+        let ring = match options.ring_bytes {
+            Some(bytes) => bytes.clamp(4096, 1 << 30).next_power_of_two(),
+            None => ring_bytes(
+                options.frequency,
+                cpus.len() as u64,
+                options.stack_copy_bytes,
+            ),
+        };
         let mut loaded = Loaded::new();
         // SAFETY: called once; `open` is consumed by load() below, whose skeleton moves into
         // `loaded`, and on an early return `open` drops before `loaded` (declared later).
@@ -307,15 +314,28 @@ impl Profiler {
         Ok(n)
     }
 
-    /// Events dropped so far because the ring buffer was full.
+    /// Events lost so far, of every kind: the ring buffer was full (or, for off-CPU and block
+    /// I/O, the map that keeps their start).
     pub fn drops(&self) -> u64 {
-        let Ok(Some(per_cpu)) = self
-            .loaded
-            .skel()
-            .maps
-            .drops
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        else {
+        (0..events::EVENT_KINDS)
+            .map(|kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind))
+            .sum()
+    }
+
+    /// On-CPU samples lost so far (part of [`Profiler::drops`]).
+    pub fn dropped_samples(&self) -> u64 {
+        self.sum_per_cpu(&self.loaded.skel().maps.drops, events::EVENT_ON_CPU)
+    }
+
+    /// On-CPU samples taken of the followed tasks so far: each one is either delivered by
+    /// [`Profiler::poll`] or counted in [`Profiler::dropped_samples`].
+    pub fn samples_taken(&self) -> u64 {
+        self.sum_per_cpu(&self.loaded.skel().maps.taken, 0)
+    }
+
+    /// The sum over CPUs of a per-CPU array's u64 at `key` (0 if it cannot be read).
+    fn sum_per_cpu(&self, map: &impl MapCore, key: u32) -> u64 {
+        let Ok(Some(per_cpu)) = map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY) else {
             return 0;
         };
         per_cpu

@@ -17,6 +17,9 @@
 /* Block requests in flight at the same time. */
 #define MAX_INFLIGHT 16384
 
+/* Entries of the drops map: one per event kind (below). */
+#define EVENT_KINDS 8
+
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
 enum bpfperf_limits {
@@ -24,6 +27,7 @@ enum bpfperf_limits {
 	BPFPERF_STACK_COPY = MAX_STACK_COPY,
 	BPFPERF_OFFCPU_COPY = MAX_OFFCPU_COPY,
 	BPFPERF_USER_REGS = USER_REGS,
+	BPFPERF_EVENT_KINDS = EVENT_KINDS,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */

@@ -30,13 +30,23 @@ struct {
 	__uint(max_entries, 8 << 20); /* resized from the sampling rate before load */
 } events SEC(".maps");
 
-/* Events that did not fit in the ring buffer, per CPU. */
+/* Events lost, per CPU, indexed by event kind: they did not fit in the ring buffer (or, for
+ * off-CPU and block I/O starts, in their map). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EVENT_KINDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* On-CPU samples taken of tracked tasks, per CPU: each one is either in the ring buffer or
+ * counted in drops[EVENT_ON_CPU]. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} drops SEC(".maps");
+} taken SEC(".maps");
 
 /* Forces the event structs into BTF so the skeleton generates their Rust types. */
 struct sample_event _sample_event = {};
@@ -50,12 +60,16 @@ static __always_inline bool tracked(__u32 tgid)
 	return system_wide || bpf_map_lookup_elem(&pids, &tgid);
 }
 
-static __always_inline void count_drop(void)
+static __always_inline void count(void *map, __u32 key)
 {
-	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	__u64 *n = bpf_map_lookup_elem(map, &key);
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void count_drop(__u32 kind)
+{
+	count(&drops, kind);
 }
 
 static __always_inline __u64 submit_flags(void)
@@ -155,8 +169,10 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct sample_buf *buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
-	if (!buf)
+	if (!buf) {
+		count_drop(EVENT_ON_CPU);
 		return 0;
+	}
 	struct sample_event *e = &buf->e;
 	e->kind = EVENT_ON_CPU;
 	e->cpu = bpf_get_smp_processor_id();
@@ -175,7 +191,7 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	if (size > sizeof(*buf))
 		size = sizeof(*buf);
 	if (bpf_ringbuf_output(&events, buf, size, submit_flags()))
-		count_drop();
+		count_drop(EVENT_ON_CPU);
 	return 0;
 }
 
@@ -186,12 +202,13 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = id >> 32;
 	if (tgid == 0 || !tracked(tgid))
 		return 0;
+	count(&taken, 0);
 	if (stack_copy_bytes)
 		return sample_with_stack_copy(ctx, tgid, (__u32)id);
 
 	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop();
+		count_drop(EVENT_ON_CPU);
 		return 0;
 	}
 	e->kind = EVENT_ON_CPU;
@@ -226,7 +243,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	bpf_map_delete_elem(&pids, &tgid);
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop();
+		count_drop(EVENT_EXIT);
 		return 0;
 	}
 	e->kind = EVENT_EXIT;
@@ -305,7 +322,7 @@ static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, 
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
-		count_drop();
+		count_drop(EVENT_OFF_CPU);
 }
 
 static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
@@ -330,7 +347,7 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 			__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
 			bpf_ringbuf_submit(e, submit_flags());
 		} else {
-			count_drop();
+			count_drop(EVENT_OFF_CPU);
 		}
 	}
 	bpf_map_delete_elem(&offcpu_starts, &tid);
@@ -355,7 +372,7 @@ static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev
 	__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
 	e->stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(prev, sp, cap));
 	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
-		count_drop();
+		count_drop(EVENT_OFF_CPU_COPY);
 }
 
 static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid, __u64 now)
@@ -375,7 +392,7 @@ static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid
 		if (size > sizeof(*b))
 			size = sizeof(*b);
 		if (bpf_ringbuf_output(&events, b, size, submit_flags()))
-			count_drop();
+			count_drop(EVENT_OFF_CPU_COPY);
 	}
 	bpf_map_delete_elem(&offcpu_copies, &tid);
 }
@@ -481,7 +498,7 @@ int BPF_PROG(on_block_issue, struct request *rq)
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY))
-		count_drop();
+		count_drop(EVENT_BLOCK_IO);
 	return 0;
 }
 
@@ -494,7 +511,7 @@ int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_b
 		return 0;
 	struct block_io_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop();
+		count_drop(EVENT_BLOCK_IO);
 		bpf_map_delete_elem(&io_starts, &key);
 		return 0;
 	}

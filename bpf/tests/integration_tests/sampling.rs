@@ -337,3 +337,54 @@ fn untracked_processes_are_not_sampled_unless_system_wide() {
         "system-wide saw {n} samples"
     );
 }
+
+#[test]
+fn every_sample_is_delivered_or_counted_as_dropped() {
+    if !can_load_bpf() {
+        return;
+    }
+    let _guard = exclusive();
+    let busy = fixture("busy-fp");
+    // One page of ring buffer holds one frame-pointer sample: most of them must be dropped.
+    let profiler = Profiler::start(&Options {
+        ring_bytes: Some(4096),
+        ..options()
+    })
+    .unwrap();
+    assert_eq!(profiler.ring_bytes(), 4096);
+    let mut held = Held::spawn(r#"exec "$0" "$@""#, &busy, &["1", "2"]);
+    let pid = held.pid();
+    profiler.track(pid).unwrap();
+    held.release();
+    let mut delivered = 0u64;
+    let mut count = |e: Event| {
+        if matches!(e, Event::OnCpu(ref s) if s.pid == pid) {
+            delivered += 1;
+        }
+    };
+    let (_, cpu_seconds) = loop {
+        // A slow reader: the ring buffer fills between reads.
+        std::thread::sleep(Duration::from_millis(100));
+        profiler.poll(Duration::ZERO, &mut count).unwrap();
+        if let Some(done) = held.try_wait() {
+            break done;
+        }
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    profiler.poll(Duration::ZERO, &mut count).unwrap();
+    let (taken, dropped) = (profiler.samples_taken(), profiler.dropped_samples());
+    eprintln!(
+        "1-page ring: {taken} samples taken, {delivered} delivered, {dropped} dropped ({cpu_seconds:.2} CPU s)"
+    );
+    assert!(
+        dropped > 0,
+        "a one-page ring buffer read every 100 ms drops samples"
+    );
+    assert_eq!(
+        delivered + dropped,
+        taken,
+        "every sample delivered or counted"
+    );
+    assert!(profiler.drops() >= dropped);
+    assert!(taken as f64 >= 0.75 * cpu_seconds * FREQUENCY as f64);
+}
