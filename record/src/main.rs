@@ -44,6 +44,10 @@ struct Args {
     /// Compress the output (accepted; not implemented yet, the file is written uncompressed).
     #[arg(short = 'z')]
     compress: bool,
+    /// Size of the BPF ring buffer in 4 KiB pages, a power of two (unlike perf's -m, one
+    /// buffer for all CPUs). Default: about half a second of samples, 1 to 64 MiB.
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES", value_parser = parse_pages)]
+    mmap_pages: Option<u64>,
     /// Record these running processes (comma-separated pids) and their children.
     #[arg(short = 'p', long, value_delimiter = ',', conflicts_with = "all_cpus")]
     pid: Vec<u32>,
@@ -81,6 +85,15 @@ fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
     }
 }
 
+fn parse_pages(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n.is_power_of_two() && n <= 1 << 18 => Ok(n),
+        _ => Err(format!(
+            "{s}: the ring buffer size must be a power of two from 1 to 262144 pages"
+        )),
+    }
+}
+
 impl Args {
     fn into_config(self) -> anyhow::Result<session::Config> {
         if self.command.is_empty() && self.pid.is_empty() && !self.all_cpus {
@@ -107,6 +120,7 @@ impl Args {
             cmdline: std::env::args().collect(),
             off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
             block_io: !self.no_io,
+            ring_pages: self.mmap_pages,
             stack_copy_bytes: match self.call_graph {
                 CallGraph::Dwarf(n) => n,
                 _ => 0,

@@ -31,6 +31,8 @@ pub struct Config {
     pub block_io: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
+    /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
+    pub ring_pages: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -554,6 +556,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         off_cpu_min_ns: cfg.off_cpu_min_ns,
         block_io: cfg.block_io,
         stack_copy_bytes: cfg.stack_copy_bytes,
+        ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
     };
     let profiler = bpf::Profiler::start(&options)?;
     let cpus = bpf::perf_event::online_cpus()?;

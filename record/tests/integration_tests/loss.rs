@@ -57,3 +57,57 @@ fn drops_under_stress_are_counted() {
     );
     eprintln!("stress: {samples} samples, {lost} lost");
 }
+
+#[test]
+fn a_small_ring_buffer_loses_samples_and_says_how_many() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("loss-small");
+    let file = dir.path("small.data");
+    let busy = fixture("busy-fp");
+    // -m 1: one page holds one sample, so the reader cannot keep up at 5 kHz on every CPU.
+    let out = record(
+        &[
+            "-m",
+            "1",
+            "-F",
+            "5000",
+            "--call-graph",
+            "fp",
+            "--no-off-cpu",
+            "--no-io",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[busy.to_str().unwrap(), "1", "2"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let (samples, lost) = summary_counts(&stderr_of(&out));
+    eprintln!("-m 1: {samples} samples, {lost} lost");
+    assert!(lost > 0, "a one-page ring buffer at 5 kHz loses samples");
+    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
+    let info = std::process::Command::new(&analyze)
+        .args(["info", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()));
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        text.contains(&format!("lost events:   {lost} ")),
+        "the file's LOST records add up to the summary's {lost}:\n{text}"
+    );
+    let out = std::process::Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.trim_start().starts_with("LOST events:")),
+        "perf counts LOST records:\n{stats}"
+    );
+}
