@@ -88,6 +88,24 @@ pub fn record(args: &[&str], cmd: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `cmd` run under /usr/bin/time, which reports its CPU time on stderr (see [`cpu_seconds`]).
+pub fn timed<'a>(cmd: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["/usr/bin/time", "-f", "bpfperf-cpu %U %S"];
+    v.extend_from_slice(cmd);
+    v
+}
+
+/// User + system seconds of a command run by [`timed`], from record's stderr.
+pub fn cpu_seconds(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bpfperf-cpu "))
+        .unwrap_or_else(|| panic!("no CPU time from /usr/bin/time in: {stderr}"));
+    line.split_whitespace()
+        .map(|x| x.parse::<f64>().unwrap())
+        .sum()
+}
+
 /// `perf script` of a file: asserts success and an empty stderr, returns stdout.
 pub fn perf_script_clean(file: &Path) -> String {
     let out = Command::new("perf")
