@@ -105,6 +105,11 @@ impl Args {
                 self.freq
             );
         }
+        if self.compress {
+            eprintln!(
+                "record: warning: -z is not implemented yet, the file is written uncompressed"
+            );
+        }
         let target = if self.all_cpus {
             session::Target::SystemWide
         } else if !self.pid.is_empty() {
