@@ -388,3 +388,67 @@ fn every_sample_is_delivered_or_counted_as_dropped() {
     assert!(profiler.drops() >= dropped);
     assert!(taken as f64 >= 0.75 * cpu_seconds * FREQUENCY as f64);
 }
+
+#[test]
+fn stack_copy_mode_sends_registers_and_the_stack_bytes() {
+    if !can_load_bpf() {
+        return;
+    }
+    let _guard = exclusive();
+    let busy = fixture("busy-nofp");
+    const COPY: u32 = 8192;
+    let profiler = Profiler::start(&Options {
+        stack_copy_bytes: COPY,
+        ..options()
+    })
+    .unwrap();
+    let held = Held::spawn(r#"exec "$0" "$@""#, &busy, &["1", "2"]);
+    let pid = held.pid();
+    let run = follow(&profiler, held, Some(&busy));
+    assert_eq!(run.status, 0);
+    let ours: Vec<&OnCpuSample> = run.samples.iter().filter(|s| s.pid == pid).collect();
+    let expected = run.cpu_seconds * FREQUENCY as f64;
+    assert!(
+        ours.len() as f64 >= 0.75 * expected,
+        "{} of {expected:.0}",
+        ours.len()
+    );
+    assert_eq!(run.drops, 0);
+    let base = run.base.expect("busy-nofp's mapping was seen");
+    let ranges = function_ranges(&busy, &["spin_inner", "hash_loop", "worker"]);
+    let in_fn = |a: u64, name: &str| {
+        let (_, start, end) = ranges.iter().find(|r| r.0 == name).unwrap();
+        a >= base + start && a < base + end
+    };
+    let (mut leaf, mut worker_on_stack) = (0, 0);
+    for s in &ours {
+        let regs = s.user_regs.expect("registers in stack-copy mode");
+        assert!(
+            s.user_stack.is_empty(),
+            "no frame-pointer walk in stack-copy mode"
+        );
+        assert!(!s.stack_copy.is_empty() && s.stack_copy.len() <= COPY as usize);
+        assert!(regs.sp() != 0 && regs.ip() != 0);
+        if in_fn(regs.ip(), "spin_inner") || in_fn(regs.ip(), "hash_loop") {
+            leaf += 1;
+        }
+        // Without frame pointers the return address into worker is somewhere in the copy:
+        // what a DWARF unwinder will find.
+        let words = s.stack_copy.chunks_exact(8);
+        if words
+            .map(|w| u64::from_ne_bytes(w.try_into().unwrap()))
+            .any(|a| in_fn(a, "worker"))
+        {
+            worker_on_stack += 1;
+        }
+    }
+    eprintln!(
+        "stack copies: {} samples, ip in a leaf on {leaf}, worker's return address in the copy on {worker_on_stack}",
+        ours.len()
+    );
+    assert!(leaf * 100 >= ours.len() * 80, "most samples in the leaves");
+    assert!(
+        worker_on_stack * 100 >= ours.len() * 95,
+        "the copy reaches worker's frame"
+    );
+}
