@@ -195,7 +195,9 @@ fn analyze_offcpu_io_and_wall_views() {
 }
 
 /// The trap of design.md: a reader woken per record preempts the workload, which makes off-CPU
-/// events, which wake the reader. A CPU-bound program must stay on the CPU while recorded.
+/// events, which wake the reader. A CPU-bound program must stay on the CPU while recorded, and
+/// record must not spend the CPU it takes from it. Other jobs on the machine may take CPU too:
+/// the workers' off-CPU time must then equal what they did not get, no more.
 #[test]
 fn recording_off_cpu_does_not_create_its_own_off_cpu_time() {
     if !can_record() {
@@ -205,13 +207,22 @@ fn recording_off_cpu_does_not_create_its_own_off_cpu_time() {
     let dir = TempDir::new("trap");
     let file = dir.path("busy.data");
     let busy = fixture("busy-fp");
+    // record's fixed cost (start-up, BPF load, finish), to tell it from the cost per event.
+    let before = children_cpu_seconds();
+    let out = record(&["-o", dir.path("true.data").to_str().unwrap()], &["true"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let record_fixed = children_cpu_seconds() - before;
     let started = std::time::Instant::now();
+    let children_before = children_cpu_seconds();
     let out = record(
         &["-o", file.to_str().unwrap()],
-        &[busy.to_str().unwrap(), "2", "2"],
+        &timed(&[busy.to_str().unwrap(), "2", "2"]),
     );
+    let record_and_workload = children_cpu_seconds() - children_before;
     let wall = started.elapsed().as_secs_f64();
     assert!(out.status.success(), "{}", stderr_of(&out));
+    let workload_cpu = cpu_seconds(&stderr_of(&out));
+    let record_cpu = record_and_workload - workload_cpu - record_fixed;
     let offcpu = analyze_folded(&file, &["--event", "offcpu"]);
     // The workers' own off-CPU time (preemptions), not the main thread waiting in join.
     let workers: u64 = offcpu
@@ -221,11 +232,44 @@ fn recording_off_cpu_does_not_create_its_own_off_cpu_time() {
         })
         .map(|(_, v)| v)
         .sum();
-    let cpu_ns = 2.0 * 2.0 * 1e9;
-    eprintln!("workers off the CPU {:.2} ms of {:.0} ms running ({:.2}%); wall {wall:.2} s for a 2 s program", workers as f64 / 1e6, cpu_ns / 1e6, 100.0 * workers as f64 / cpu_ns);
+    let running = 2.0 * 2.0; // two workers, 2 s of wall time each
+    let not_on_cpu = (running - workload_cpu).max(0.0);
+    let workers_s = workers as f64 / 1e9;
+    eprintln!(
+        "workers off the CPU {workers_s:.3} s, not on the CPU by time {not_on_cpu:.3} s of \
+         {running} s; record used {record_fixed:.3} + {record_cpu:.3} CPU s; wall {wall:.2} s for a 2 s program"
+    );
     assert!(
-        (workers as f64) < 0.05 * cpu_ns,
-        "recording preempts the workload: {workers} ns off-CPU"
+        (workers_s - not_on_cpu).abs() <= 0.05 * running,
+        "off-CPU time {workers_s:.3} s vs {not_on_cpu:.3} s the workers did not run"
+    );
+    assert!(
+        record_cpu < 0.15 * workload_cpu,
+        "record took {record_cpu:.3} CPU s (beyond its fixed cost) while the workload ran {workload_cpu:.3} s"
     );
     assert!(wall < 3.0, "the 2 s workload took {wall:.2} s under record");
+}
+
+/// CPU seconds of this process's reaped children (and theirs), user + system.
+fn children_cpu_seconds() -> f64 {
+    #[repr(C)]
+    struct Timeval {
+        sec: i64,
+        usec: i64,
+    }
+    #[repr(C)]
+    struct Rusage {
+        utime: Timeval,
+        stime: Timeval,
+        rest: [i64; 14],
+    }
+    extern "C" {
+        fn getrusage(who: i32, usage: *mut Rusage) -> i32;
+    }
+    const RUSAGE_CHILDREN: i32 = -1;
+    // SAFETY: a zeroed rusage is a valid out buffer of the C layout.
+    let mut u: Rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { getrusage(RUSAGE_CHILDREN, &mut u) }, 0);
+    let s = |t: &Timeval| t.sec as f64 + t.usec as f64 / 1e6;
+    s(&u.utime) + s(&u.stime)
 }
