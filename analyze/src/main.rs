@@ -4,9 +4,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use analyze::aggregate::{self, Profile};
+use analyze::loader::Loader;
 use analyze::output;
-use analyze::pipeline::{self, EventKind, Profile};
-use clap::{Args as ClapArgs, Parser, Subcommand, ValueEnum};
+use analyze::pipeline::{self, EventSel, Symbolized};
+use clap::{Args as ClapArgs, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -19,48 +21,24 @@ struct Args {
     command: Command,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum Event {
-    /// On-CPU samples (count of samples).
-    Cpu,
-    /// Off-CPU time (nanoseconds).
-    Offcpu,
-    /// Block I/O latency charged to the issuing stack (nanoseconds).
-    Io,
-    /// On-CPU and off-CPU time together (nanoseconds).
-    Wall,
-}
-
-impl Event {
-    fn kind(self) -> EventKind {
-        match self {
-            Event::Cpu => EventKind::Cpu,
-            Event::Offcpu => EventKind::OffCpu,
-            Event::Io => EventKind::Io,
-            Event::Wall => EventKind::Wall,
-        }
-    }
-    fn unit(self) -> &'static str {
-        match self {
-            Event::Cpu => "samples",
-            _ => "ns",
-        }
-    }
-}
-
 /// What to include, shared by the stack-based subcommands.
 #[derive(ClapArgs, Debug)]
 struct Select {
     /// The recording.
     #[arg(short, long, default_value = "perf.data")]
     input: PathBuf,
-    /// Which samples, weighted how.
-    #[arg(long, value_enum, default_value_t = Event::Cpu)]
-    event: Event,
+    /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
+    /// time, ns), io (block I/O latency, ns), wall (on- and off-CPU time, ns), or the name of
+    /// any event in the file (e.g. task-clock, sched:sched_switch).
+    #[arg(long, default_value = "cpu", value_name = "cpu|offcpu|io|wall|NAME")]
+    event: String,
+    /// Only samples of this process.
     #[arg(long)]
     pid: Option<i32>,
+    /// Only samples of this thread.
     #[arg(long)]
     tid: Option<i32>,
+    /// Only samples of threads of this name.
     #[arg(long)]
     comm: Option<String>,
     /// User frames only.
@@ -75,15 +53,17 @@ struct Select {
 }
 
 impl Select {
-    fn options(&self) -> pipeline::Options {
+    fn options(&self, addresses: bool) -> pipeline::Options {
         pipeline::Options {
-            event: self.event.kind(),
+            event: EventSel::parse(&self.event),
             inline: !self.no_inline,
             user_only: self.user_only,
             kernel_only: self.kernel_only,
             pid: self.pid,
             tid: self.tid,
             comm: self.comm.clone(),
+            addresses,
+            progress: true,
         }
     }
 }
@@ -132,7 +112,8 @@ enum Command {
     },
 }
 
-fn profile(select: &Select) -> anyhow::Result<Profile> {
+/// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
+fn symbolized(select: &Select, addresses: bool) -> anyhow::Result<Symbolized> {
     let timing = std::env::var_os("BPFPERF_TIMING").is_some();
     let t0 = std::time::Instant::now();
     let rec = analyze::read::read(&select.input)?;
@@ -143,35 +124,36 @@ fn profile(select: &Select) -> anyhow::Result<Profile> {
         eprintln!("analyze: warning: {n}");
     }
     let t1 = std::time::Instant::now();
-    let p = pipeline::build(&rec, &select.options());
+    let loader = Loader::new();
+    let s = pipeline::symbolize(&rec, &select.options(addresses), &loader)?;
     if timing {
         eprintln!(
             "analyze: unwind + symbolize + stacks {:.3} s",
             t1.elapsed().as_secs_f64()
         );
     }
-    for w in &p.stats.warnings {
+    for w in &s.stats.warnings {
         eprintln!("analyze: warning: {w}");
     }
-    let s = &p.stats;
-    let pct = if s.frames == 0 {
+    let st = &s.stats;
+    let pct = if st.frames == 0 {
         0.0
     } else {
-        100.0 * s.unknown_frames as f64 / s.frames as f64
+        100.0 * st.unknown_frames as f64 / st.frames as f64
     };
     let mut line = format!(
-        "analyze: {} samples, {} frames, {} [unknown] ({pct:.1}%)",
-        s.samples, s.frames, s.unknown_frames
+        "analyze: {} {} samples, {} frames, {} [unknown] ({pct:.1}%)",
+        st.samples, s.event, st.frames, st.unknown_frames
     );
-    if s.dwarf_samples > 0 {
-        let ends: Vec<String> = s
+    if st.dwarf_samples > 0 {
+        let ends: Vec<String> = st
             .stack_ends
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         line.push_str(&format!(
             "; DWARF-unwound {} (stack ends: {})",
-            s.dwarf_samples,
+            st.dwarf_samples,
             ends.join(", ")
         ));
     }
@@ -179,7 +161,11 @@ fn profile(select: &Select) -> anyhow::Result<Profile> {
         line.push_str(&format!("; {} events lost while recording", rec.lost));
     }
     eprintln!("{line}");
-    Ok(p)
+    Ok(s)
+}
+
+fn profile(select: &Select) -> anyhow::Result<Profile> {
+    Ok(aggregate::aggregate(symbolized(select, false)?))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
@@ -198,59 +184,39 @@ fn run(args: Args) -> anyhow::Result<()> {
             kernel_annotate,
             sort,
         } => {
+            let keys = sort
+                .iter()
+                .map(|k| {
+                    output::report::SortKey::parse(k).ok_or_else(|| {
+                        anyhow::anyhow!("--sort {k}: not one of sym, dso, comm, pid, srcline")
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let p = profile(&select)?;
             if folded {
                 for line in output::folded::folded(&p, kernel_annotate) {
                     writeln!(stdout, "{line}")?;
                 }
             } else {
-                let keys = sort
-                    .iter()
-                    .map(|k| {
-                        output::report::SortKey::parse(k).ok_or_else(|| {
-                            anyhow::anyhow!("--sort {k}: not one of sym, dso, comm, pid, srcline")
-                        })
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                write!(
-                    stdout,
-                    "{}",
-                    output::report::report(&p, &keys, select.event.unit())
-                )?;
+                write!(stdout, "{}", output::report::report(&p, &keys))?;
             }
         }
         Command::Script { select } => {
-            let p = profile(&select)?;
-            write!(
-                stdout,
-                "{}",
-                output::script::script(&p, &format!("{:?}", select.event).to_lowercase())
-            )?;
+            let s = symbolized(&select, true)?;
+            let mut out = std::io::BufWriter::new(stdout);
+            output::script::write_script(&s, &mut out)?;
+            out.flush()?;
         }
         Command::Flamegraph {
             select,
             output: out,
         } => {
             let p = profile(&select)?;
-            let lines = output::folded::folded(&p, true);
-            let title = format!(
-                "{} — {:?} ({})",
-                select.input.display(),
-                select.event,
-                select.event.unit()
-            )
-            .replace("Cpu", "on-CPU")
-            .replace("Offcpu", "off-CPU")
-            .replace("Io", "block I/O")
-            .replace("Wall", "wall clock");
+            let title = format!("{}: {} ({})", select.input.display(), p.event, p.unit);
             let file = std::fs::File::create(&out)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-            output::flamegraph::write_svg(
-                &lines,
-                &title,
-                select.event.unit(),
-                std::io::BufWriter::new(file),
-            )?;
+            output::flamegraph::write_svg(&p, &title, std::io::BufWriter::new(file))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
         Command::Io { input, slowest } => {

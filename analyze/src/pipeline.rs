@@ -1,73 +1,116 @@
-//! The driver: read -> unwind -> symbolize -> stacks. Rayon lives here only.
+//! The driver: select -> unwind -> resolve -> symbolize -> (aggregate). Rayon lives here only.
 //!
-//! Stacks are unwound in parallel (DWARF samples grouped by process, each process's unwinder
-//! built once), unique addresses are symbolized once, per ELF file in parallel. The result
-//! does not depend on the thread count: every merge below is keyed and sorted.
+//! Stacks are unwound and resolved in parallel; unique addresses are symbolized once, per
+//! file in parallel (kernel symbols meanwhile); then each sample's frames become ids into one
+//! table of frames, in parallel again. Every merge is keyed and sorted, and results are
+//! collected in sample order, so the output does not depend on the thread count.
 
-use std::collections::{BTreeMap, HashMap};
-
-use rustc_hash::FxHashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
-use crate::dwarf_unwind::{
-    ElfUnwindCache, ExecMapping, ProcessUnwinder, StackEnd, UnwindCache, UnwoundFrame,
-};
-use crate::read::{MapId, RawSample, Recording, UserFrame};
-use crate::symbolize::{self, ElfFile, FrameInfo, Kallsyms};
+use crate::loader::{self, Loader};
+use crate::read::{MapId, RawSample, Recording};
+use crate::resolve::{Key, Lookup, Resolver, Source};
+use crate::symbolize::{self, AddrInfo, FrameInfo};
+use crate::unwind::{UnwindCache, Unwinder, UnwoundStack};
+use crate::Error;
 
 /// Which samples make the profile, and what a sample weighs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    /// On-CPU samples (every event but offcpu-time and block I/O); weight 1 each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventSel {
+    /// The sampling event (the first on-CPU event of the file that has samples); weight 1.
     Cpu,
-    /// offcpu-time samples; weight = nanoseconds off the CPU.
+    /// `offcpu-time` samples; weight = nanoseconds off the CPU.
     OffCpu,
-    /// bpfperf:block_io samples; weight = I/O latency in nanoseconds.
+    /// bpfperf block I/O samples; weight = I/O latency in nanoseconds.
     Io,
     /// On-CPU samples weighted by their period (ns) plus off-CPU ns: where wall time went.
     Wall,
+    /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1.
+    Named(String),
+}
+
+impl EventSel {
+    pub fn parse(s: &str) -> EventSel {
+        match s {
+            "cpu" => EventSel::Cpu,
+            "offcpu" => EventSel::OffCpu,
+            "io" => EventSel::Io,
+            "wall" => EventSel::Wall,
+            other => EventSel::Named(other.to_string()),
+        }
+    }
+
+    /// What the weights count.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            EventSel::Cpu | EventSel::Named(_) => "samples",
+            _ => "ns",
+        }
+    }
 }
 
 /// What to keep and how to show it.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub event: EventKind,
+    pub event: EventSel,
+    /// Show inlined functions as frames of their own.
     pub inline: bool,
     pub user_only: bool,
     pub kernel_only: bool,
     pub pid: Option<i32>,
     pub tid: Option<i32>,
     pub comm: Option<String>,
+    /// Keep each frame's address and symbol offset (for `script`).
+    pub addresses: bool,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            event: EventKind::Cpu,
+            event: EventSel::Cpu,
             inline: true,
             user_only: false,
             kernel_only: false,
             pid: None,
             tid: None,
             comm: None,
+            addresses: false,
+            progress: false,
         }
     }
 }
 
-/// A symbolized stack, root first, with its weight.
+/// A frame's address in the process and its offset in its symbol (for `script`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameAddr {
+    pub addr: u64,
+    pub offset: Option<u64>,
+}
+
+/// One sample's symbolized stack, root first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stack {
-    /// Index into [`Profile::comms`].
+pub struct SymbolizedStack {
+    /// Index into [`Symbolized::comms`].
     pub comm: u32,
     pub pid: i32,
     pub tid: i32,
-    /// Indices into [`Profile::frames`], root first.
-    pub frames: Vec<u32>,
-    /// Which of the frames are kernel frames (same length as `frames`).
-    pub kernel: Vec<bool>,
+    pub time: u64,
+    pub cpu: u32,
+    /// Index into [`Symbolized::events`].
+    pub event: u32,
+    pub period: u64,
     pub weight: u64,
+    /// Indices into [`Symbolized::frames`], root first: user frames, then kernel frames.
+    pub frames: Vec<u32>,
+    /// How many of `frames` are user frames.
+    pub user_len: u32,
+    /// Aligned with `frames` when [`Options::addresses`] is set, else empty.
+    pub addrs: Vec<FrameAddr>,
 }
 
 /// Counters of what could not be resolved, for the summary line.
@@ -81,33 +124,98 @@ pub struct Stats {
     pub warnings: Vec<String>,
 }
 
+/// Every selected sample, symbolized, in file order.
 #[derive(Debug, Default)]
-pub struct Profile {
+pub struct Symbolized {
     pub comms: Vec<String>,
+    pub events: Vec<String>,
+    /// The selected event, as reports name it.
+    pub event: String,
+    pub unit: &'static str,
     pub frames: Vec<FrameInfo>,
-    pub stacks: Vec<Stack>,
+    pub stacks: Vec<SymbolizedStack>,
     pub stats: Stats,
 }
 
-fn event_kind_of(name: &str) -> EventKind {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sampling,
+    OffCpu,
+    Io,
+}
+
+fn kind_of(name: &str) -> Kind {
     match name {
-        format::events::OFFCPU_EVENT => EventKind::OffCpu,
-        format::events::BLOCK_IO_EVENT => EventKind::Io,
-        _ => EventKind::Cpu,
+        format::events::OFFCPU_EVENT => Kind::OffCpu,
+        format::events::BLOCK_IO_EVENT => Kind::Io,
+        _ => Kind::Sampling,
     }
 }
 
-/// A user frame after unwinding: address, mapping, and whether it is a return address.
-#[derive(Clone, Copy)]
-struct Located {
-    addr: u64,
-    map: Option<MapId>,
-    is_return: bool,
-}
+/// A selected sample and its weight.
+type Weighed<'a> = (&'a RawSample, u64);
+/// The weight of a sample of an event (index), or `None` if it is not selected.
+type Weigh<'a> = dyn Fn(usize, &RawSample) -> Option<u64> + Sync + 'a;
 
-fn selected<'a>(rec: &'a Recording, o: &Options) -> Vec<(&'a RawSample, u64)> {
-    let kinds: Vec<EventKind> = rec.events.iter().map(|n| event_kind_of(n)).collect();
-    rec.samples
+/// The samples `o` selects, with their weights, and the name of what was selected.
+fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, String), Error> {
+    let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
+    let mut counts = vec![0u64; rec.events.len()];
+    for s in &rec.samples {
+        if let Some(c) = counts.get_mut(s.event) {
+            *c += 1;
+        }
+    }
+    // The sampling event: the first on-CPU event that has samples. Several events are never
+    // merged (as perf and stackcollapse-perf.pl keep them apart): name the others.
+    let sampling = (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && counts[i] > 0);
+    let named = |want: &str| -> Result<usize, Error> {
+        let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
+        rec.events
+            .iter()
+            .position(|n| n == want)
+            .or_else(|| rec.events.iter().position(|n| base(n) == want))
+            .ok_or_else(|| Error::NoSuchEvent {
+                name: want.to_string(),
+                available: rec.events.join(", "),
+            })
+    };
+    let (weigh, label): (Box<Weigh>, String) = match &o.event {
+        EventSel::Cpu => {
+            let i = sampling;
+            (
+                Box::new(move |e, _| (Some(e) == i).then_some(1)),
+                i.map_or("cpu".into(), |i| rec.events[i].clone()),
+            )
+        }
+        EventSel::Named(n) => {
+            let i = named(n)?;
+            let off = kinds[i] != Kind::Sampling;
+            (
+                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { 1 })),
+                rec.events[i].clone(),
+            )
+        }
+        EventSel::OffCpu => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)),
+            "off-CPU".into(),
+        ),
+        EventSel::Io => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),
+            "block I/O".into(),
+        ),
+        EventSel::Wall => {
+            let i = sampling;
+            (
+                Box::new(move |e, s| {
+                    (Some(e) == i || kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)
+                }),
+                "wall clock".into(),
+            )
+        }
+    };
+    let samples = rec
+        .samples
         .iter()
         .filter(|s| o.pid.is_none_or(|p| p == s.pid) && o.tid.is_none_or(|t| t == s.tid))
         .filter(|s| {
@@ -115,301 +223,303 @@ fn selected<'a>(rec: &'a Recording, o: &Options) -> Vec<(&'a RawSample, u64)> {
                 .as_ref()
                 .is_none_or(|c| *c == rec.comms[s.comm as usize])
         })
-        .filter_map(|s| {
-            let kind = kinds.get(s.event).copied().unwrap_or(EventKind::Cpu);
-            let w = match (o.event, kind) {
-                (EventKind::Cpu, EventKind::Cpu) => 1,
-                (EventKind::OffCpu, EventKind::OffCpu) | (EventKind::Io, EventKind::Io) => s.period,
-                (EventKind::Wall, EventKind::Cpu) | (EventKind::Wall, EventKind::OffCpu) => {
-                    s.period
+        .filter_map(|s| Some((s, weigh(s.event, s)?)))
+        .collect();
+    Ok((samples, label))
+}
+
+fn progress_bar(o: &Options, len: u64) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !o.progress || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} samples")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    Some(bar)
+}
+
+/// Kernel symbols, if the recording's kernel is the running one (same build id, when the file
+/// gives one), and the shift from recorded to running addresses (KASLR of another boot).
+fn kernel_symbols(
+    rec: &Recording,
+    loader: &Loader,
+) -> (
+    Option<std::sync::Arc<loader::Kallsyms>>,
+    u64,
+    Option<String>,
+) {
+    let recorded = rec.build_ids.get("[kernel.kallsyms]");
+    if let (Some(want), Some(have)) = (recorded, loader::running_kernel_build_id()) {
+        if !loader::build_ids_match(want, &have) {
+            return (
+                None,
+                0,
+                Some("the recording's kernel is not the running one (build ids differ); kernel frames are [unknown]".into()),
+            );
+        }
+    }
+    let Some(k) = loader.kallsyms() else {
+        return (None, 0, None);
+    };
+    let shift = match (rec.kernel_mapping(), k.address_of("_text")) {
+        (Some(m), Some(text)) if m.path.ends_with("_text") && m.pgoff != 0 => {
+            text.wrapping_sub(m.pgoff)
+        }
+        _ => 0,
+    };
+    (Some(k), shift, None)
+}
+
+/// Reads nothing: turns the samples of `rec` that `o` selects into symbolized stacks.
+pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbolized, Error> {
+    let (samples, label) = select(rec, o)?;
+    let mut stats = Stats {
+        samples: samples.len() as u64,
+        ..Default::default()
+    };
+    let bar = progress_bar(o, samples.len() as u64);
+    if let Some(b) = &bar {
+        b.set_message("unwinding");
+    }
+
+    // Unwind, then resolve each user frame to (file, address there).
+    let unwinder = Unwinder::new(rec, samples.iter().map(|(s, _)| *s), loader);
+    let stacks: Vec<UnwoundStack> = if o.kernel_only {
+        vec![UnwoundStack::default(); samples.len()]
+    } else {
+        samples
+            .par_iter()
+            .map_init(UnwindCache::default, |cache, (s, _)| {
+                if let Some(b) = &bar {
+                    b.inc(1);
                 }
-                _ => return None,
-            };
-            Some((s, w))
-        })
-        .collect()
-}
-
-fn find_map(rec: &Recording, pid: i32, addr: u64) -> Option<MapId> {
-    rec.process_maps.get(&pid)?.iter().copied().find(|&id| {
-        let m = &rec.mappings[id as usize];
-        addr >= m.start && addr < m.end
-    })
-}
-
-/// Stage 2, unwind: user frames of each sample (DWARF where the sample has a stack copy).
-fn unwind(rec: &Recording, samples: &[(&RawSample, u64)], stats: &mut Stats) -> Vec<Vec<Located>> {
-    // One unwinder per process with DWARF samples.
-    let mut pids: Vec<i32> = samples
-        .iter()
-        .filter(|(s, _)| s.stack_copy.is_some())
-        .map(|(s, _)| s.pid)
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    let mut elves = ElfUnwindCache::default();
-    let unwinders: HashMap<i32, ProcessUnwinder> = pids
-        .iter()
-        .map(|&pid| {
-            let maps: Vec<ExecMapping> = rec
-                .process_maps
-                .get(&pid)
-                .map_or(&[][..], |v| v)
-                .iter()
-                .map(|&id| {
-                    let m = &rec.mappings[id as usize];
-                    ExecMapping {
-                        start: m.start,
-                        end: m.end,
-                        pgoff: m.pgoff,
-                        path: m.path.clone().into(),
-                    }
-                })
-                .collect();
-            (pid, ProcessUnwinder::new(&maps, &mut elves))
-        })
-        .collect();
-    let results: Vec<(Vec<Located>, Option<StackEnd>)> = samples
-        .par_iter()
-        .map_init(UnwindCache::default, |cache, (s, _)| {
-            let (Some(copy), Some(unwinder)) = (&s.stack_copy, unwinders.get(&s.pid)) else {
-                let frames = s
-                    .user
-                    .iter()
-                    .enumerate()
-                    .map(|(i, f): (usize, &UserFrame)| Located {
-                        addr: f.addr,
-                        map: f.map,
-                        is_return: i > 0,
-                    })
-                    .collect();
-                return (frames, None);
-            };
-            let mut out = Vec::new();
-            let end = unwinder.unwind(cache, copy.regs, &copy.bytes, &mut out);
-            let frames = out
-                .iter()
-                .map(|f| {
-                    let (addr, is_return) = match *f {
-                        UnwoundFrame::InstructionPointer(a) => (a, false),
-                        UnwoundFrame::ReturnAddress(a) => (a, true),
-                    };
-                    Located {
-                        addr,
-                        map: find_map(rec, s.pid, addr),
-                        is_return,
-                    }
-                })
-                .collect();
-            (frames, Some(end))
-        })
-        .collect();
-    let mut out = Vec::with_capacity(results.len());
-    for (frames, end) in results {
-        if let Some(end) = end {
+                unwinder.unwind(cache, s)
+            })
+            .collect()
+    };
+    for st in &stacks {
+        if let Some(end) = st.end {
             stats.dwarf_samples += 1;
             *stats.stack_ends.entry(format!("{end:?}")).or_insert(0) += 1;
         }
-        out.push(frames);
     }
-    out
-}
-
-/// Builds the profile of `rec` for `o`.
-pub fn build(rec: &Recording, o: &Options) -> Profile {
-    let mut stats = Stats::default();
-    let samples = selected(rec, o);
-    stats.samples = samples.len() as u64;
-    let user = if o.kernel_only {
-        vec![Vec::new(); samples.len()]
-    } else {
-        unwind(rec, &samples, &mut stats)
-    };
-
-    // Where each user frame points: (file, lookup SVMA). Each file is checked once.
-    struct FileState {
-        path: String,
-        elf: Option<ElfFile>,
-    }
-    let mut files: Vec<FileState> = Vec::new();
-    let mut file_of_path: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut file_of_map: Vec<Option<Option<u32>>> = vec![None; rec.mappings.len()];
-    let mut warned: Vec<String> = Vec::new();
-    let mut key_of = |loc: &Located| -> Option<(u32, u64)> {
-        let map = loc.map?;
-        let m = &rec.mappings[map as usize];
-        let file = (*file_of_map[map as usize].get_or_insert_with(|| {
-            if !m.path.starts_with('/') {
-                return None;
-            }
-            Some(*file_of_path.entry(m.path.as_str()).or_insert_with(|| {
-                let path = Path::new(&m.path);
-                let expected = m
-                    .build_id
-                    .clone()
-                    .or_else(|| rec.build_ids.get(&m.path).cloned());
-                let mut elf = None;
-                match (&expected, symbolize::build_id_of(path)) {
-                    (Some(want), Some(have))
-                        if !have.starts_with(want.strip_suffix(&[0u8; 4]).unwrap_or(want))
-                            && !want.starts_with(&have) =>
-                    {
-                        warned.push(format!(
-                            "{}: build id differs from the recording's; its frames are [unknown]",
-                            m.path
-                        ));
-                    }
-                    _ => {
-                        elf = ElfFile::open(path);
-                        if elf.is_none() {
-                            warned.push(format!(
-                                "{}: cannot read it; its frames are [unknown]",
-                                m.path
-                            ));
-                        }
-                    }
-                }
-                files.push(FileState {
-                    path: m.path.clone(),
-                    elf,
-                });
-                (files.len() - 1) as u32
-            }))
-        }))?;
-        let svma = files[file as usize]
-            .elf
-            .as_ref()?
-            .svma(loc.addr.wrapping_sub(m.start).wrapping_add(m.pgoff))?;
-        Some((file, svma.saturating_sub(loc.is_return as u64)))
-    };
-    let keys: Vec<Vec<Option<(u32, u64)>>> = user
+    let used_maps: BTreeSet<MapId> = stacks
         .iter()
-        .map(|fs| fs.iter().map(&mut key_of).collect())
+        .flat_map(|s| s.user.iter().filter_map(|l| l.map))
         .collect();
-    stats.warnings.extend(warned);
+    let resolver = Resolver::new(rec, used_maps.iter().copied(), loader);
+    let keys: Vec<Vec<Option<Key>>> = stacks
+        .par_iter()
+        .map(|s| s.user.iter().map(|l| resolver.resolve(l)).collect())
+        .collect();
 
-    // Unique addresses per file, looked up once, files in parallel.
-    let mut per_file: Vec<Vec<u64>> = vec![Vec::new(); files.len()];
-    for &(file, svma) in keys.iter().flatten().flatten() {
-        per_file[file as usize].push(svma);
+    // Unique addresses per file, and unique kernel lookup addresses.
+    let files = resolver.files();
+    let mut per_file: Vec<Vec<Lookup>> = vec![Vec::new(); files.len()];
+    for &(f, a) in keys.iter().flatten().flatten() {
+        per_file[f as usize].push(a);
     }
-    let files_list: Vec<(String, Vec<u64>)> = per_file
-        .into_iter()
-        .zip(&files)
-        .map(|(mut v, f)| {
-            v.sort_unstable();
-            v.dedup();
-            (f.path.clone(), v)
-        })
-        .collect();
-    // /proc/kallsyms takes the kernel a while to format: read it while the files are looked up.
-    let want_kallsyms = !o.user_only && rec.kernel_mapping().is_some();
-    let (symbols, kallsyms) = rayon::join(
-        || symbolize::lookup_files(files_list, o.inline),
+    per_file.par_iter_mut().for_each(|v| {
+        v.sort_unstable();
+        v.dedup();
+    });
+    let mut kernel_addrs: Vec<u64> = if o.user_only {
+        Vec::new()
+    } else {
+        samples
+            .iter()
+            .flat_map(|(s, _)| s.kernel.iter().copied())
+            .collect()
+    };
+    kernel_addrs.par_sort_unstable();
+    kernel_addrs.dedup();
+
+    if let Some(b) = &bar {
+        b.set_message("symbolizing");
+    }
+    let (file_infos, (kernel_infos, kernel_warning)) = rayon::join(
         || {
-            if want_kallsyms {
-                Kallsyms::load()
-            } else {
-                None
+            per_file
+                .par_iter()
+                .enumerate()
+                .map(|(f, addrs)| {
+                    let file = &files[f];
+                    match &file.source {
+                        Some(Source::Elf { elf, debug }) => symbolize::symbolize_elf(
+                            elf,
+                            debug.as_deref(),
+                            &file.dso,
+                            addrs,
+                            o.inline,
+                        ),
+                        Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),
+                        None => addrs
+                            .iter()
+                            .map(|_| AddrInfo {
+                                frames: vec![FrameInfo::unknown(&file.dso)],
+                                start: None,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect::<Vec<Vec<AddrInfo>>>()
+        },
+        || {
+            if kernel_addrs.is_empty() {
+                return (Vec::new(), None);
             }
+            let (k, shift, warning) = kernel_symbols(rec, loader);
+            let infos: Vec<AddrInfo> = kernel_addrs
+                .iter()
+                .map(|&a| {
+                    let mut i = symbolize::symbolize_kernel(k.as_deref(), a.wrapping_add(shift));
+                    i.start = i.start.map(|s| s.wrapping_sub(shift));
+                    i
+                })
+                .collect();
+            (infos, warning)
         },
     );
+    stats.warnings.extend(loader.problems());
+    stats.warnings.extend(kernel_warning);
 
-    // Frames interned once per unique address.
-    let mut profile = Profile {
+    // One table of frames: ids given in file order, then address order (deterministic).
+    let mut out = Symbolized {
         comms: rec.comms.clone(),
+        events: rec.events.clone(),
+        event: label,
+        unit: o.event.unit(),
         ..Default::default()
     };
     let mut interned: FxHashMap<FrameInfo, u32> = FxHashMap::default();
-    let mut intern = |f: FrameInfo, frames: &mut Vec<FrameInfo>| -> u32 {
-        *interned.entry(f).or_insert_with_key(|f| {
-            frames.push(f.clone());
-            (frames.len() - 1) as u32
-        })
+    let mut intern = |f: &FrameInfo, frames: &mut Vec<FrameInfo>| -> u32 {
+        if let Some(&id) = interned.get(f) {
+            return id;
+        }
+        frames.push(f.clone());
+        let id = (frames.len() - 1) as u32;
+        interned.insert(f.clone(), id);
+        id
     };
-    let mut user_ids: FxHashMap<(u32, u64), (Vec<u32>, u64)> = FxHashMap::default();
-    let mut unknown_user: FxHashMap<String, u32> = FxHashMap::default();
-    let mut kernel_ids: FxHashMap<u64, (u32, bool)> = FxHashMap::default();
-    for (i, (s, weight)) in samples.iter().enumerate() {
-        let mut frames = Vec::new();
-        let mut kernel = Vec::new();
-        if !o.kernel_only {
-            for (j, loc) in user[i].iter().enumerate().rev() {
-                stats.frames += 1;
-                match keys[i][j] {
-                    Some((file, svma)) => {
-                        let (ids, unknown) = user_ids.entry((file, svma)).or_insert_with(|| {
-                            let path = &files[file as usize].path;
-                            let infos = symbols
-                                .get(path)
-                                .and_then(|m| m.get(&svma))
-                                .cloned()
-                                .unwrap_or_else(|| vec![FrameInfo::unknown(path)]);
-                            let unknown =
-                                infos.iter().filter(|f| f.function == "[unknown]").count() as u64;
-                            (
-                                infos
-                                    .into_iter()
-                                    .map(|f| intern(f, &mut profile.frames))
-                                    .collect(),
-                                unknown,
-                            )
-                        });
-                        stats.unknown_frames += *unknown;
-                        kernel.extend(std::iter::repeat_n(false, ids.len()));
+    let file_ids: Vec<Vec<Vec<u32>>> = file_infos
+        .iter()
+        .map(|infos| {
+            infos
+                .iter()
+                .map(|i| {
+                    i.frames
+                        .iter()
+                        .map(|f| intern(f, &mut out.frames))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let kernel_ids: Vec<u32> = kernel_infos
+        .iter()
+        .map(|i| intern(&i.frames[0], &mut out.frames))
+        .collect();
+    let mut unknown_ids: FxHashMap<&str, u32> = FxHashMap::default();
+    for st in &stacks {
+        for l in &st.user {
+            let dso = resolver.dso_of(l);
+            if !unknown_ids.contains_key(dso) {
+                let id = intern(&FrameInfo::unknown(dso), &mut out.frames);
+                unknown_ids.insert(dso, id);
+            }
+        }
+    }
+    let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
+
+    if let Some(b) = &bar {
+        b.set_message("stacks");
+    }
+    let symbolized: Vec<(SymbolizedStack, u64, u64)> = samples
+        .par_iter()
+        .zip(stacks.par_iter().zip(keys.par_iter()))
+        .map(|((s, weight), (st, keys))| {
+            let mut frames = Vec::new();
+            let mut addrs = Vec::new();
+            for (loc, key) in st.user.iter().zip(keys).rev() {
+                let found = key.and_then(|(f, a)| {
+                    let i = per_file[f as usize].binary_search(&a).ok()?;
+                    Some((&file_ids[f as usize][i], &file_infos[f as usize][i]))
+                });
+                match found {
+                    Some((ids, info)) => {
                         frames.extend_from_slice(ids);
+                        if o.addresses {
+                            let (_, a) = key.expect("found means resolved");
+                            let offset = info.start.map(|st| a.addr.wrapping_sub(st));
+                            for (k, _) in ids.iter().enumerate() {
+                                addrs.push(FrameAddr {
+                                    addr: loc.addr,
+                                    // Only the real (outer) function has an offset.
+                                    offset: if k == 0 { offset } else { None },
+                                });
+                            }
+                        }
                     }
                     None => {
-                        let dso = loc
-                            .map
-                            .map_or("[unknown]", |m| rec.mappings[m as usize].path.as_str());
-                        let id = match unknown_user.get(dso) {
-                            Some(&id) => id,
-                            None => {
-                                let id = intern(FrameInfo::unknown(dso), &mut profile.frames);
-                                unknown_user.insert(dso.to_string(), id);
-                                id
-                            }
-                        };
-                        stats.unknown_frames += 1;
-                        frames.push(id);
-                        kernel.push(false);
+                        frames.push(unknown_ids[resolver.dso_of(loc)]);
+                        if o.addresses {
+                            addrs.push(FrameAddr {
+                                addr: loc.addr,
+                                offset: None,
+                            });
+                        }
                     }
                 }
             }
-        }
-        if !o.user_only {
-            for (j, &addr) in s.kernel.iter().enumerate().rev() {
-                stats.frames += 1;
-                let lookup = if j > 0 { addr.saturating_sub(1) } else { addr };
-                let (id, known) = *kernel_ids.entry(lookup).or_insert_with(|| {
-                    let name = kallsyms
-                        .as_ref()
-                        .and_then(|k| k.lookup(lookup))
-                        .map(str::to_string);
-                    let known = name.is_some();
-                    let f = FrameInfo {
-                        function: name.unwrap_or_else(|| "[unknown]".into()),
-                        dso: "[kernel.kallsyms]".into(),
-                        srcline: None,
-                        inlined: false,
-                    };
-                    (intern(f, &mut profile.frames), known)
-                });
-                stats.unknown_frames += (!known) as u64;
-                frames.push(id);
-                kernel.push(true);
+            let user_len = frames.len() as u32;
+            if !o.user_only {
+                for &a in s.kernel.iter().rev() {
+                    let i = kernel_addrs
+                        .binary_search(&a)
+                        .expect("every kernel address was looked up");
+                    frames.push(kernel_ids[i]);
+                    if o.addresses {
+                        let start = kernel_infos[i].start;
+                        addrs.push(FrameAddr {
+                            addr: a,
+                            offset: start.map(|st| a.wrapping_sub(st)),
+                        });
+                    }
+                }
             }
-        }
-        profile.stacks.push(Stack {
-            comm: s.comm,
-            pid: s.pid,
-            tid: s.tid,
-            frames,
-            kernel,
-            weight: *weight,
-        });
+            let n = frames.len() as u64;
+            let unknown_n = frames.iter().filter(|&&f| unknown[f as usize]).count() as u64;
+            (
+                SymbolizedStack {
+                    comm: s.comm,
+                    pid: s.pid,
+                    tid: s.tid,
+                    time: s.time,
+                    cpu: s.cpu,
+                    event: s.event as u32,
+                    period: s.period,
+                    weight: *weight,
+                    frames,
+                    user_len,
+                    addrs,
+                },
+                n,
+                unknown_n,
+            )
+        })
+        .collect();
+    for (st, n, u) in symbolized {
+        stats.frames += n;
+        stats.unknown_frames += u;
+        out.stacks.push(st);
     }
-    profile.stats = stats;
-    profile
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    out.stats = stats;
+    Ok(out)
 }

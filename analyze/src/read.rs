@@ -1,5 +1,11 @@
 //! Stage 1, read: the recording's records in time order, turned into owned samples whose
 //! frames already point at the mapping they fell in (the process state at that moment).
+//!
+//! The process timeline is replayed as the records come: COMM names threads (and an exec
+//! gives the process a fresh address space), FORK copies the parent's mappings and name,
+//! MMAP/MMAP2 add executable mappings (replacing what they overlap). A sample's user
+//! addresses are matched against the mappings in place at its time, so a library unmapped
+//! or a program exec'd later still symbolizes right.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -8,7 +14,7 @@ use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mma
 use format::linux_perf_data::PerfFileRecord;
 use format::PerfFileReader;
 
-use crate::dwarf_unwind::UserRegs;
+use crate::unwind::dwarf::UserRegs;
 
 /// An executable mapping of a file into a process (or the kernel's, with pid -1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +51,7 @@ pub struct RawSample {
     pub pid: i32,
     pub tid: i32,
     pub time: u64,
+    pub cpu: u32,
     pub period: u64,
     /// Name of the thread at the time of the sample (index into [`Recording::comms`]).
     pub comm: u32,
@@ -239,6 +246,7 @@ pub fn read(path: &Path) -> Result<Recording, format::Error> {
                     pid,
                     tid,
                     time: s.timestamp.unwrap_or(0),
+                    cpu: s.cpu.unwrap_or(0),
                     period: s.period.unwrap_or(1),
                     comm: comm_of
                         .get(&tid)
@@ -289,6 +297,14 @@ fn add_mapping(
 }
 
 impl Recording {
+    /// The mapping of process `pid` holding `addr` at the end of the recording.
+    pub fn find_map(&self, pid: i32, addr: u64) -> Option<MapId> {
+        self.process_maps.get(&pid)?.iter().copied().find(|&id| {
+            let m = &self.mappings[id as usize];
+            addr >= m.start && addr < m.end
+        })
+    }
+
     /// The kernel's mapping ([kernel.kallsyms]), if the file has one.
     pub fn kernel_mapping(&self) -> Option<&Mapping> {
         self.mappings

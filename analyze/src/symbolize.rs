@@ -1,14 +1,19 @@
-//! Stage 3, symbolize: addresses to function names (with inline frames) and source lines.
+//! Stage 4, symbolize: addresses to function names (with inline frames) and source lines.
 //!
-//! User addresses are looked up per ELF file, each file opened once (addr2line's loader:
-//! .symtab/.dynsym, DWARF, separate debug files), files in parallel. Kernel addresses are
-//! looked up in /proc/kallsyms when the recording's kernel is the running one.
+//! One call per ELF file with all of its unique lookup addresses (the driver runs files in
+//! parallel). Function names come from the symbol table (`.symtab`, else `.dynsym`, of the
+//! separate debug file first, then of the file itself), picked among aliases as perf picks
+//! them; inline frames and `file:line` come from DWARF (addr2line). Kernel addresses are looked
+//! up in `/proc/kallsyms`, JIT code in `/tmp/perf-PID.map`. The files come from the
+//! [`Loader`](crate::loader::Loader); nothing here opens a file.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::borrow::Cow;
 
-use object::{Object, ObjectSegment};
-use rayon::prelude::*;
+use addr2line::gimli;
+use object::{elf, Object, ObjectSection, ObjectSymbol, SymbolFlags, SymbolSection};
+
+use crate::loader::{ElfData, JitMap, Kallsyms};
+use crate::resolve::Lookup;
 
 /// One frame as shown to people.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -25,12 +30,28 @@ pub struct FrameInfo {
 impl FrameInfo {
     pub fn unknown(dso: &str) -> FrameInfo {
         FrameInfo {
-            function: "[unknown]".into(),
+            function: UNKNOWN.into(),
             dso: dso.into(),
             srcline: None,
             inlined: false,
         }
     }
+
+    pub fn is_unknown(&self) -> bool {
+        self.function == UNKNOWN
+    }
+}
+
+/// How unresolved frames are named, as perf names them.
+pub const UNKNOWN: &str = "[unknown]";
+
+/// What one address symbolizes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrInfo {
+    /// The function and the functions inlined into it at this address, outermost first.
+    pub frames: Vec<FrameInfo>,
+    /// Start (SVMA) of the outer function's symbol, for `symbol+offset`.
+    pub start: Option<u64>,
 }
 
 /// How deep the C++ demangler may recurse: hostile or corrupt names must not overflow the stack.
@@ -56,178 +77,230 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
-/// Kernel symbols, sorted by address.
-pub struct Kallsyms {
-    syms: Vec<(u64, String)>,
+/// A function symbol table, sorted by start.
+struct SymbolTable {
+    /// (start, end, name); `end == start` where the size is unknown (then it runs to the next).
+    syms: Vec<(u64, u64, String)>,
 }
 
-impl Kallsyms {
-    /// /proc/kallsyms of the running kernel (text symbols only).
-    pub fn load() -> Option<Kallsyms> {
-        let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
-        let mut syms: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let addr = u64::from_str_radix(f.next()?, 16).ok()?;
-                let kind = f.next()?;
-                let name = f.next()?;
-                (addr != 0 && matches!(kind, "T" | "t" | "W" | "w"))
-                    .then(|| (addr, name.to_string()))
-            })
-            .collect();
-        if syms.is_empty() {
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Binding {
+    Local,
+    Weak,
+    Global,
+}
+
+impl SymbolTable {
+    /// `.symtab` if the file has function symbols there, else `.dynsym`.
+    fn of(elf: &ElfData) -> Option<SymbolTable> {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
+        // perf's choice of symbols: functions (FUNC, GNU_IFUNC) and labels (NOTYPE, defined
+        // in a section, not hidden or internal), named, defined.
+        let collect = |dynamic: bool| {
+            let mut raw: Vec<(u64, u64, Binding, &str)> = Vec::new();
+            let iter: Box<dyn Iterator<Item = object::Symbol<'_, '_>>> = if dynamic {
+                Box::new(obj.dynamic_symbols())
+            } else {
+                Box::new(obj.symbols())
+            };
+            for s in iter {
+                let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
+                    continue;
+                };
+                let wanted = match st_info.st_type() {
+                    elf::STT_FUNC | elf::STT_GNU_IFUNC => true,
+                    elf::STT_NOTYPE => {
+                        matches!(s.section(), SymbolSection::Section(_))
+                            && !matches!(st_other.visibility(), elf::STV_HIDDEN | elf::STV_INTERNAL)
+                    }
+                    _ => false,
+                };
+                if !wanted || s.is_undefined() || s.address() == 0 {
+                    continue;
+                }
+                let Ok(name) = s.name() else { continue };
+                if name.is_empty() {
+                    continue;
+                }
+                let binding = match st_info.st_bind() {
+                    elf::STB_WEAK => Binding::Weak,
+                    elf::STB_GLOBAL | elf::STB_GNU_UNIQUE => Binding::Global,
+                    _ => Binding::Local,
+                };
+                raw.push((s.address(), s.size(), binding, name));
+            }
+            raw
+        };
+        let mut raw = collect(false);
+        if raw.is_empty() {
+            raw = collect(true);
+        }
+        if raw.is_empty() {
             return None;
         }
-        syms.sort_unstable();
-        Some(Kallsyms { syms })
-    }
-
-    pub fn lookup(&self, addr: u64) -> Option<&str> {
-        let i = self.syms.partition_point(|(a, _)| *a <= addr);
-        (i > 0).then(|| self.syms[i - 1].1.as_str())
-    }
-}
-
-/// SVMA of a file offset, through the ELF's PT_LOAD segments.
-fn segments_of(path: &Path) -> Option<Vec<(u64, u64, u64)>> {
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
-    Some(
-        obj.segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, s.address(), size)
-            })
-            .collect(),
-    )
-}
-
-/// File facts needed before lookups: its segments and whether its build id matches.
-pub struct ElfFile {
-    pub segments: Vec<(u64, u64, u64)>,
-}
-
-impl ElfFile {
-    pub fn open(path: &Path) -> Option<ElfFile> {
-        Some(ElfFile {
-            segments: segments_of(path)?,
+        // Aliases at one address: keep the one perf keeps (sized, not weak, global, fewer
+        // leading underscores, longer name, first in the table).
+        let rank = |s: &(u64, u64, Binding, &str)| {
+            (
+                s.1 > 0,
+                s.2 != Binding::Weak,
+                s.2 == Binding::Global,
+                std::cmp::Reverse(s.3.len() - s.3.trim_start_matches('_').len()),
+                s.3.len(),
+            )
+        };
+        // A stable sort: ties keep table order.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| rank(b).cmp(&rank(a))));
+        raw.dedup_by_key(|s| s.0);
+        Some(SymbolTable {
+            syms: raw
+                .into_iter()
+                .map(|(start, size, _, name)| (start, start + size, demangle(name)))
+                .collect(),
         })
     }
 
-    /// The SVMA at file offset `off`.
-    pub fn svma(&self, off: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|(o, _, size)| off >= *o && off < o + size.max(&1))
-            .map(|(o, vaddr, _)| off - o + vaddr)
+    fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
+        let (start, end, name) = &self.syms[i];
+        (end == start || svma < *end).then_some((name.as_str(), *start))
     }
 }
 
-/// Build id of an ELF file.
-pub fn build_id_of(path: &Path) -> Option<Vec<u8>> {
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
-    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
+fn basename_line(file: Option<&str>, line: Option<u32>) -> Option<String> {
+    Some(format!("{}:{}", file?.rsplit('/').next()?, line?))
 }
 
-/// The separate debug file of a binary, by build id (Debian's `-dbg`/`-dbgsym` packages).
-pub fn debug_file(path: &Path) -> Option<std::path::PathBuf> {
-    let id = build_id_of(path)?;
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    if hex.len() < 3 {
-        return None;
-    }
-    let p = Path::new("/usr/lib/debug/.build-id")
-        .join(&hex[..2])
-        .join(format!("{}.debug", &hex[2..]));
-    p.exists().then_some(p)
-}
-
-fn frames_from(loader: &addr2line::Loader, dso: &str, svma: u64) -> Vec<FrameInfo> {
-    let mut frames: Vec<FrameInfo> = Vec::new();
-    if let Ok(mut iter) = loader.find_frames(svma) {
-        while let Ok(Some(f)) = iter.next() {
-            let Some(func) = f.function.as_ref() else {
-                continue;
-            };
-            let Ok(name) = func.demangle().map(|c| c.into_owned()) else {
-                continue;
-            };
-            let srcline = f
-                .location
-                .as_ref()
-                .and_then(|l| Some(format!("{}:{}", l.file?.rsplit('/').next()?, l.line?)));
-            frames.push(FrameInfo {
-                function: name,
-                dso: dso.to_string(),
-                srcline,
-                inlined: true,
-            });
-        }
-    }
-    // find_frames yields innermost first; the last one is the real (outer) function.
-    frames.reverse();
-    if let Some(first) = frames.first_mut() {
-        first.inlined = false;
-    }
-    frames
-}
-
-/// Looks up `svmas` (call sites already adjusted) in one file. Each result lists the
-/// function and the functions inlined into it, outermost first.
-pub fn lookup_file(
-    path: &Path,
+/// Symbolizes `lookups` (SVMAs) of one ELF file, with DWARF from `debug` (its separate debug
+/// file) when there is one. The result is aligned with `lookups`. An address nothing knows is
+/// one `[unknown]` frame of `dso`.
+///
+/// The function is named by the symbol holding the address itself, as perf names it (for a
+/// return address after a call that ends a function, that is the next symbol); its line and
+/// inline frames come from the call site. Where the two disagree, the symbol alone is shown.
+pub fn symbolize_elf(
+    elf: &ElfData,
+    debug: Option<&ElfData>,
     dso: &str,
-    svmas: &[u64],
+    lookups: &[Lookup],
     with_inline: bool,
-) -> HashMap<u64, Vec<FrameInfo>> {
-    let mut out = HashMap::with_capacity(svmas.len());
-    // The separate debug file first (DWARF and the full symbol table), then the file itself.
-    let loaders: Vec<addr2line::Loader> = debug_file(path)
+) -> Vec<AddrInfo> {
+    let tables: Vec<SymbolTable> = debug
         .into_iter()
-        .chain(std::iter::once(path.to_path_buf()))
-        .filter_map(|p| addr2line::Loader::new(&p).ok())
+        .chain(std::iter::once(elf))
+        .filter_map(SymbolTable::of)
         .collect();
-    for &svma in svmas {
-        let mut frames = loaders
-            .iter()
-            .map(|l| frames_from(l, dso, svma))
-            .find(|f| !f.is_empty())
-            .unwrap_or_default();
-        if !with_inline {
-            frames.truncate(1);
-        }
-        if frames.is_empty() {
-            let name = loaders
-                .iter()
-                .find_map(|l| l.find_symbol(svma))
-                .map(demangle);
-            frames.push(FrameInfo {
-                function: name.unwrap_or_else(|| "[unknown]".into()),
-                dso: dso.to_string(),
-                srcline: None,
-                inlined: false,
-            });
-        }
-        out.insert(svma, frames);
-    }
-    out
-}
+    let dwarf_file = debug
+        .filter(|d| d.has_debug_info)
+        .or(Some(elf).filter(|e| e.has_debug_info));
+    let obj = dwarf_file.and_then(|d| object::File::parse(&*d.bytes).ok());
+    let dwarf_sections = obj.as_ref().and_then(|obj| {
+        gimli::DwarfSections::load(
+            |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+                Ok(obj
+                    .section_by_name(id.name())
+                    .and_then(|s| s.uncompressed_data().ok())
+                    .unwrap_or(Cow::Borrowed(&[])))
+            },
+        )
+        .ok()
+    });
+    let context = dwarf_sections.as_ref().and_then(|d| {
+        let endian = gimli::RunTimeEndian::Little;
+        addr2line::Context::from_dwarf(d.borrow(|s| gimli::EndianSlice::new(s.as_ref(), endian)))
+            .ok()
+    });
 
-/// Looks up many files in parallel: (path, its svmas) -> per file results.
-pub fn lookup_files(
-    files: Vec<(String, Vec<u64>)>,
-    with_inline: bool,
-) -> HashMap<String, HashMap<u64, Vec<FrameInfo>>> {
-    files
-        .into_par_iter()
-        .map(|(path, svmas)| {
-            let dso = path.clone();
-            let r = lookup_file(Path::new(&path), &dso, &svmas, with_inline);
-            (path, r)
+    lookups
+        .iter()
+        .map(|l| {
+            let sym = tables.iter().find_map(|t| t.lookup(l.addr));
+            let svma = l.call_site();
+            let same_function = !l.is_return
+                || tables.iter().find_map(|t| t.lookup(svma)).map(|s| s.1) == sym.map(|s| s.1);
+            let mut frames: Vec<FrameInfo> = Vec::new();
+            if let Some(ctx) = context.as_ref().filter(|_| same_function) {
+                if let Ok(mut iter) = ctx.find_frames(svma).skip_all_loads() {
+                    while let Ok(Some(f)) = iter.next() {
+                        let name = f
+                            .function
+                            .as_ref()
+                            .and_then(|n| n.raw_name().ok())
+                            .map(|n| demangle(&n));
+                        let srcline = f
+                            .location
+                            .as_ref()
+                            .and_then(|l| basename_line(l.file, l.line));
+                        frames.push(FrameInfo {
+                            function: name.unwrap_or_else(|| UNKNOWN.into()),
+                            dso: dso.to_string(),
+                            srcline,
+                            inlined: true,
+                        });
+                    }
+                }
+            }
+            // find_frames yields innermost first; the last one is the real (outer) function.
+            frames.reverse();
+            match frames.first_mut() {
+                Some(outer) => {
+                    outer.inlined = false;
+                    // The symbol table names the real function as perf does (clones like
+                    // foo.constprop.0 keep their suffix).
+                    if let Some((name, _)) = sym {
+                        outer.function = name.to_string();
+                    }
+                }
+                None => frames.push(FrameInfo {
+                    function: sym.map_or(UNKNOWN.into(), |s| s.0.to_string()),
+                    dso: dso.to_string(),
+                    srcline: None,
+                    inlined: false,
+                }),
+            }
+            if !with_inline {
+                frames.truncate(1);
+            }
+            AddrInfo {
+                frames,
+                start: sym.map(|s| s.1),
+            }
         })
         .collect()
+}
+
+/// Symbolizes JIT code addresses (AVMAs) of one process.
+pub fn symbolize_jit(map: &JitMap, lookups: &[Lookup]) -> Vec<AddrInfo> {
+    let dso = map.path.to_string_lossy();
+    lookups
+        .iter()
+        .map(|l| {
+            let hit = map.lookup(l.addr);
+            AddrInfo {
+                frames: vec![FrameInfo {
+                    function: hit.map_or(UNKNOWN.into(), |h| h.0.to_string()),
+                    dso: dso.to_string(),
+                    srcline: None,
+                    inlined: false,
+                }],
+                start: hit.map(|h| h.1),
+            }
+        })
+        .collect()
+}
+
+/// The kernel's name for `addr` (a lookup address), if `kallsyms` has it.
+pub fn symbolize_kernel(kallsyms: Option<&Kallsyms>, addr: u64) -> AddrInfo {
+    let hit = kallsyms.and_then(|k| k.lookup(addr));
+    AddrInfo {
+        frames: vec![FrameInfo {
+            function: hit.map_or(UNKNOWN.into(), |h| h.0.to_string()),
+            dso: "[kernel.kallsyms]".into(),
+            srcline: None,
+            inlined: false,
+        }],
+        start: hit.map(|h| h.1),
+    }
 }
 
 #[cfg(test)]

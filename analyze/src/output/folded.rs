@@ -1,27 +1,70 @@
-//! Folded stacks, as stackcollapse-perf.pl prints them: `comm;root;...;leaf COUNT`.
+//! Folded stacks, as stackcollapse-perf.pl prints them: `comm;root;...;leaf COUNT`, one line per
+//! unique stack, sorted bytewise.
+//!
+//! Frames are named by stackcollapse-perf.pl's rules (its defaults: `--tidy-generic`, no
+//! pid/tid): an unknown function in a known file is `[file name]`, `;` becomes `:`, an
+//! argument list `(...)` is cut (not `(anonymous namespace)`, not Go's `.(*T).`), quotes go;
+//! spaces in the command name become `_`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::pipeline::Profile;
+use crate::aggregate::Profile;
+use crate::symbolize::FrameInfo;
 
-/// The folded lines, sorted, one per unique stack. `kernel_annotate` adds `_[k]` to kernel
-/// frames (flamegraph.pl colours them).
-pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
-    // Merge identical stacks by frame ids first, then spell each unique one once.
-    let mut by_ids: FxHashMap<(u32, &[u32], &[bool]), u64> = FxHashMap::default();
-    for s in &profile.stacks {
-        *by_ids.entry((s.comm, &s.frames, &s.kernel)).or_insert(0) += s.weight;
+/// A frame's name in folded output.
+pub fn frame_name(f: &FrameInfo) -> Cow<'_, str> {
+    let name: Cow<str> = if f.is_unknown() && f.dso != crate::symbolize::UNKNOWN {
+        format!("[{}]", f.dso.rsplit('/').next().unwrap_or(&f.dso)).into()
+    } else {
+        Cow::Borrowed(&f.function)
+    };
+    tidy(name)
+}
+
+/// stackcollapse-perf.pl's `tidy_generic`.
+fn tidy(name: Cow<'_, str>) -> Cow<'_, str> {
+    if !name.contains([';', '(', '"', '\'']) {
+        return name;
     }
+    let mut s = name.replace(';', ":");
+    let go_method = s.find(".(").is_some_and(|i| s[i + 2..].contains(")."));
+    if !go_method {
+        let cut = s
+            .match_indices('(')
+            .map(|(i, _)| i)
+            .find(|&i| !s[i..].starts_with("(anonymous namespace)"));
+        if let Some(i) = cut {
+            s.truncate(i);
+        }
+    }
+    s.retain(|c| c != '"' && c != '\'');
+    s.into()
+}
+
+/// The folded lines. `kernel_annotate` adds `_[k]` to kernel frames and `_[i]` to inlined
+/// ones (flamegraph.pl colours them).
+pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
+    // Merge by frame ids first (threads of one command fold together), then spell each once.
+    let mut by_ids: FxHashMap<(u32, &[u32], u32), u64> = FxHashMap::default();
+    for s in &profile.stacks {
+        *by_ids.entry((s.comm, &s.frames, s.user_len)).or_insert(0) += s.weight;
+    }
+    let names: Vec<Cow<str>> = profile.frames.iter().map(frame_name).collect();
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
-    for ((comm, frames, kernel), weight) in by_ids {
-        let mut key = profile.comms[comm as usize].replace([' ', ';'], "_");
-        for (f, &k) in frames.iter().zip(kernel) {
+    for ((comm, frames, user_len), weight) in by_ids {
+        let mut key = profile.comms[comm as usize].replace(' ', "_");
+        for (i, &f) in frames.iter().enumerate() {
             key.push(';');
-            key.push_str(&profile.frames[*f as usize].function.replace(';', ":"));
-            if k && kernel_annotate {
-                key.push_str("_[k]");
+            key.push_str(&names[f as usize]);
+            if kernel_annotate {
+                if i >= user_len as usize {
+                    key.push_str("_[k]");
+                } else if profile.frames[f as usize].inlined {
+                    key.push_str("_[i]");
+                }
             }
         }
         *merged.entry(key).or_insert(0) += weight;
@@ -30,4 +73,34 @@ pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
         .into_iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(function: &str, dso: &str) -> FrameInfo {
+        FrameInfo {
+            function: function.into(),
+            dso: dso.into(),
+            srcline: None,
+            inlined: false,
+        }
+    }
+
+    #[test]
+    fn names_follow_stackcollapse_perf() {
+        assert_eq!(
+            frame_name(&f("[unknown]", "/usr/lib/libc.so.6")),
+            "[libc.so.6]"
+        );
+        assert_eq!(frame_name(&f("[unknown]", "[unknown]")), "[unknown]");
+        assert_eq!(frame_name(&f("foo(int, char)", "x")), "foo");
+        assert_eq!(
+            frame_name(&f("(anonymous namespace)::bar(int)", "x")),
+            "(anonymous namespace)::bar"
+        );
+        assert_eq!(frame_name(&f("main.(*T).Run", "x")), "main.(*T).Run");
+        assert_eq!(frame_name(&f("a;b'c\"", "x")), "a:bc");
+    }
 }

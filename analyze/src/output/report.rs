@@ -1,9 +1,10 @@
-//! A top table like `perf report --stdio --no-children`: self and total share per key.
+//! A top table like `perf report --stdio --no-children`: the share of the weight whose leaf
+//! frame has each key (Self), and the share of stacks the key appears in at all (Total).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::pipeline::Profile;
+use crate::aggregate::Profile;
 
 /// Report columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +13,7 @@ pub enum SortKey {
     Dso,
     Comm,
     Pid,
+    /// `file:line` of the frame (of the inlined function where there is one).
     Srcline,
 }
 
@@ -26,18 +28,35 @@ impl SortKey {
             _ => return None,
         })
     }
+
+    fn title(self) -> &'static str {
+        match self {
+            SortKey::Sym => "Symbol",
+            SortKey::Dso => "Shared Object",
+            SortKey::Comm => "Command",
+            SortKey::Pid => "Pid:Command",
+            SortKey::Srcline => "Source:Line",
+        }
+    }
 }
 
-pub fn report(profile: &Profile, keys: &[SortKey], weight_name: &str) -> String {
-    let total: u64 = profile.stacks.iter().map(|s| s.weight).sum();
+pub fn report(profile: &Profile, keys: &[SortKey]) -> String {
+    let total = profile.total;
     let mut self_w: HashMap<Vec<String>, u64> = HashMap::new();
     let mut total_w: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut seen: Vec<Vec<String>> = Vec::new();
     for s in &profile.stacks {
-        let row = |i: usize| -> Vec<String> {
-            let f = s.frames.get(i).map(|&f| &profile.frames[f as usize]);
+        let row = |i: Option<usize>| -> Vec<String> {
+            let f = i.map(|i| &profile.frames[s.frames[i] as usize]);
             keys.iter()
                 .map(|k| match k {
-                    SortKey::Sym => f.map_or("[unknown]".into(), |f| f.function.clone()),
+                    SortKey::Sym => {
+                        let mark = match i {
+                            Some(i) if s.is_kernel(i) => "[k]",
+                            _ => "[.]",
+                        };
+                        format!("{mark} {}", f.map_or("[unknown]", |f| f.function.as_str()))
+                    }
                     SortKey::Dso => f.map_or("[unknown]".into(), |f| {
                         f.dso.rsplit('/').next().unwrap_or("").to_string()
                     }),
@@ -49,10 +68,15 @@ pub fn report(profile: &Profile, keys: &[SortKey], weight_name: &str) -> String 
                 })
                 .collect()
         };
-        let leaf = s.frames.len().saturating_sub(1);
+        let leaf = s.frames.len().checked_sub(1);
         *self_w.entry(row(leaf)).or_insert(0) += s.weight;
-        let mut seen: Vec<Vec<String>> = Vec::new();
-        for i in 0..s.frames.len().max(1) {
+        seen.clear();
+        let all: Vec<Option<usize>> = if s.frames.is_empty() {
+            vec![None]
+        } else {
+            (0..s.frames.len()).map(Some).collect()
+        };
+        for i in all {
             let r = row(i);
             if !seen.contains(&r) {
                 *total_w.entry(r.clone()).or_insert(0) += s.weight;
@@ -69,32 +93,47 @@ pub fn report(profile: &Profile, keys: &[SortKey], weight_name: &str) -> String 
             100.0 * w as f64 / total as f64
         }
     };
+    let widths: Vec<usize> = (0..keys.len())
+        .map(|c| {
+            rows.iter()
+                .map(|(r, _)| r[c].len())
+                .chain(std::iter::once(keys[c].title().len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| -> String {
+        let n = cells.len();
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i + 1 == n {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "# Total: {total} {weight_name}, {} stacks",
-        profile.stacks.len()
+        "# Samples: {} of event '{}'",
+        profile.stats.samples, profile.event
     );
-    let names: Vec<&str> = keys
-        .iter()
-        .map(|k| match k {
-            SortKey::Sym => "Symbol",
-            SortKey::Dso => "Shared Object",
-            SortKey::Comm => "Command",
-            SortKey::Pid => "Pid:Command",
-            SortKey::Srcline => "Source:Line",
-        })
-        .collect();
-    let _ = writeln!(o, "# {:>8} {:>8}  {}", "Self", "Total", names.join("  "));
+    let _ = writeln!(o, "# Total weight: {total} {}", profile.unit);
+    let _ = writeln!(o, "#");
+    let titles: Vec<String> = keys.iter().map(|k| k.title().to_string()).collect();
+    let _ = writeln!(o, "# {:>7} {:>7}  {}", "Self", "Total", line(&titles));
+    let dots: Vec<String> = widths.iter().map(|w| ".".repeat(*w)).collect();
+    let _ = writeln!(o, "# {:>7} {:>7}  {}", ".......", ".......", line(&dots));
+    let _ = writeln!(o, "#");
     for (row, w) in rows {
         let t = total_w.get(row).copied().unwrap_or(*w);
-        let _ = writeln!(
-            o,
-            "  {:>7.2}% {:>7.2}%  {}",
-            pct(*w),
-            pct(t),
-            row.join("  ")
-        );
+        let _ = writeln!(o, "  {:>6.2}% {:>6.2}%  {}", pct(*w), pct(t), line(row));
     }
     o
 }

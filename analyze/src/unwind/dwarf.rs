@@ -17,23 +17,25 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
 
-/// Bytes of a memory-mapped file, shared, as framehop's section data.
+use crate::loader::{ElfData, Loader};
+
+/// Bytes of a file the loader opened, shared, as framehop's section data.
 #[derive(Clone)]
 pub struct MappedBytes {
-    map: Arc<memmap2::Mmap>,
+    elf: Arc<ElfData>,
     range: Range<usize>,
 }
 
 impl Deref for MappedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
+        &self.elf.bytes[self.range.clone()]
     }
 }
 
 /// What framehop needs from one ELF file, read once and shared by every process mapping it.
 pub struct ElfUnwindData {
-    map: Arc<memmap2::Mmap>,
+    elf: Arc<ElfData>,
     /// (file offset, SVMA, file size) of each PT_LOAD segment.
     segments: Vec<(u64, u64, u64)>,
     base_svma: u64,
@@ -45,12 +47,9 @@ pub struct ElfUnwindData {
 }
 
 impl ElfUnwindData {
-    /// Reads the unwind sections of an ELF file; `None` if it cannot be opened or parsed.
-    pub fn open(path: &Path) -> Option<ElfUnwindData> {
-        let file = std::fs::File::open(path).ok()?;
-        // SAFETY: read-only map of a binary; binaries are not rewritten while we analyze.
-        let map = Arc::new(unsafe { memmap2::Mmap::map(&file) }.ok()?);
-        let obj = object::File::parse(&map[..]).ok()?;
+    /// Finds the unwind sections of an ELF file the loader opened.
+    pub fn new(elf: Arc<ElfData>) -> Option<ElfUnwindData> {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
         let section = |name: &str| {
             let s = obj.section_by_name(name)?;
             let (off, size) = s.file_range()?;
@@ -75,7 +74,7 @@ impl ElfUnwindData {
             eh_frame_hdr: section(".eh_frame_hdr"),
             debug_frame: section(".debug_frame").map(|(_, r)| r),
             got: section(".got").map(|(svma, _)| svma),
-            map,
+            elf: elf.clone(),
         })
     }
 
@@ -86,7 +85,7 @@ impl ElfUnwindData {
 
     fn bytes(&self, range: &Range<usize>) -> MappedBytes {
         MappedBytes {
-            map: self.map.clone(),
+            elf: self.elf.clone(),
             range: range.clone(),
         }
     }
@@ -128,17 +127,28 @@ impl ElfUnwindData {
     }
 }
 
-/// Opens each ELF file once.
-#[derive(Default)]
-pub struct ElfUnwindCache {
+/// Unwind data of each ELF file, found once; the files come from the [`Loader`].
+pub struct ElfUnwindCache<'l> {
+    loader: &'l Loader,
     files: HashMap<PathBuf, Option<Arc<ElfUnwindData>>>,
 }
 
-impl ElfUnwindCache {
+impl<'l> ElfUnwindCache<'l> {
+    pub fn new(loader: &'l Loader) -> Self {
+        ElfUnwindCache {
+            loader,
+            files: HashMap::new(),
+        }
+    }
+
     pub fn get(&mut self, path: &Path) -> Option<Arc<ElfUnwindData>> {
+        let loader = self.loader;
         self.files
             .entry(path.to_path_buf())
-            .or_insert_with(|| ElfUnwindData::open(path).map(Arc::new))
+            .or_insert_with(|| {
+                let elf = loader.elf(&path.to_string_lossy(), None)?;
+                ElfUnwindData::new(elf).map(Arc::new)
+            })
             .clone()
     }
 }
@@ -210,7 +220,7 @@ pub struct ProcessUnwinder {
 pub const MAX_FRAMES: usize = 512;
 
 impl ProcessUnwinder {
-    pub fn new(mappings: &[ExecMapping], elves: &mut ElfUnwindCache) -> ProcessUnwinder {
+    pub fn new(mappings: &[ExecMapping], elves: &mut ElfUnwindCache<'_>) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut without_cfi = Vec::new();
         for m in mappings {

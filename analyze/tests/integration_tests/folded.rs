@@ -1,5 +1,7 @@
-//! `analyze report --folded` against perf's own view of the same file: the stacks `perf
-//! script` prints, folded by stackcollapse-perf.pl's rules, weight for weight.
+//! `analyze report --folded --no-inline` and `analyze script` against perf's own view of the
+//! same file: the stacks `perf script` prints, folded by stackcollapse-perf.pl's rules
+//! (reimplemented in [`fold_perf_script`]: flamegraph.pl is not packaged for Debian 12),
+//! weight for weight.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,9 +9,104 @@ use std::process::Command;
 
 use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
 
-/// Folds `perf script` output as stackcollapse-perf.pl does: comm, then the frames root
-/// first, symbol names without offsets, one count per sample.
-pub fn fold_perf_script(file: &Path) -> BTreeMap<String, u64> {
+pub type Folded = BTreeMap<String, u64>;
+
+/// stackcollapse-perf.pl's `tidy_generic` and `[unknown]` rules for one frame.
+fn frame_name(raw: &str, module: &str) -> String {
+    let mut f = if raw == "[unknown]" {
+        if module == "[unknown]" {
+            "[unknown]".to_string()
+        } else {
+            format!("[{}]", module.rsplit('/').next().unwrap())
+        }
+    } else {
+        raw.to_string()
+    };
+    f = f.replace(';', ":");
+    let go_method = f.find(".(").is_some_and(|i| f[i + 2..].contains(")."));
+    if !go_method {
+        if let Some(i) = f
+            .match_indices('(')
+            .map(|(i, _)| i)
+            .find(|&i| !f[i..].starts_with("(anonymous namespace)"))
+        {
+            f.truncate(i);
+        }
+    }
+    f.retain(|c| c != '"' && c != '\'');
+    f
+}
+
+/// Folds perf-script text as stackcollapse-perf.pl does with its defaults: only samples of
+/// the first event seen (or of `event`), the command name (spaces to `_`) then the frames
+/// root first, symbol offsets cut, one count per sample.
+pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
+    let mut folded = BTreeMap::new();
+    let mut filter: Option<String> = event.map(str::to_string);
+    let mut pname: Option<String> = None;
+    let mut stack: Vec<String> = Vec::new();
+    let mut flush = |pname: &mut Option<String>, stack: &mut Vec<String>| {
+        if let Some(p) = pname.take() {
+            let mut key = p;
+            for f in stack.iter().rev() {
+                key.push(';');
+                key.push_str(f);
+            }
+            *folded.entry(key).or_insert(0) += 1;
+        }
+        stack.clear();
+    };
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            flush(&mut pname, &mut stack);
+        } else if !line.starts_with(char::is_whitespace) {
+            // "comm pid/tid ... [cpu] time: period event:" ; comm may hold spaces.
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let at = fields
+                .iter()
+                .position(|f| f.split('/').next().unwrap().parse::<u32>().is_ok())
+                .expect("a pid after the command");
+            let comm = fields[..at].join(" ");
+            let ev = line
+                .trim_end()
+                .strip_suffix(':')
+                .and_then(|l| l.split_whitespace().last());
+            stack.clear();
+            pname = None;
+            if let Some(ev) = ev {
+                let f = filter.get_or_insert_with(|| ev.to_string());
+                if f != ev {
+                    continue;
+                }
+            }
+            pname = Some(comm.replace(' ', "_"));
+        } else if pname.is_some() {
+            // "\taddr symbol+0xoff (module)"
+            let t = line.trim();
+            let Some((_, rest)) = t.split_once(char::is_whitespace) else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            let Some(open) = rest.rfind(" (") else {
+                continue;
+            };
+            let module = rest[open + 2..].trim_end_matches(')');
+            let raw = &rest[..open];
+            let raw = match raw.rfind("+0x") {
+                Some(i) if raw[i + 3..].chars().all(|c| c.is_ascii_hexdigit()) => &raw[..i],
+                _ => raw,
+            };
+            if raw.starts_with('(') {
+                continue;
+            }
+            stack.push(frame_name(raw, module));
+        }
+    }
+    flush(&mut pname, &mut stack);
+    folded
+}
+
+pub fn perf_script(file: &Path) -> String {
     let out = Command::new("perf")
         .args(["script", "-i"])
         .arg(file)
@@ -20,55 +117,11 @@ pub fn fold_perf_script(file: &Path) -> BTreeMap<String, u64> {
         "perf script: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut folded = BTreeMap::new();
-    let mut comm: Option<String> = None;
-    let mut frames: Vec<String> = Vec::new();
-    let mut flush = |comm: &mut Option<String>, frames: &mut Vec<String>| {
-        if let Some(c) = comm.take() {
-            let mut key = c;
-            for f in frames.iter().rev() {
-                key.push(';');
-                key.push_str(f);
-            }
-            *folded.entry(key).or_insert(0) += 1;
-        }
-        frames.clear();
-    };
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            flush(&mut comm, &mut frames);
-        } else if line.starts_with('\t') {
-            let rest = line.trim().split_once(' ').map_or("", |x| x.1);
-            let sym = rest.rfind(" (").map_or(rest, |i| &rest[..i]);
-            let sym = sym.rfind("+0x").map_or(sym, |i| &sym[..i]);
-            frames.push(sym.to_string());
-        } else {
-            flush(&mut comm, &mut frames);
-            comm = Some(line.split_whitespace().next().unwrap_or("").to_string());
-        }
-    }
-    flush(&mut comm, &mut frames);
-    folded
+    String::from_utf8(out.stdout).unwrap()
 }
 
-fn ours(file: &Path, extra: &[&str]) -> BTreeMap<String, u64> {
-    let mut args = vec![
-        "report",
-        "--folded",
-        "--no-inline",
-        "-i",
-        file.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let out = analyze(&args);
-    assert!(
-        out.status.success(),
-        "analyze: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+pub fn parse_folded(text: &str) -> Folded {
+    text.lines()
         .map(|l| {
             let (k, v) = l.rsplit_once(' ').unwrap();
             (k.to_string(), v.parse().unwrap())
@@ -76,61 +129,189 @@ fn ours(file: &Path, extra: &[&str]) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// The share of the total weight on which both foldings agree.
-fn agreement(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> f64 {
-    let total: u64 = b.values().sum();
-    let same: u64 = b
-        .iter()
-        .map(|(k, v)| a.get(k).copied().unwrap_or(0).min(*v))
-        .sum();
-    same as f64 / total.max(1) as f64
+fn run_ok(args: &[&str]) -> String {
+    let out = analyze(args);
+    assert!(
+        out.status.success(),
+        "analyze {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
+/// The stacks on which `a` and `b` differ, for messages.
+fn differences(a: &Folded, b: &Folded) -> String {
+    let mut s = String::new();
+    for (k, v) in a {
+        if b.get(k) != Some(v) {
+            s += &format!("  perf {v:>6} / ours {:>6}  {k}\n", b.get(k).unwrap_or(&0));
+        }
+    }
+    for (k, v) in b {
+        if !a.contains_key(k) {
+            s += &format!("  perf {:>6} / ours {v:>6}  {k}\n", 0);
+        }
+    }
+    s
+}
+
+fn assert_same(what: &str, perf: &Folded, ours: &Folded) {
+    let total: u64 = perf.values().sum();
+    assert!(total > 0, "{what}: perf script shows no samples");
+    assert!(
+        perf == ours,
+        "{what}: folded stacks differ from perf script's ({total} samples):\n{}",
+        differences(perf, ours)
+    );
+    eprintln!(
+        "{what}: {total} samples in {} stacks, all equal",
+        perf.len()
+    );
+}
+
+/// A recording to compare: file name, perf record args, program, its args, --event values.
+type Case<'a> = (
+    &'a str,
+    &'a [&'a str],
+    &'a Path,
+    &'a [&'a str],
+    &'a [&'a str],
+);
+
 #[test]
-fn folded_matches_perf_script_on_perf_recordings() {
+fn folded_and_script_equal_perf_script_on_perf_recordings() {
     if !perf_ok() {
         return;
     }
     let dir = Tmp::new("folded");
     let busy = fixture("busy-fp");
-    for (name, args) in [
-        ("fp.data", &["-F", "999", "-g"][..]),
-        ("z.data", &["-z", "-F", "999", "-g"]),
+    let sleeper = fixture("sleeper-fp");
+    let nofp = fixture("busy-nofp");
+    // (file, perf record args, program, its args, events to compare: None = --event cpu)
+    let cases: [Case; 6] = [
+        (
+            "fp.data",
+            &["-F", "999", "-g"],
+            &busy,
+            &["0.5", "2"],
+            &["cpu"],
+        ),
+        (
+            "z.data",
+            &["-z", "-F", "999", "-g"],
+            &busy,
+            &["0.5", "2"],
+            &["cpu"],
+        ),
         (
             "two.data",
             &["-e", "cpu-clock", "-e", "task-clock", "-F", "499", "-g"],
+            &busy,
+            &["0.5", "2"],
+            &["cpu", "cpu-clock", "task-clock"],
         ),
-    ] {
+        (
+            "switch.data",
+            &["-e", "sched:sched_switch", "-g"],
+            &sleeper,
+            &[],
+            &["sched:sched_switch"],
+        ),
+        // A program without frame pointers under -g: the chains break, with [unknown] frames.
+        (
+            "nofp.data",
+            &["-F", "999", "-g"],
+            &nofp,
+            &["0.5", "2"],
+            &["cpu"],
+        ),
+        (
+            "pipe.data",
+            &["-F", "999", "-g", "-o", "-"],
+            &busy,
+            &["0.5", "2"],
+            &["cpu"],
+        ),
+    ];
+    for (name, args, program, program_args, events) in cases {
         let file = dir.0.join(name);
-        perf_record(&file, args, &busy, &["0.5", "2"]);
-        let theirs = fold_perf_script(&file);
-        let ours = ours(&file, &[]);
-        let a = agreement(&ours, &theirs);
-        let total: u64 = theirs.values().sum();
-        assert_eq!(
-            ours.values().sum::<u64>(),
-            total,
-            "{name}: same number of samples"
-        );
-        eprintln!(
-            "{name}: {:.2}% of {total} samples fold the same as perf script",
-            a * 100.0
-        );
-        if a < 0.98 {
-            let diff: Vec<_> = theirs
-                .iter()
-                .filter(|(k, v)| ours.get(*k) != Some(v))
-                .take(8)
-                .collect();
-            let mine: Vec<_> = ours
-                .iter()
-                .filter(|(k, v)| theirs.get(*k) != Some(v))
-                .take(8)
-                .collect();
-            panic!(
-                "{name}: only {:.1}% of the weight agrees\nperf: {diff:#?}\nours: {mine:#?}",
-                a * 100.0
+        if args.contains(&"-") {
+            // Pipe mode: perf writes the stream to stdout.
+            let out = std::fs::File::create(&file).unwrap();
+            let st = Command::new("perf")
+                .arg("record")
+                .arg("-q")
+                .args(args)
+                .arg("--")
+                .arg(program)
+                .args(program_args)
+                .stdout(out)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        } else {
+            perf_record(&file, args, program, program_args);
+        }
+        let f = file.to_str().unwrap();
+        let script = perf_script(&file);
+        for &event in events {
+            // stackcollapse-perf.pl folds the first event it meets; name it for --event cpu
+            // (the first event of the file), as perf script spells it.
+            let filter = (event != "cpu").then_some(event);
+            let perf = if filter.is_none() && name == "two.data" {
+                fold_script(&script, Some("cpu-clock"))
+            } else {
+                fold_script(&script, filter)
+            };
+            let ours = parse_folded(&run_ok(&[
+                "report",
+                "--folded",
+                "--no-inline",
+                "--event",
+                event,
+                "-i",
+                f,
+            ]));
+            assert_same(
+                &format!("{name} report --folded --event {event}"),
+                &perf,
+                &ours,
+            );
+            let script_ours = run_ok(&["script", "--no-inline", "--event", event, "-i", f]);
+            assert_same(
+                &format!("{name} script --event {event} folded"),
+                &perf,
+                &fold_script(&script_ours, None),
             );
         }
     }
+}
+
+#[test]
+fn folded_output_is_the_same_at_any_thread_count() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("threads");
+    let file = dir.0.join("fp.data");
+    perf_record(
+        &file,
+        &["-F", "999", "-g"],
+        &fixture("busy-fp"),
+        &["0.3", "2"],
+    );
+    let f = file.to_str().unwrap();
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
+            .args(["report", "--folded", "-i", f])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    let one = run("1");
+    assert!(!one.is_empty());
+    assert_eq!(one, run("2"));
+    assert_eq!(one, run("7"));
 }

@@ -10,8 +10,15 @@ fn inlined_helper_shows_under_its_caller() {
         return;
     }
     let dir = Tmp::new("inline");
-    let file = dir.0.join("inline.data");
-    perf_record(&file, &["-F", "999", "-g"], &fixture("inline-fp"), &["0.5"]);
+    // -O2 -g (the helper inlined as the optimizer wants it) and -O1 -g with frame pointers.
+    for program in ["inline-nofp", "inline-fp"] {
+        check(&dir, program);
+    }
+}
+
+fn check(dir: &Tmp, program: &str) {
+    let file = dir.0.join(format!("{program}.data"));
+    perf_record(&file, &["-F", "999", "-g"], &fixture(program), &["0.5"]);
     let f = file.to_str().unwrap();
 
     let folded = String::from_utf8(analyze(&["report", "--folded", "-i", f]).stdout).unwrap();
@@ -25,7 +32,7 @@ fn inlined_helper_shows_under_its_caller() {
     let inlined = weight(";hot_loop;mix_step", &folded);
     assert!(
         inlined * 100 >= total * 30,
-        "mix_step under hot_loop in {inlined} of {total}:\n{folded}"
+        "{program}: mix_step under hot_loop in {inlined} of {total}:\n{folded}"
     );
     assert!(
         folded.lines().all(|l| !l.contains(";mix_step;hot_loop")),

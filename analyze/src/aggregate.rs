@@ -1,0 +1,75 @@
+//! Stage 5, aggregate: identical stacks of one thread merged, their weights summed.
+
+use rustc_hash::FxHashMap;
+
+use crate::pipeline::{Stats, Symbolized};
+use crate::symbolize::FrameInfo;
+
+/// A unique stack of one thread, root first, with its summed weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stack {
+    /// Index into [`Profile::comms`].
+    pub comm: u32,
+    pub pid: i32,
+    pub tid: i32,
+    /// Indices into [`Profile::frames`], root first: user frames, then kernel frames.
+    pub frames: Vec<u32>,
+    /// How many of `frames` are user frames.
+    pub user_len: u32,
+    pub weight: u64,
+}
+
+impl Stack {
+    /// Whether frame `i` (root first) is a kernel frame.
+    pub fn is_kernel(&self, i: usize) -> bool {
+        i >= self.user_len as usize
+    }
+}
+
+/// What the outputs show.
+#[derive(Debug, Default)]
+pub struct Profile {
+    pub comms: Vec<String>,
+    pub frames: Vec<FrameInfo>,
+    /// Sorted by (comm, pid, tid, frames): the same whatever the thread count.
+    pub stacks: Vec<Stack>,
+    /// The selected event and what its weights count.
+    pub event: String,
+    pub unit: &'static str,
+    pub total: u64,
+    pub stats: Stats,
+}
+
+pub fn aggregate(s: Symbolized) -> Profile {
+    let mut merged: FxHashMap<(u32, i32, i32, u32, &[u32]), u64> = FxHashMap::default();
+    for st in &s.stacks {
+        *merged
+            .entry((st.comm, st.pid, st.tid, st.user_len, &st.frames))
+            .or_insert(0) += st.weight;
+    }
+    let mut stacks: Vec<Stack> = merged
+        .into_iter()
+        .map(|((comm, pid, tid, user_len, frames), weight)| Stack {
+            comm,
+            pid,
+            tid,
+            frames: frames.to_vec(),
+            user_len,
+            weight,
+        })
+        .collect();
+    stacks.sort_unstable_by(|a, b| {
+        (a.comm, a.pid, a.tid, &a.frames, a.user_len)
+            .cmp(&(b.comm, b.pid, b.tid, &b.frames, b.user_len))
+    });
+    let total = stacks.iter().map(|s| s.weight).sum();
+    Profile {
+        comms: s.comms,
+        frames: s.frames,
+        stacks,
+        event: s.event,
+        unit: s.unit,
+        total,
+        stats: s.stats,
+    }
+}

@@ -1,0 +1,122 @@
+//! Stage 2, unwind: the user frames of each sample, innermost first.
+//!
+//! Frame-pointer call chains (the sample's CALLCHAIN, walked by the kernel) pass through as
+//! they are. Samples that carry REGS_USER + STACK_USER are unwound here offline with DWARF
+//! CFI ([`dwarf`], framehop), one unwinder per process built from its mappings. Kernel frames
+//! always come from the CALLCHAIN and need no unwinding.
+//!
+//! [`Unwinder::unwind`] takes `&self` and a per-thread [`UnwindCache`], so the driver runs it
+//! over samples in parallel.
+
+pub mod dwarf;
+
+use std::collections::HashMap;
+
+use crate::loader::Loader;
+use crate::read::{MapId, RawSample, Recording};
+use dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, UnwoundFrame};
+pub use dwarf::{StackEnd, UnwindCache};
+
+/// A user frame after unwinding: its AVMA, the mapping it fell in, and whether it is a
+/// return address (whose call site is the instruction before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Located {
+    pub addr: u64,
+    pub map: Option<MapId>,
+    pub is_return: bool,
+}
+
+/// The user part of a sample's stack, innermost first.
+#[derive(Debug, Clone, Default)]
+pub struct UnwoundStack {
+    pub user: Vec<Located>,
+    /// How DWARF unwinding ended; `None` for frame-pointer chains.
+    pub end: Option<StackEnd>,
+}
+
+/// The unwinders of the processes that need one.
+pub struct Unwinder<'r> {
+    rec: &'r Recording,
+    processes: HashMap<i32, ProcessUnwinder>,
+}
+
+impl<'r> Unwinder<'r> {
+    /// Prepares DWARF unwinders for the processes of `samples` that copied user stacks.
+    pub fn new<'s>(
+        rec: &'r Recording,
+        samples: impl IntoIterator<Item = &'s RawSample>,
+        loader: &Loader,
+    ) -> Self {
+        let mut pids: Vec<i32> = samples
+            .into_iter()
+            .filter(|s| s.stack_copy.is_some())
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let mut elves = ElfUnwindCache::new(loader);
+        let processes = pids
+            .into_iter()
+            .map(|pid| {
+                let maps: Vec<ExecMapping> = rec
+                    .process_maps
+                    .get(&pid)
+                    .map_or(&[][..], |v| v)
+                    .iter()
+                    .map(|&id| {
+                        let m = &rec.mappings[id as usize];
+                        ExecMapping {
+                            start: m.start,
+                            end: m.end,
+                            pgoff: m.pgoff,
+                            path: m.path.clone().into(),
+                        }
+                    })
+                    .collect();
+                (pid, ProcessUnwinder::new(&maps, &mut elves))
+            })
+            .collect();
+        Unwinder { rec, processes }
+    }
+
+    /// The user frames of `s`.
+    pub fn unwind(&self, cache: &mut UnwindCache, s: &RawSample) -> UnwoundStack {
+        let (Some(copy), Some(unwinder)) = (&s.stack_copy, self.processes.get(&s.pid)) else {
+            // Frame pointers: the kernel's chain, leaf first; every frame after the first is
+            // a return address.
+            return UnwoundStack {
+                user: s
+                    .user
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| Located {
+                        addr: f.addr,
+                        map: f.map,
+                        is_return: i > 0,
+                    })
+                    .collect(),
+                end: None,
+            };
+        };
+        let mut out = Vec::new();
+        let end = unwinder.unwind(cache, copy.regs, &copy.bytes, &mut out);
+        let user = out
+            .iter()
+            .map(|f| {
+                let (addr, is_return) = match *f {
+                    UnwoundFrame::InstructionPointer(a) => (a, false),
+                    UnwoundFrame::ReturnAddress(a) => (a, true),
+                };
+                Located {
+                    addr,
+                    map: self.rec.find_map(s.pid, addr),
+                    is_return,
+                }
+            })
+            .collect();
+        UnwoundStack {
+            user,
+            end: Some(end),
+        }
+    }
+}
