@@ -166,7 +166,12 @@ impl Kallsyms {
             // All addresses zero: kptr_restrict hides them.
             return None;
         }
-        syms.sort_unstable();
+        // Aliases at one address: perf keeps the last one listed (it gives each sizeless
+        // symbol the room up to the next one, then prefers the alias with room).
+        syms.sort_by_key(|s| s.0);
+        syms.reverse();
+        syms.dedup_by_key(|s| s.0);
+        syms.reverse();
         Some(Kallsyms { syms })
     }
 

@@ -1,11 +1,11 @@
 //! Stage 1, read: the recording's records in time order, turned into owned samples whose
 //! frames already point at the mapping they fell in (the process state at that moment).
 //!
-//! The process timeline is replayed as the records come: COMM names threads (and an exec
-//! gives the process a fresh address space), FORK copies the parent's mappings and name,
-//! MMAP/MMAP2 add executable mappings (replacing what they overlap). A sample's user
-//! addresses are matched against the mappings in place at its time, so a library unmapped
-//! or a program exec'd later still symbolizes right.
+//! The process timeline is replayed as the records come: COMM names threads, FORK copies the
+//! parent's mappings and name, MMAP/MMAP2 add executable mappings (replacing what they
+//! overlap; an exec keeps the old ones until then, as perf does). A sample's user addresses
+//! are matched against the mappings in place at its time, so a library unmapped or a program
+//! exec'd later still symbolizes right.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -140,10 +140,9 @@ pub fn read(path: &Path) -> Result<Recording, format::Error> {
             EventRecord::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
                 let id = intern(&mut rec, &name);
+                // An exec keeps the old mappings until new ones replace them (as perf does):
+                // samples taken inside execve still have the old image's user stack.
                 comm_of.insert(c.tid, id);
-                if c.is_execve {
-                    procs.insert(c.pid, Process::default());
-                }
             }
             EventRecord::Fork(f) => {
                 if f.pid != f.ppid {

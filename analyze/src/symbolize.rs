@@ -160,6 +160,50 @@ impl SymbolTable {
         })
     }
 
+    /// Symbols for the PLT entries of `elf` (`name@plt`, as perf synthesizes them): entry `i`
+    /// of `.plt` (after its 16-byte header), or of `.plt.sec` where there is one, jumps
+    /// through relocation `i` of `.rela.plt`, named by its dynamic symbol (empty for
+    /// IRELATIVE). x86-64 entries are 16 bytes.
+    fn plt(elf: &ElfData) -> Vec<(u64, u64, String)> {
+        const ENTRY: u64 = 16;
+        let Ok(obj) = object::File::parse(&*elf.bytes) else {
+            return Vec::new();
+        };
+        let (Some(plt), Some(rela)) = (
+            obj.section_by_name(".plt"),
+            obj.section_by_name(".rela.plt"),
+        ) else {
+            return Vec::new();
+        };
+        let first = match obj.section_by_name(".plt.sec") {
+            Some(sec) => sec.address(),
+            None => plt.address() + ENTRY,
+        };
+        let Ok(data) = rela.data() else {
+            return Vec::new();
+        };
+        let dynsym = obj.dynamic_symbol_table();
+        data.chunks_exact(24)
+            .enumerate()
+            .map(|(i, r)| {
+                let info = u64::from_le_bytes(r[8..16].try_into().unwrap());
+                let index = (info >> 32) as usize;
+                let name = dynsym
+                    .as_ref()
+                    .filter(|_| index != 0)
+                    .and_then(|t| {
+                        object::ObjectSymbolTable::symbol_by_index(t, object::SymbolIndex(index))
+                            .ok()
+                    })
+                    .and_then(|s| s.name().ok())
+                    .map(demangle)
+                    .unwrap_or_default();
+                let start = first + i as u64 * ENTRY;
+                (start, start + ENTRY, format!("{name}@plt"))
+            })
+            .collect()
+    }
+
     fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
         let (start, end, name) = &self.syms[i];
@@ -185,11 +229,22 @@ pub fn symbolize_elf(
     lookups: &[Lookup],
     with_inline: bool,
 ) -> Vec<AddrInfo> {
-    let tables: Vec<SymbolTable> = debug
+    let mut tables: Vec<SymbolTable> = debug
         .into_iter()
         .chain(std::iter::once(elf))
         .filter_map(SymbolTable::of)
         .collect();
+    let plt = SymbolTable::plt(elf);
+    if !plt.is_empty() {
+        // Into the table in use, so that sizeless symbols before the PLT end where it begins.
+        if tables.is_empty() {
+            tables.push(SymbolTable { syms: Vec::new() });
+        }
+        let t = &mut tables[0];
+        t.syms.extend(plt);
+        t.syms.sort_by_key(|s| s.0);
+        t.syms.dedup_by_key(|s| s.0);
+    }
     let dwarf_file = debug
         .filter(|d| d.has_debug_info)
         .or(Some(elf).filter(|e| e.has_debug_info));

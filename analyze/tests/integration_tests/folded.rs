@@ -188,7 +188,8 @@ fn folded_and_script_equal_perf_script_on_perf_recordings() {
     let sleeper = fixture("sleeper-fp");
     let nofp = fixture("busy-nofp");
     // (file, perf record args, program, its args, events to compare: None = --event cpu)
-    let cases: [Case; 6] = [
+    let sh = Path::new("/bin/sh");
+    let cases: [Case; 7] = [
         (
             "fp.data",
             &["-F", "999", "-g"],
@@ -230,6 +231,14 @@ fn folded_and_script_equal_perf_script_on_perf_recordings() {
             &["-F", "999", "-g", "-o", "-"],
             &busy,
             &["0.5", "2"],
+            &["cpu"],
+        ),
+        // System binaries: PLT stubs, libc with its debug file, exec, kernel I/O paths.
+        (
+            "ls.data",
+            &["-F", "999", "-g"],
+            sh,
+            &["-c", "for i in 1 2 3; do ls -lR /usr/lib >/dev/null; done"],
             &["cpu"],
         ),
     ];

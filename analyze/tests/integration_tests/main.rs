@@ -2,6 +2,7 @@
 
 mod common;
 mod dwarf;
+mod errors;
 mod folded;
 mod info;
 mod inline;

@@ -1,0 +1,112 @@
+//! Bad input stops every subcommand with one error naming the file (exit 1, no panic); a
+//! missing or changed binary only degrades its frames to `[unknown]`, with one warning.
+
+use std::path::Path;
+
+use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
+
+#[test]
+fn damaged_input_is_a_clear_error_for_every_subcommand() {
+    let dir = Tmp::new("errors");
+    let text = dir.0.join("notperf.data");
+    std::fs::write(&text, "hello\n".repeat(40)).unwrap();
+    let empty = dir.0.join("empty.data");
+    std::fs::write(&empty, "").unwrap();
+    let truncated = dir.0.join("truncated.data");
+    let mut head = b"PERFILE2".to_vec();
+    head.extend_from_slice(&104u64.to_le_bytes());
+    head.extend_from_slice(&[0; 30]);
+    std::fs::write(&truncated, head).unwrap();
+    let svg = dir.0.join("out.svg");
+    let svg = svg.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["report"],
+        &["report", "--folded"],
+        &["report", "--sort", "srcline"],
+        &["script"],
+        &["flamegraph", "-o", svg],
+    ];
+    for (path, words) in [
+        (text.as_path(), "magic"),
+        (empty.as_path(), "empty file"),
+        (truncated.as_path(), "bytes"),
+        (dir.0.as_path(), "is a directory"),
+        (Path::new("/nonexistent/perf.data"), "No such file"),
+    ] {
+        for cmd in commands {
+            let mut args = cmd.to_vec();
+            args.extend(["-i", path.to_str().unwrap()]);
+            let out = analyze(&args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(path.to_str().unwrap()) && stderr.contains(words),
+                "{args:?}: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+            assert!(out.stdout.is_empty(), "{args:?}: no output on error");
+        }
+    }
+    let out = analyze(&["report", "--sort", "nonsense", "-i", text.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sort nonsense"));
+}
+
+fn warnings(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains("warning")).collect()
+}
+
+#[test]
+fn missing_or_changed_binary_degrades_to_unknown_frames() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("missing");
+    let prog = dir.0.join("prog");
+    std::fs::copy(fixture("busy-fp"), &prog).unwrap();
+    let file = dir.0.join("fp.data");
+    perf_record(&file, &["-F", "999", "-g"], &prog, &["0.3", "1"]);
+    let f = file.to_str().unwrap();
+    let fold = |stdout: &[u8]| String::from_utf8_lossy(stdout).into_owned();
+
+    let before = analyze(&["report", "--folded", "-i", f]);
+    assert!(fold(&before.stdout).contains(";spin_inner "));
+
+    // Replaced by another program: its build id differs from the recording's.
+    std::fs::copy(fixture("sleeper-fp"), &prog).unwrap();
+    let changed = analyze(&["report", "--folded", "-i", f]);
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert_eq!(changed.status.code(), Some(0), "{stderr}");
+    let w = warnings(&stderr);
+    assert_eq!(w.len(), 1, "one warning: {stderr}");
+    assert!(
+        w[0].contains("prog") && w[0].contains("build id"),
+        "{stderr}"
+    );
+    let text = fold(&changed.stdout);
+    assert!(
+        !text.contains("spin_inner") && text.contains("[prog]"),
+        "{text}"
+    );
+
+    // Gone.
+    std::fs::remove_file(&prog).unwrap();
+    for cmd in [&["report", "--folded"][..], &["report"], &["script"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["-i", f]);
+        let out = analyze(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        let w = warnings(&stderr);
+        assert_eq!(w.len(), 1, "{args:?}: one warning: {stderr}");
+        assert!(w[0].contains(prog.to_str().unwrap()), "{stderr}");
+        assert!(
+            stderr.contains("[unknown] ("),
+            "summary counts them: {stderr}"
+        );
+        assert!(!out.stdout.is_empty());
+    }
+    let text = fold(&analyze(&["report", "--folded", "-i", f]).stdout);
+    // libc still symbolizes; the program's own frames are [prog].
+    assert!(text.contains("start_thread;[prog]"), "{text}");
+}
