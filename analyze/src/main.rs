@@ -53,7 +53,7 @@ struct Select {
 }
 
 impl Select {
-    fn options(&self, addresses: bool) -> pipeline::Options {
+    fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
         pipeline::Options {
             event: EventSel::parse(&self.event),
             inline: !self.no_inline,
@@ -62,6 +62,7 @@ impl Select {
             pid: self.pid,
             tid: self.tid,
             comm: self.comm.clone(),
+            lines,
             addresses,
             progress: true,
         }
@@ -113,7 +114,7 @@ enum Command {
 }
 
 /// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
-fn symbolized(select: &Select, addresses: bool) -> anyhow::Result<Symbolized> {
+fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
     let timing = std::env::var_os("BPFPERF_TIMING").is_some();
     let t0 = std::time::Instant::now();
     let rec = analyze::read::read(&select.input)?;
@@ -125,7 +126,7 @@ fn symbolized(select: &Select, addresses: bool) -> anyhow::Result<Symbolized> {
     }
     let t1 = std::time::Instant::now();
     let loader = Loader::new();
-    let s = pipeline::symbolize(&rec, &select.options(addresses), &loader)?;
+    let s = pipeline::symbolize(&rec, &select.options(addresses, lines), &loader)?;
     if timing {
         eprintln!(
             "analyze: unwind + symbolize + stacks {:.3} s",
@@ -164,8 +165,8 @@ fn symbolized(select: &Select, addresses: bool) -> anyhow::Result<Symbolized> {
     Ok(s)
 }
 
-fn profile(select: &Select) -> anyhow::Result<Profile> {
-    Ok(aggregate::aggregate(symbolized(select, false)?))
+fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
+    Ok(aggregate::aggregate(symbolized(select, false, lines)?))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
@@ -192,7 +193,8 @@ fn run(args: Args) -> anyhow::Result<()> {
                     })
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let p = profile(&select)?;
+            let lines = !folded && keys.contains(&output::report::SortKey::Srcline);
+            let p = profile(&select, lines)?;
             if folded {
                 for line in output::folded::folded(&p, kernel_annotate) {
                     writeln!(stdout, "{line}")?;
@@ -202,7 +204,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Script { select } => {
-            let s = symbolized(&select, true)?;
+            let s = symbolized(&select, true, false)?;
             let mut out = std::io::BufWriter::new(stdout);
             output::script::write_script(&s, &mut out)?;
             out.flush()?;
@@ -211,7 +213,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             select,
             output: out,
         } => {
-            let p = profile(&select)?;
+            let p = profile(&select, false)?;
             let title = format!("{}: {} ({})", select.input.display(), p.event, p.unit);
             let file = std::fs::File::create(&out)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;

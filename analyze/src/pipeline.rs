@@ -63,6 +63,8 @@ pub struct Options {
     pub pid: Option<i32>,
     pub tid: Option<i32>,
     pub comm: Option<String>,
+    /// Look up source lines (`file:line`, for `--sort srcline`); inline frames need them too.
+    pub lines: bool,
     /// Keep each frame's address and symbol offset (for `script`).
     pub addresses: bool,
     /// Draw a progress bar on stderr (only when it is a terminal).
@@ -79,6 +81,7 @@ impl Default for Options {
             pid: None,
             tid: None,
             comm: None,
+            lines: true,
             addresses: false,
             progress: false,
         }
@@ -355,6 +358,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
                             &file.dso,
                             addrs,
                             o.inline,
+                            o.lines,
                         ),
                         Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),
                         None => addrs

@@ -228,6 +228,7 @@ pub fn symbolize_elf(
     dso: &str,
     lookups: &[Lookup],
     with_inline: bool,
+    with_lines: bool,
 ) -> Vec<AddrInfo> {
     let mut tables: Vec<SymbolTable> = debug
         .into_iter()
@@ -245,13 +246,31 @@ pub fn symbolize_elf(
         t.syms.sort_by_key(|s| s.0);
         t.syms.dedup_by_key(|s| s.0);
     }
+    // DWARF only when inline frames or source lines are asked for: names need none.
     let dwarf_file = debug
         .filter(|d| d.has_debug_info)
-        .or(Some(elf).filter(|e| e.has_debug_info));
+        .or(Some(elf).filter(|e| e.has_debug_info))
+        .filter(|_| with_inline || with_lines);
     let obj = dwarf_file.and_then(|d| object::File::parse(&*d.bytes).ok());
     let dwarf_sections = obj.as_ref().and_then(|obj| {
         gimli::DwarfSections::load(
             |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
+                use gimli::SectionId::*;
+                // Sections addr2line never reads stay unloaded (debug files compress them:
+                // inflating location lists and macros cost a tenth of a report's time).
+                if matches!(
+                    id,
+                    DebugLoc
+                        | DebugLocLists
+                        | DebugMacinfo
+                        | DebugMacro
+                        | DebugTypes
+                        | DebugNames
+                        | DebugCuIndex
+                        | DebugTuIndex
+                ) {
+                    return Ok(Cow::Borrowed(&[]));
+                }
                 Ok(obj
                     .section_by_name(id.name())
                     .and_then(|s| s.uncompressed_data().ok())
