@@ -6,11 +6,11 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("{path}: {source}")]
+    /// The cause is part of the message (not a `source()`), so `{:#}` chains print it once.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{path}: is a directory, not a perf.data file")]
     IsDirectory { path: PathBuf },
@@ -24,21 +24,20 @@ pub enum Error {
         offset: u64,
         what: String,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Parse {
         path: PathBuf,
-        #[source]
-        source: linux_perf_data::Error,
+        cause: linux_perf_data::Error,
     },
     #[error("{path}: cannot write: {what}")]
     Write { path: PathBuf, what: String },
 }
 
 impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 

@@ -44,6 +44,9 @@ fn damaged_input_is_a_clear_error_for_every_subcommand() {
                 "{args:?}: {stderr}"
             );
             assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+            // One line, the cause said once (not repeated as a "caused by" chain).
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+            assert_eq!(stderr.matches(words).count(), 1, "{args:?}: {stderr}");
             assert!(out.stdout.is_empty(), "{args:?}: no output on error");
         }
     }

@@ -82,9 +82,9 @@ impl PerfFileReader {
             FileMode::File => linux_perf_data::PerfFileReader::parse_file(cursor),
             FileMode::Pipe => linux_perf_data::PerfFileReader::parse_pipe(cursor),
         };
-        let parsed = parsed.map_err(|source| Error::Parse {
+        let parsed = parsed.map_err(|cause| Error::Parse {
             path: path.into(),
-            source,
+            cause,
         })?;
         let tracing_data = scanned.tracing_data.or_else(|| {
             parsed
@@ -109,9 +109,9 @@ impl PerfFileReader {
         let path = &self.path;
         self.records
             .next_record(&mut self.perf_file)
-            .map_err(|source| Error::Parse {
+            .map_err(|cause| Error::Parse {
                 path: path.clone(),
-                source,
+                cause,
             })
     }
 
