@@ -591,11 +591,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         attrs.push(attr);
         attrs.len() - 1
     });
-    // Block I/O samples are a tracepoint-style event: perf needs its format in TRACING_DATA.
-    // TODO(format): TRACING_DATA is written by finish(), so a recording killed before it (with
-    // block I/O on) is refused by perf 6.1 ("broken or missing trace data": it needs the
-    // tracing data for any tracepoint attr); analyze reads it. Asked of format/: keep such
-    // attrs non-tracepoint (software BPF_OUTPUT with RAW) until finish() patches them.
+    // Block I/O samples are a tracepoint-style event: perf needs its format in TRACING_DATA
+    // (the writer keeps it a BPF_OUTPUT event until finish() writes that, so a killed
+    // recording stays readable).
     let tracing_data = if cfg.block_io {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {

@@ -4,6 +4,11 @@
 //! [`PerfFileWriter::finish_round`], and the feature bitmap stays empty until
 //! [`PerfFileWriter::finish`] writes the features. A writer killed at any moment leaves a file
 //! that perf and [`crate::PerfFileReader`] open, holding every record up to the last round.
+//!
+//! Tracepoint events are the exception to "the header is final from the start": perf refuses a
+//! file with a tracepoint attr but no TRACING_DATA (which only [`PerfFileWriter::finish`] writes),
+//! so until then they stand in the header as software BPF_OUTPUT events, whose RAW data perf
+//! shows as a hex dump. `finish` turns them into tracepoints once their formats are written.
 
 mod attr;
 mod features;
@@ -18,13 +23,20 @@ pub use features::{BuildIdEntry, Features};
 use records::Encoder;
 pub use records::{Mmap2File, Sample, SampleId, SideBand, UserRegs};
 
-use crate::constants::{attr_flag, ATTR_SIZE, FILE_HEADER_SIZE, RECORD_HEADER_SIZE};
+use crate::constants::{
+    attr_flag, event_type, sw_event, ATTR_SIZE, FILE_HEADER_SIZE, RECORD_HEADER_SIZE,
+};
 use crate::Error;
 
 /// The map grows in steps of at least this many bytes.
 const GROW_MIN: u64 = 4 << 20;
 /// ...and at most this many, so a long recording does not reserve gigabytes at once.
 const GROW_MAX: u64 = 256 << 20;
+
+/// Header offset of the attribute section.
+const ATTRS_OFFSET: u64 = FILE_HEADER_SIZE;
+/// One attribute section entry: the attr and the (offset, size) of its ids.
+const ATTR_ENTRY: u64 = ATTR_SIZE + 16;
 
 /// Writes a perf.data file: attributes first, then records in rounds, then features.
 pub struct PerfFileWriter {
@@ -40,6 +52,18 @@ pub struct PerfFileWriter {
     encoder: Encoder,
     times: Option<(u64, u64)>,
     records_in_round: u64,
+}
+
+impl EventAttr {
+    /// The attr as the header holds it until `finish`: tracepoints as software BPF_OUTPUT.
+    fn before_finish(&self) -> EventAttr {
+        let mut a = self.clone();
+        if a.type_ == event_type::TRACEPOINT {
+            a.type_ = event_type::SOFTWARE;
+            a.config = sw_event::BPF_OUTPUT;
+        }
+        a
+    }
 }
 
 impl PerfFileWriter {
@@ -74,8 +98,7 @@ impl PerfFileWriter {
             .map_err(|e| Error::io(path, e))?;
 
         // Header | attrs (attr + ids section) | id arrays | data.
-        let attr_entry = ATTR_SIZE + 16;
-        let attrs_offset = FILE_HEADER_SIZE;
+        let (attr_entry, attrs_offset) = (ATTR_ENTRY, ATTRS_OFFSET);
         let ids_offset = attrs_offset + attr_entry * attrs.len() as u64;
         let ids_total: u64 = attrs.iter().map(|a| a.ids.len() as u64 * 8).sum();
         let data_offset = (ids_offset + ids_total).div_ceil(8) * 8;
@@ -94,7 +117,7 @@ impl PerfFileWriter {
         let mut ids_at = ids_offset;
         for (i, a) in attrs.iter().enumerate() {
             let at = attrs_offset + attr_entry * i as u64;
-            put(at, &a.to_bytes());
+            put(at, &a.before_finish().to_bytes());
             put(at + ATTR_SIZE, &ids_at.to_le_bytes());
             put(at + ATTR_SIZE + 8, &(a.ids.len() as u64 * 8).to_le_bytes());
             for id in &a.ids {
@@ -250,7 +273,12 @@ impl PerfFileWriter {
     pub fn finish(mut self, features: &Features) -> Result<u64, Error> {
         self.finish_round()?;
         self.commit();
-        let sections = features::sections(features, &self.attrs, self.times);
+        let attrs: Vec<EventAttr> = if features.tracing_data.is_some() {
+            self.attrs.clone()
+        } else {
+            self.attrs.iter().map(EventAttr::before_finish).collect()
+        };
+        let sections = features::sections(features, &attrs, self.times);
         let table_len = sections.len() as u64 * 16;
         let mut table = Vec::with_capacity(table_len as usize);
         let mut body = Vec::new();
@@ -269,6 +297,15 @@ impl PerfFileWriter {
         self.map[l..l + table.len()].copy_from_slice(&table);
         self.map[l + table.len()..end as usize].copy_from_slice(&body);
         self.map[72..104].copy_from_slice(&bitmap);
+        if features.tracing_data.is_some() {
+            // The tracepoints' formats are in: the stand-ins become tracepoints again.
+            for (i, a) in self.attrs.iter().enumerate() {
+                if a.type_ == event_type::TRACEPOINT {
+                    let at = (ATTRS_OFFSET + ATTR_ENTRY * i as u64) as usize;
+                    self.map[at..at + ATTR_SIZE as usize].copy_from_slice(&a.to_bytes());
+                }
+            }
+        }
         self.map.flush().map_err(|e| Error::io(&self.path, e))?;
         drop(self.map);
         self.file

@@ -6,7 +6,9 @@ use format::{
     callchain, misc, BuildIdEntry, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,
 };
 
-use crate::common::{fixtures, perf, perf_available, perf_script_clean, stdout_of, TempDir};
+use crate::common::{
+    count_with_reader, fixtures, perf, perf_available, perf_script_clean, stdout_of, TempDir,
+};
 use crate::roundtrip::{cpu_clock_attr, offcpu_attr};
 
 /// Where the program's code lands in our pretend process.
@@ -304,35 +306,34 @@ fn perf_script_reads_our_file_and_resolves_symbols() {
     assert!(stdout.contains("# hostname : bpfperf-test") || !stdout.contains("# hostname"));
 }
 
-/// bpfperf:block_io, a made-up tracepoint (own system, own ID, own fields) carried in
-/// TRACING_DATA: perf script prints its fields by name.
-#[test]
-fn perf_script_decodes_block_io_from_tracing_data() {
-    use format::events::{block_io_attr, block_io_format, BlockIo, BLOCK_IO_TRACEPOINT_ID};
-    use format::{sample_type as st, TracingData};
-    if !perf_available() {
-        return;
-    }
+/// The tracing data of this machine plus bpfperf:block_io's format (mounts tracefs if needed).
+fn tracing_data_with_block_io() -> format::TracingData {
     let tracefs = std::path::Path::new("/sys/kernel/tracing");
     if !tracefs.join("events/header_page").exists() {
         let _ = std::process::Command::new("mount")
             .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
             .status();
     }
-    let mut td = TracingData::from_tracefs(tracefs).expect("tracefs header files (mount tracefs)");
+    let mut td =
+        format::TracingData::from_tracefs(tracefs).expect("tracefs header files (mount tracefs)");
     assert!(
         td.header_page.len() > 100,
         "header_page read whole: {} bytes",
         td.header_page.len()
     );
-    td.events.push(block_io_format());
+    td.events.push(format::events::block_io_format());
+    td
+}
+
+/// A file with one bpfperf:block_io sample by `tar`, all rounds finished, features not written.
+fn write_block_io(path: &Path) -> (PerfFileWriter, Vec<u8>, format::events::BlockIo) {
+    use format::events::{block_io_attr, BlockIo};
+    use format::sample_type as st;
     let attr = block_io_attr(
         st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU,
         vec![77],
     );
-    let dir = TempDir::new("tracepoint");
-    let path = dir.path("tp.data");
-    let mut w = PerfFileWriter::create(&path, vec![attr]).unwrap();
+    let mut w = PerfFileWriter::create(path, vec![attr]).unwrap();
     w.write_side_band(
         0,
         &SideBand::Comm {
@@ -373,6 +374,22 @@ fn perf_script_decodes_block_io_from_tracing_data() {
         },
     )
     .unwrap();
+    w.finish_round().unwrap();
+    (w, raw.to_vec(), io)
+}
+
+/// bpfperf:block_io, a made-up tracepoint (own system, own ID, own fields) carried in
+/// TRACING_DATA: perf script prints its fields by name.
+#[test]
+fn perf_script_decodes_block_io_from_tracing_data() {
+    use format::events::{BlockIo, BLOCK_IO_TRACEPOINT_ID};
+    if !perf_available() {
+        return;
+    }
+    let td = tracing_data_with_block_io();
+    let dir = TempDir::new("tracepoint");
+    let path = dir.path("tp.data");
+    let (w, raw, io) = write_block_io(&path);
     w.finish(&Features {
         tracing_data: Some(td.to_bytes()),
         ..Default::default()
@@ -394,5 +411,28 @@ fn perf_script_decodes_block_io_from_tracing_data() {
             .unwrap(),
         "bpfperf:block_io"
     );
+    assert_eq!(BlockIo::from_raw(&raw), Some(io));
+}
+
+/// A recording killed before `finish` has no TRACING_DATA, and perf refuses any file with a
+/// tracepoint attr but no tracing data ("broken or missing trace data"). Until `finish`, the
+/// tracepoint stands as a BPF_OUTPUT event, so perf still shows the sample (as raw data).
+#[test]
+fn killed_before_finish_a_tracepoint_file_is_still_read_by_perf() {
+    use format::events::BlockIo;
+    if !perf_available() {
+        return;
+    }
+    let dir = TempDir::new("tracepoint-killed");
+    let path = dir.path("killed.data");
+    let (w, raw, io) = write_block_io(&path);
+    // As if killed: the mapped pages are in the file, the writer never finishes.
+    std::mem::forget(w);
+
+    let text = perf_script_clean(&path, &[]);
+    assert!(text.trim_start().starts_with("tar"), "{text}");
+    assert_eq!(text.matches("tar ").count(), 1, "one sample: {text}");
+    let (counts, _) = count_with_reader(&path);
+    assert_eq!(counts.iter().sum::<u64>(), 1, "our reader: {counts:?}");
     assert_eq!(BlockIo::from_raw(&raw), Some(io));
 }

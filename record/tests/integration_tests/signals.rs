@@ -85,3 +85,53 @@ fn sigterm_ends_a_system_wide_recording() {
     assert!(stderr.contains("[ record: "), "a summary: {stderr}");
     perf_script_clean(&file);
 }
+
+/// Killed outright (no chance to finish): the file still holds every finished round, and
+/// perf reads it although block I/O, a tracepoint-style event, has no TRACING_DATA yet.
+#[test]
+fn sigkill_leaves_a_file_perf_and_analyze_read() {
+    const SIGKILL: i32 = 9;
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("sigkill");
+    let file = dir.path("killed.data");
+    let busy = fixture("busy-fp");
+    // Off-CPU and block I/O are on by default.
+    let child = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["--call-graph", "fp", "-o", file.to_str().unwrap(), "--"])
+        .args([busy.to_str().unwrap(), "20", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let workload = String::from_utf8(
+        Command::new("pgrep")
+            .args(["-P", &child.id().to_string()])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    // SAFETY: signalling our own child, then the workload it left behind.
+    unsafe { kill(child.id() as i32, SIGKILL) };
+    for pid in workload.split_whitespace() {
+        unsafe { kill(pid.parse().unwrap(), SIGKILL) };
+    }
+    let _ = child.wait_with_output();
+
+    let text = perf_script_clean(&file);
+    // Without EVENT_DESC (a feature, written at the end) perf names it "cpu-clock:HG".
+    let samples = parse_script(&text)
+        .iter()
+        .filter(|s| s.event.starts_with("cpu-clock"))
+        .count();
+    assert!(samples > 500, "{samples} cpu-clock samples before the kill");
+    let folded = analyze_folded(&file, &[]);
+    assert!(
+        folded.keys().any(|k| k.contains("spin_inner")),
+        "analyze reads the killed file: {folded:?}"
+    );
+}
