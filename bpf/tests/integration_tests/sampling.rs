@@ -420,14 +420,17 @@ fn stack_copy_mode_sends_registers_and_the_stack_bytes() {
         let (_, start, end) = ranges.iter().find(|r| r.0 == name).unwrap();
         a >= base + start && a < base + end
     };
-    let (mut leaf, mut worker_on_stack) = (0, 0);
+    let (mut leaf, mut worker_on_stack, mut empty) = (0, 0, 0);
     for s in &ours {
         let regs = s.user_regs.expect("registers in stack-copy mode");
         assert!(
             s.user_stack.is_empty(),
             "no frame-pointer walk in stack-copy mode"
         );
-        assert!(!s.stack_copy.is_empty() && s.stack_copy.len() <= COPY as usize);
+        assert!(s.stack_copy.len() <= COPY as usize);
+        // A copy can come back empty when the page at sp is not resident (the copy cannot
+        // fault from the timer interrupt): rare, counted below.
+        empty += s.stack_copy.is_empty() as usize;
         assert!(regs.sp() != 0 && regs.ip() != 0);
         if in_fn(regs.ip(), "spin_inner") || in_fn(regs.ip(), "hash_loop") {
             leaf += 1;
@@ -447,6 +450,7 @@ fn stack_copy_mode_sends_registers_and_the_stack_bytes() {
         ours.len()
     );
     assert!(leaf * 100 >= ours.len() * 80, "most samples in the leaves");
+    assert!(empty * 100 <= ours.len(), "{empty} empty stack copies");
     assert!(
         worker_on_stack * 100 >= ours.len() * 95,
         "the copy reaches worker's frame"
