@@ -306,7 +306,8 @@ impl PerfFileWriter {
                 }
             }
         }
-        self.map.flush().map_err(|e| Error::io(&self.path, e))?;
+        // No msync: the shared mapping is the page cache, which readers see; waiting for the
+        // disk (as perf does not) would add seconds to a large recording's finish.
         drop(self.map);
         self.file
             .set_len(end)
