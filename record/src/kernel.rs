@@ -2,23 +2,15 @@
 
 /// `_text` and `_etext` from /proc/kallsyms (zero when kptr_restrict hides them).
 pub fn text_range() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
-    let (mut start, mut end) = (None, None);
-    for line in text.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(addr), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        match name {
-            "_text" => start = u64::from_str_radix(addr, 16).ok(),
-            "_etext" => end = u64::from_str_radix(addr, 16).ok(),
-            _ => continue,
-        }
-        if start.is_some() && end.is_some() {
-            break;
-        }
-    }
-    match (start?, end?) {
+    let text = std::fs::read("/proc/kallsyms").ok()?;
+    // Lines are "ADDRESS TYPE NAME[\t[MODULE]]": compare names as bytes, parse only the two.
+    let address_of = |name: &[u8]| {
+        text.split(|&b| b == b'\n')
+            .find(|line| line.ends_with(name) && line.len() > name.len() + 2)
+            .and_then(|line| line.split(|&b| b == b' ').next())
+            .and_then(|addr| u64::from_str_radix(std::str::from_utf8(addr).ok()?, 16).ok())
+    };
+    match (address_of(b" _text")?, address_of(b" _etext")?) {
         (s, e) if s != 0 && e > s => Some((s, e)),
         _ => None,
     }

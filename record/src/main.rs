@@ -2,6 +2,7 @@
 
 mod buildid;
 mod kernel;
+mod phases;
 mod procfs;
 mod session;
 mod sideband;
@@ -54,6 +55,9 @@ struct Args {
     /// Record every process on the system.
     #[arg(short = 'a', long = "all-cpus")]
     all_cpus: bool,
+    /// Say how long start-up and finishing took, phase by phase.
+    #[arg(short, long)]
+    verbose: bool,
     /// The command to run and record.
     #[arg(last = true)]
     command: Vec<String>,
@@ -125,6 +129,7 @@ impl Args {
             cmdline: std::env::args().collect(),
             off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
             block_io: !self.no_io,
+            verbose: self.verbose,
             ring_pages: self.mmap_pages,
             stack_copy_bytes: match self.call_graph {
                 CallGraph::Dwarf(n) => n,

@@ -12,6 +12,7 @@ use format::{
     BuildIdEntry, EventAttr, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,
 };
 
+use crate::phases::Phases;
 use crate::sideband::{Fact, TimedFact};
 use crate::{buildid, kernel, procfs, workload};
 
@@ -33,6 +34,8 @@ pub struct Config {
     pub stack_copy_bytes: u32,
     /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
     pub ring_pages: Option<u64>,
+    /// Print phase timings.
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -536,6 +539,9 @@ fn uname() -> (String, String) {
 }
 
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+    let mut phases = Phases::new(cfg.verbose);
+    // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
+    let kernel_text = std::thread::spawn(kernel::text_range);
     install_signal_handlers();
     mount_tracefs();
     let started = Instant::now();
@@ -548,6 +554,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 .with_context(|| format!("cannot start {}", cfg.command[0]))?,
         )
     };
+    phases.mark("workload spawned (held)");
     let system_wide = cfg.target == Target::SystemWide;
     // On an early return below, dropping the held child kills it.
     let options = bpf::Options {
@@ -558,7 +565,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         stack_copy_bytes: cfg.stack_copy_bytes,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
     };
-    let profiler = bpf::Profiler::start(&options)?;
+    let mut profiler = bpf::Profiler::start(&options)?;
+    if cfg.verbose {
+        if let Err(e) = profiler.count_run_time() {
+            eprintln!("record: BPF run time not measured: {e}");
+        }
+    }
+    phases.mark("BPF programs loaded and attached");
     let cpus = bpf::perf_event::online_cpus()?;
     let mut sideband = crate::sideband::SideBand::open(&cpus, cfg.stack_copy_bytes > 0)?;
     let mut tracked = HashSet::new();
@@ -577,6 +590,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracked.insert(pid);
     }
 
+    phases.mark("side-band events opened, processes tracked");
     rotate_old(&cfg.output)?;
     let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
     let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
@@ -608,6 +622,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     } else {
         None
     };
+    phases.mark("tracefs formats read");
     let io_attr = tracing_data.as_ref().map(|_| {
         attrs.push(format::events::block_io_attr(
             SAMPLE_TYPE,
@@ -631,7 +646,19 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         mapped_files: BTreeSet::new(),
         callchain: Vec::new(),
     };
-    let text = kernel::text_range();
+    phases.mark("output created");
+
+    // The probes are on: let the workload go. What is written below is older than anything
+    // it does (its events wait in the buffers until the loop).
+    let child_pid = child.as_ref().map(|c| c.pid);
+    if let Some(c) = child {
+        let name = cfg.command[0].clone();
+        c.release().with_context(|| format!("cannot run {name}"))?;
+    }
+    phases.mark("workload released");
+
+    let text = kernel_text.join().unwrap_or(None);
+    phases.mark("kernel text range read");
     if let Some((start, end)) = text {
         let kmap = SideBand::Mmap {
             misc: misc::KERNEL,
@@ -656,7 +683,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;
     for &pid in &initial {
-        if child.as_ref().is_some_and(|c| c.pid as u32 == pid) {
+        if child_pid.is_some_and(|c| c as u32 == pid) {
             continue;
         }
         for fact in procfs::synthesize(pid, cfg.stack_copy_bytes > 0) {
@@ -668,12 +695,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
     }
     rec.writer.finish_round()?;
-
-    let child_pid = child.as_ref().map(|c| c.pid);
-    if let Some(c) = child {
-        let name = cfg.command[0].clone();
-        c.release().with_context(|| format!("cannot run {name}"))?;
-    }
+    phases.mark("existing processes described");
 
     let mut exit_status = None;
     let mut forwarded = false;
@@ -682,7 +704,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
-        profiler.poll(POLL_INTERVAL, |e| pending.extend(Item::from_event(e)))?;
+        let mut child_exited = false;
+        profiler.poll(POLL_INTERVAL, |e| {
+            if let bpf::Event::Exit { pid, .. } = e {
+                child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
+            }
+            pending.extend(Item::from_event(e))
+        })?;
         sideband.drain(&mut facts);
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         let drops = profiler.drops();
@@ -694,7 +722,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
 
         if let Some(pid) = child_pid {
             if exit_status.is_none() {
-                exit_status = workload::try_wait(pid);
+                // Its exit was seen: reap it now rather than at the next poll.
+                exit_status = if child_exited {
+                    workload::wait_exiting(pid)
+                } else {
+                    workload::try_wait(pid)
+                };
             }
         }
         let sig = SIGNAL.load(Ordering::SeqCst);
@@ -717,8 +750,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             break;
         }
     }
-    // Last events: give the kernel a moment to publish them, then write everything.
-    std::thread::sleep(Duration::from_millis(30));
+    phases.mark("recording");
+    // Last events: the workload's own are published before it can be reaped (the kernel
+    // writes them in do_exit); a BPF program still running on another CPU needs microseconds.
+    std::thread::sleep(Duration::from_millis(5));
     let pending = &mut rec.pending;
     profiler.poll(Duration::ZERO, |e| pending.extend(Item::from_event(e)))?;
     sideband.drain(&mut facts);
@@ -728,7 +763,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.write_lost(drops - drops_written, monotonic_ns())?;
     }
     rec.flush_until(u64::MAX)?;
+    if cfg.verbose {
+        crate::phases::report_costs(&profiler.run_time(), started.elapsed());
+    }
     drop(profiler);
+    phases.mark("last events written, probes detached");
 
     let mut build_ids = Vec::new();
     if let Some(id) = kernel::build_id() {
@@ -749,6 +788,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             });
         }
     }
+    phases.mark("build ids read");
     let (hostname, release) = uname();
     let features = Features {
         hostname: Some(hostname),
@@ -764,6 +804,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let (samples, off_cpu, io, lost) = (rec.samples, rec.off_cpu, rec.io, rec.lost);
     let bytes = rec.writer.finish(&features)?;
+    phases.mark("features written");
     chown_to_invoking_user(&cfg.output);
     if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()
     {

@@ -105,9 +105,18 @@ impl Drop for HeldChild {
 
 /// How a child ended, as a shell reports it: exit code, or 128 + signal.
 pub fn try_wait(pid: i32) -> Option<i32> {
+    wait_for(pid, libc::WNOHANG)
+}
+
+/// Waits for a child known to be exiting (its thread group is dead).
+pub fn wait_exiting(pid: i32) -> Option<i32> {
+    wait_for(pid, 0)
+}
+
+fn wait_for(pid: i32, flags: i32) -> Option<i32> {
     let mut status = 0;
     // SAFETY: waitpid on our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    let r = unsafe { libc::waitpid(pid, &mut status, flags) };
     if r != pid {
         return None;
     }

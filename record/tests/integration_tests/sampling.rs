@@ -168,3 +168,53 @@ fn output_is_private_and_old_file_is_kept() {
         b"previous"
     );
 }
+
+/// `-v` says what recording cost where it is paid: the BPF programs' own run time (measured
+/// by the kernel) is a small fraction of the workload's CPU time, and start-up is quick.
+#[test]
+fn verbose_measures_the_cost_of_recording() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("verbose");
+    let file = dir.path("v.data");
+    let busy = fixture("busy-fp");
+    let out = record(
+        &["-v", "-F", "999", "-o", file.to_str().unwrap()],
+        &timed(&[busy.to_str().unwrap(), "1", "2"]),
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let workload_ns = cpu_seconds(&stderr) * 1e9;
+    let runs_and_ns = |name: &str| -> (f64, f64) {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("record: BPF {name}: ")))
+            .unwrap_or_else(|| panic!("no run time of {name}: {stderr}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let runs: f64 = words[3].parse().unwrap();
+        let ms: f64 = words[words.len() - 4].parse().unwrap();
+        (runs, ms * 1e6)
+    };
+    let (runs, sample_ns) = runs_and_ns("on_cpu_sample");
+    // Both CPUs are sampled; the workload's two threads keep them busy.
+    assert!(
+        runs >= 0.75 * workload_ns / 1e9 * 999.0,
+        "{runs} runs: {stderr}"
+    );
+    let (_, switch_ns) = runs_and_ns("on_switch");
+    let bpf_share = (sample_ns + switch_ns) / workload_ns;
+    eprintln!(
+        "BPF run time: {:.3}% of the workload's CPU time",
+        bpf_share * 100.0
+    );
+    assert!(bpf_share < 0.02, "{:.2}%: {stderr}", bpf_share * 100.0);
+    let released_at_ms: f64 = stderr
+        .lines()
+        .find(|l| l.starts_with("record: workload released:"))
+        .and_then(|l| l.rsplit("at ").next())
+        .and_then(|t| t.trim_end_matches(" ms)").parse().ok())
+        .unwrap_or_else(|| panic!("no start-up time: {stderr}"));
+    assert!(released_at_ms < 500.0, "start-up {released_at_ms} ms");
+}
