@@ -8,13 +8,15 @@ unsafe impl plain::Plain for types::exit_event {}
 unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
+unsafe impl plain::Plain for types::wakeup_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
 const EVENT_EXIT: u32 = types::event_kind::EVENT_EXIT.0;
-const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
-const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
-const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;
+pub(crate) const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
+pub(crate) const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
+pub(crate) const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;
+pub(crate) const EVENT_WAKEUP: u32 = types::event_kind::EVENT_WAKEUP.0;
 
 /// Entries of the drops map (bpfperf.h's EVENT_KINDS).
 pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
@@ -79,6 +81,27 @@ pub struct OffCpuInterval {
     pub stack_copy: Vec<u8>,
 }
 
+/// Who woke a thread, for the off-CPU interval that just ended (sent right after it, with
+/// the same `time` and `wakee_tid`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wakeup {
+    pub wakee_pid: u32,
+    pub wakee_tid: u32,
+    pub cpu: u32,
+    /// When the wakee ran again: the time of its off-CPU interval.
+    pub time: u64,
+    pub blocked_ns: u64,
+    /// When the waker woke it.
+    pub wake_time: u64,
+    /// The waker: pid 0 and comm "[interrupt]" when an interrupt woke it.
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; 16],
+    /// The waker's kernel stack and frame-pointer user stack, innermost first.
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
 /// A completed block I/O request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockIoRequest {
@@ -108,6 +131,7 @@ pub enum Event {
     OnCpu(OnCpuSample),
     OffCpu(OffCpuInterval),
     BlockIo(BlockIoRequest),
+    Wakeup(Wakeup),
     /// A tracked process (thread group) exited.
     Exit {
         pid: u32,
@@ -193,6 +217,23 @@ impl Event {
                     sector: e.sector,
                     bytes: e.bytes,
                     rwbs: e.rwbs.map(|c| c as u8),
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: stack(&e.ustack, e.ustack_bytes),
+                }))
+            }
+            EVENT_WAKEUP => {
+                let mut e = types::wakeup_event::default();
+                plain::copy_from_bytes(&mut e, data).ok()?;
+                Some(Event::Wakeup(Wakeup {
+                    wakee_pid: e.wakee_pid,
+                    wakee_tid: e.wakee_tid,
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    blocked_ns: e.blocked_ns,
+                    wake_time: e.wake_ns,
+                    pid: e.pid,
+                    tid: e.tid,
+                    comm: e.comm.map(|c| c as u8),
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                 }))

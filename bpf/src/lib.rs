@@ -41,7 +41,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
-pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs, USER_REGS};
+pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
@@ -64,6 +64,8 @@ pub struct Options {
     pub system_wide: bool,
     /// Report off-CPU intervals of the tracked threads longer than this (None: off).
     pub off_cpu_min_ns: Option<u64>,
+    /// With off-CPU intervals: who woke each thread (sched_waking), and from where.
+    pub wakeups: bool,
     /// Report every block I/O request.
     pub block_io: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
@@ -79,6 +81,7 @@ impl Default for Options {
             frequency: 999,
             system_wide: false,
             off_cpu_min_ns: Some(1000),
+            wakeups: true,
             block_io: true,
             stack_copy_bytes: 0,
             ring_bytes: None,
@@ -212,10 +215,13 @@ impl Profiler {
         rodata.offcpu_enabled = options.off_cpu_min_ns.is_some();
         rodata.offcpu_min_ns = options.off_cpu_min_ns.unwrap_or(0);
         rodata.io_enabled = options.block_io;
+        let wakeups = options.off_cpu_min_ns.is_some() && options.wakeups;
+        rodata.wakeup_enabled = wakeups;
         rodata.stack_copy_bytes = options.stack_copy_bytes.min(MAX_STACK_COPY);
         open.progs
             .on_switch
             .set_autoload(options.off_cpu_min_ns.is_some());
+        open.progs.on_waking.set_autoload(wakeups);
         open.progs.on_block_issue.set_autoload(options.block_io);
         open.progs.on_block_complete.set_autoload(options.block_io);
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
@@ -259,6 +265,10 @@ impl Profiler {
         if options.off_cpu_min_ns.is_some() {
             let link = skel.progs.on_switch.attach();
             links.push(link.map_err(Error::bpf("attach sched_switch"))?);
+        }
+        if wakeups {
+            let link = skel.progs.on_waking.attach();
+            links.push(link.map_err(Error::bpf("attach sched_waking"))?);
         }
         if options.block_io {
             let issue = skel.progs.on_block_issue.attach();
@@ -325,12 +335,34 @@ impl Profiler {
         Ok(n)
     }
 
-    /// Events lost so far, of every kind: the ring buffer was full (or, for off-CPU and block
-    /// I/O, the map that keeps their start).
+    /// Events lost so far, of every kind that makes a record of the file: the ring buffer was
+    /// full (or, for off-CPU and block I/O, the map that keeps their start). Wakers, which only
+    /// annotate off-CPU intervals, are counted apart ([`Profiler::missed_wakers`]).
     pub fn drops(&self) -> u64 {
         (0..events::EVENT_KINDS)
+            .filter(|&kind| kind != events::EVENT_WAKEUP)
             .map(|kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind))
             .sum()
+    }
+
+    /// Off-CPU intervals whose waker was seen but could not be kept or sent: the interval is
+    /// recorded, without its waker.
+    pub fn missed_wakers(&self) -> u64 {
+        self.sum_per_cpu(&self.loaded.skel().maps.drops, events::EVENT_WAKEUP)
+    }
+
+    /// Drops so far by event kind (on-CPU, off-CPU, block I/O, wakers), for diagnostics.
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 4] {
+        let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
+        [
+            ("on-CPU samples", of(events::EVENT_ON_CPU)),
+            (
+                "off-CPU intervals",
+                of(events::EVENT_OFF_CPU) + of(events::EVENT_OFF_CPU_COPY),
+            ),
+            ("block I/O requests", of(events::EVENT_BLOCK_IO)),
+            ("wakers", of(events::EVENT_WAKEUP)),
+        ]
     }
 
     /// On-CPU samples lost so far (part of [`Profiler::drops`]).
@@ -380,6 +412,7 @@ impl Profiler {
         let all = [
             ("on_cpu_sample", &progs.on_cpu_sample),
             ("on_switch", &progs.on_switch),
+            ("on_waking", &progs.on_waking),
             ("on_block_issue", &progs.on_block_issue),
             ("on_block_complete", &progs.on_block_complete),
             ("on_fork", &progs.on_fork),

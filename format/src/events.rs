@@ -8,6 +8,10 @@
 //!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
 //!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
 //!   issuing stack, RAW = [`BlockIo`].
+//! - **bpfperf:wakeup**: likewise, one sample per off-CPU interval whose waker was seen:
+//!   time = when the woken thread ran again (the time of its offcpu-time sample), pid/tid =
+//!   the waker (pid 0: an interrupt), period = nanoseconds the wakee was blocked, callchain =
+//!   where the waker woke it, RAW = [`Wakeup`] (who was woken).
 
 use crate::constants::{attr_flag, event_type, sample_type as st, sw_event};
 use crate::{EventAttr, EventFormat};
@@ -49,6 +53,88 @@ pub fn block_io_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
         ..Default::default()
     }
 }
+
+/// Name of the wakeup event.
+pub const WAKEUP_EVENT: &str = "bpfperf:wakeup";
+/// Tracepoint id of `bpfperf:wakeup`.
+pub const WAKEUP_TRACEPOINT_ID: u64 = 60002;
+
+/// The attr of wakeup samples.
+pub fn wakeup_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    EventAttr {
+        name: WAKEUP_EVENT.into(),
+        config: WAKEUP_TRACEPOINT_ID,
+        ..block_io_attr(sample_type, ids)
+    }
+}
+
+/// Who was woken, as the RAW payload of a `bpfperf:wakeup` sample (the sample itself is the
+/// waker's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wakeup {
+    pub wakee_pid: u32,
+    pub wakee_tid: u32,
+    /// How long the wakee was off the CPU (its offcpu-time period).
+    pub blocked_ns: u64,
+    /// When the waker woke it (CLOCK_MONOTONIC ns); the sample's time is when it ran.
+    pub wake_ns: u64,
+}
+
+/// Size of the wakeup RAW payload.
+pub const WAKEUP_RAW_SIZE: usize = 32;
+
+impl Wakeup {
+    /// The RAW payload, at the offsets of [`wakeup_format`].
+    pub fn to_raw(&self, waker_pid: i32) -> [u8; WAKEUP_RAW_SIZE] {
+        let mut b = [0u8; WAKEUP_RAW_SIZE];
+        b[0..2].copy_from_slice(&(WAKEUP_TRACEPOINT_ID as u16).to_le_bytes());
+        b[4..8].copy_from_slice(&waker_pid.to_le_bytes());
+        b[8..12].copy_from_slice(&self.wakee_pid.to_le_bytes());
+        b[12..16].copy_from_slice(&self.wakee_tid.to_le_bytes());
+        b[16..24].copy_from_slice(&self.blocked_ns.to_le_bytes());
+        b[24..32].copy_from_slice(&self.wake_ns.to_le_bytes());
+        b
+    }
+
+    /// Reads a payload written by [`Wakeup::to_raw`]; `None` if it is not one.
+    pub fn from_raw(raw: &[u8]) -> Option<Wakeup> {
+        let raw = raw.get(..WAKEUP_RAW_SIZE)?;
+        if u16::from_le_bytes([raw[0], raw[1]]) as u64 != WAKEUP_TRACEPOINT_ID {
+            return None;
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
+        Some(Wakeup {
+            wakee_pid: u32_at(8),
+            wakee_tid: u32_at(12),
+            blocked_ns: u64_at(16),
+            wake_ns: u64_at(24),
+        })
+    }
+}
+
+/// The tracefs-style format of `bpfperf:wakeup`, for TRACING_DATA.
+pub fn wakeup_format() -> EventFormat {
+    let text = format!(
+        "name: wakeup\nID: {WAKEUP_TRACEPOINT_ID}\nformat:\n{COMMON_FIELDS}\
+\tfield:int wakee_pid;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:int wakee_tid;\toffset:12;\tsize:4;\tsigned:1;\n\
+\tfield:u64 blocked_ns;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:u64 wake_ns;\toffset:24;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"wakee=%d/%d blocked=%llu ns\", REC->wakee_pid, REC->wakee_tid, REC->blocked_ns\n"
+    );
+    EventFormat {
+        system: "bpfperf".into(),
+        text: text.into_bytes(),
+    }
+}
+
+/// The fields every tracepoint record starts with.
+const COMMON_FIELDS: &str = "\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
 
 const fn libc_clock_monotonic() -> i32 {
     1
@@ -132,11 +218,7 @@ impl BlockIo {
 /// The tracefs-style format of `bpfperf:block_io`, for TRACING_DATA.
 pub fn block_io_format() -> EventFormat {
     let text = format!(
-        "name: block_io\nID: {BLOCK_IO_TRACEPOINT_ID}\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        "name: block_io\nID: {BLOCK_IO_TRACEPOINT_ID}\nformat:\n{COMMON_FIELDS}\
 \tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
 \tfield:unsigned int bytes;\toffset:12;\tsize:4;\tsigned:0;\n\
 \tfield:u64 sector;\toffset:16;\tsize:8;\tsigned:0;\n\
@@ -179,8 +261,27 @@ mod tests {
             (io.rwbs_str().as_str(), io.comm_str().as_str()),
             ("WS", "tar")
         );
-        // Every field of the format lies inside the payload.
-        let text = String::from_utf8(block_io_format().text).unwrap();
+        fields_fit(block_io_format(), BLOCK_IO_RAW_SIZE);
+    }
+
+    #[test]
+    fn wakeup_round_trips_and_fits_its_format() {
+        let w = Wakeup {
+            wakee_pid: 10,
+            wakee_tid: 11,
+            blocked_ns: 5_000_000,
+            wake_ns: 77,
+        };
+        let raw = w.to_raw(3);
+        assert_eq!(Wakeup::from_raw(&raw), Some(w));
+        assert_eq!(Wakeup::from_raw(&BlockIo::default().to_raw(3)), None);
+        fields_fit(wakeup_format(), WAKEUP_RAW_SIZE);
+    }
+
+    /// Every field of the format lies inside the payload, and the common fields come first.
+    fn fields_fit(format: EventFormat, size: usize) {
+        let text = String::from_utf8(format.text).unwrap();
+        assert!(text.contains("format:\n\tfield:unsigned short common_type;\toffset:0;"));
         for l in text.lines().filter(|l| l.contains("offset:")) {
             let num = |k: &str| -> usize {
                 l.split(k)
@@ -192,7 +293,7 @@ mod tests {
                     .parse()
                     .unwrap()
             };
-            assert!(num("offset:") + num("size:") <= BLOCK_IO_RAW_SIZE, "{l}");
+            assert!(num("offset:") + num("size:") <= size, "{l}");
         }
     }
 }

@@ -39,6 +39,9 @@ struct Args {
     /// Shortest off-CPU interval recorded, in microseconds.
     #[arg(long, default_value_t = 1, value_name = "USECS")]
     off_cpu_min: u64,
+    /// Do not record who woke the threads that were off the CPU.
+    #[arg(long)]
+    no_wakeups: bool,
     /// Do not record block I/O.
     #[arg(long)]
     no_io: bool,
@@ -128,6 +131,7 @@ impl Args {
             command: self.command,
             cmdline: std::env::args().collect(),
             off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
+            wakeups: !self.no_wakeups,
             block_io: !self.no_io,
             verbose: self.verbose,
             ring_pages: self.mmap_pages,
@@ -145,15 +149,22 @@ fn main() -> ExitCode {
     match result {
         Ok(s) => {
             eprintln!(
-                "[ record: {} samples, {} off-CPU events, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
+                "[ record: {} samples, {} off-CPU events, {} wakeups, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
                 s.samples,
                 s.off_cpu,
+                s.wakeups,
                 s.io,
                 s.lost,
                 s.duration.as_secs_f64(),
                 s.bytes,
                 s.path.display()
             );
+            if s.missed_wakers > 0 {
+                eprintln!(
+                    "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",
+                    s.missed_wakers
+                );
+            }
             ExitCode::from(s.exit_status.unwrap_or(0).clamp(0, 255) as u8)
         }
         Err(e) => {

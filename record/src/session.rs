@@ -28,6 +28,8 @@ pub struct Config {
     pub cmdline: Vec<String>,
     /// Record off-CPU intervals at least this long (None: no off-CPU).
     pub off_cpu_min_ns: Option<u64>,
+    /// With off-CPU: record who woke each interval.
+    pub wakeups: bool,
     /// Record block I/O.
     pub block_io: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -54,6 +56,9 @@ pub struct Summary {
     pub samples: u64,
     pub off_cpu: u64,
     pub io: u64,
+    pub wakeups: u64,
+    /// Off-CPU intervals recorded without their waker (it could not be kept).
+    pub missed_wakers: u64,
     pub lost: u64,
     pub duration: Duration,
     pub bytes: u64,
@@ -84,6 +89,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 const CPU_CLOCK_ID: u64 = 1;
 const OFFCPU_ID: u64 = 2;
 const BLOCK_IO_ID: u64 = 3;
+const WAKEUP_ID: u64 = 4;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -139,6 +145,7 @@ enum Item {
     Sample(bpf::OnCpuSample),
     OffCpu(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
+    Wakeup(bpf::Wakeup),
     Fact(TimedFact),
 }
 
@@ -148,6 +155,7 @@ impl Item {
             Item::Sample(s) => s.time,
             Item::OffCpu(o) => o.time,
             Item::BlockIo(b) => b.time,
+            Item::Wakeup(w) => w.time,
             Item::Fact(f) => f.time,
         }
     }
@@ -157,6 +165,7 @@ impl Item {
             bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
             bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
+            bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
             bpf::Event::Exit { .. } => None,
         }
     }
@@ -184,10 +193,12 @@ struct Recorder {
     samples: u64,
     off_cpu: u64,
     io: u64,
+    wakeups: u64,
     lost: u64,
-    /// Attr index of offcpu-time and block_io events, when recorded.
+    /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
     offcpu_attr: Option<usize>,
     io_attr: Option<usize>,
+    wakeup_attr: Option<usize>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     named: HashSet<u32>,
     /// Files of executable mappings written, for BUILD_ID.
@@ -414,28 +425,7 @@ impl Recorder {
                 let Some(attr) = self.io_attr else {
                     return Ok(());
                 };
-                if self.named.insert(b.pid) && b.pid != 0 {
-                    // An issuer the file knows nothing of (a kworker, say): name it.
-                    let comm = String::from_utf8_lossy(&b.comm)
-                        .trim_end_matches('\0')
-                        .to_string();
-                    let sid = SampleId {
-                        pid: b.pid,
-                        tid: b.tid,
-                        time: b.time,
-                        cpu: b.cpu,
-                    };
-                    self.writer.write_side_band(
-                        0,
-                        &SideBand::Comm {
-                            pid: b.pid,
-                            tid: b.tid,
-                            comm: &comm,
-                            exec: false,
-                        },
-                        &sid,
-                    )?;
-                }
+                self.name_task(b.pid, b.tid, &b.comm, b.time, b.cpu)?;
                 let io = format::events::BlockIo {
                     dev: b.dev,
                     sector: b.sector,
@@ -461,8 +451,66 @@ impl Recorder {
                 )?;
                 self.io += 1;
             }
+            Item::Wakeup(w) => {
+                let Some(attr) = self.wakeup_attr else {
+                    return Ok(());
+                };
+                self.name_task(w.pid, w.tid, &w.comm, w.time, w.cpu)?;
+                let raw = format::events::Wakeup {
+                    wakee_pid: w.wakee_pid,
+                    wakee_tid: w.wakee_tid,
+                    blocked_ns: w.blocked_ns,
+                    wake_ns: w.wake_time,
+                }
+                .to_raw(w.pid as i32);
+                self.write_stack_sample(
+                    None,
+                    attr,
+                    w.pid,
+                    w.tid,
+                    w.cpu,
+                    w.time,
+                    w.blocked_ns,
+                    &w.kernel_stack,
+                    &w.user_stack,
+                    &raw,
+                )?;
+                self.wakeups += 1;
+            }
             Item::Fact(f) => self.write_fact(f)?,
         }
+        Ok(())
+    }
+
+    /// Names a task the file may know nothing of (a kworker that issued I/O, the waker of a
+    /// tracked thread) once, from the comm the probe saw. pid 0 is perf's "swapper".
+    fn name_task(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: &[u8; 16],
+        time: u64,
+        cpu: u32,
+    ) -> anyhow::Result<()> {
+        if pid == 0 || self.tracked.contains(&pid) || !self.named.insert(pid) {
+            return Ok(());
+        }
+        let comm = String::from_utf8_lossy(comm)
+            .trim_end_matches('\0')
+            .to_string();
+        let sid = SampleId {
+            pid,
+            tid,
+            time,
+            cpu,
+        };
+        let record = SideBand::Comm {
+            pid,
+            tid,
+            comm: &comm,
+            exec: false,
+        };
+        self.writer.write_side_band(0, &record, &sid)?;
         Ok(())
     }
 
@@ -561,6 +609,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         frequency: cfg.frequency,
         system_wide,
         off_cpu_min_ns: cfg.off_cpu_min_ns,
+        wakeups: cfg.wakeups,
         block_io: cfg.block_io,
         stack_copy_bytes: cfg.stack_copy_bytes,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
@@ -605,17 +654,23 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         attrs.push(attr);
         attrs.len() - 1
     });
-    // Block I/O samples are a tracepoint-style event: perf needs its format in TRACING_DATA
-    // (the writer keeps it a BPF_OUTPUT event until finish() writes that, so a killed
-    // recording stays readable).
-    let tracing_data = if cfg.block_io {
+    // Block I/O and wakeup samples are tracepoint-style events: perf needs their formats in
+    // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
+    // killed recording stays readable).
+    let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
+    let tracing_data = if cfg.block_io || wakeups {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {
-                td.events.push(format::events::block_io_format());
+                if cfg.block_io {
+                    td.events.push(format::events::block_io_format());
+                }
+                if wakeups {
+                    td.events.push(format::events::wakeup_format());
+                }
                 Some(td.to_bytes())
             }
             Err(e) => {
-                eprintln!("record: warning: block I/O not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
+                eprintln!("record: warning: block I/O and wakeups not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
                 None
             }
         }
@@ -623,11 +678,15 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         None
     };
     phases.mark("tracefs formats read");
-    let io_attr = tracing_data.as_ref().map(|_| {
+    let io_attr = (tracing_data.is_some() && cfg.block_io).then(|| {
         attrs.push(format::events::block_io_attr(
             SAMPLE_TYPE,
             vec![BLOCK_IO_ID],
         ));
+        attrs.len() - 1
+    });
+    let wakeup_attr = (tracing_data.is_some() && wakeups).then(|| {
+        attrs.push(format::events::wakeup_attr(SAMPLE_TYPE, vec![WAKEUP_ID]));
         attrs.len() - 1
     });
     let writer = PerfFileWriter::create(&cfg.output, attrs)?;
@@ -639,9 +698,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         samples: 0,
         off_cpu: 0,
         io: 0,
+        wakeups: 0,
         lost: 0,
         offcpu_attr,
         io_attr,
+        wakeup_attr,
         named: HashSet::new(),
         mapped_files: BTreeSet::new(),
         callchain: Vec::new(),
@@ -763,8 +824,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.write_lost(drops - drops_written, monotonic_ns())?;
     }
     rec.flush_until(u64::MAX)?;
+    let missed_wakers = profiler.missed_wakers();
     if cfg.verbose {
         crate::phases::report_costs(&profiler.run_time(), started.elapsed());
+        for (what, n) in profiler.drops_by_kind() {
+            if n > 0 {
+                eprintln!("record: lost {n} {what}");
+            }
+        }
     }
     drop(profiler);
     phases.mark("last events written, probes detached");
@@ -802,7 +869,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracing_data,
         ..Default::default()
     };
-    let (samples, off_cpu, io, lost) = (rec.samples, rec.off_cpu, rec.io, rec.lost);
+    let (samples, off_cpu, io, wakeups, lost) =
+        (rec.samples, rec.off_cpu, rec.io, rec.wakeups, rec.lost);
     let bytes = rec.writer.finish(&features)?;
     phases.mark("features written");
     chown_to_invoking_user(&cfg.output);
@@ -814,6 +882,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         samples,
         off_cpu,
         io,
+        wakeups,
+        missed_wakers,
         lost,
         duration: started.elapsed(),
         bytes,

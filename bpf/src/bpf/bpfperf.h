@@ -36,7 +36,8 @@ enum event_kind {
 	EVENT_EXIT = 2,    /* a tracked process exited (its whole thread group) */
 	EVENT_OFF_CPU = 3, /* a tracked thread ran again after blocking */
 	EVENT_BLOCK_IO = 4, /* a block request completed */
-	EVENT_OFF_CPU_COPY = 5 /* an off-CPU interval with a user stack copy (DWARF mode) */
+	EVENT_OFF_CPU_COPY = 5, /* an off-CPU interval with a user stack copy (DWARF mode) */
+	EVENT_WAKEUP = 6 /* who woke a thread whose off-CPU interval was just sent */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -133,6 +134,27 @@ struct offcpu_copy_event {
 struct offcpu_copy_buf {
 	struct offcpu_copy_event e;
 	__u8 stack[MAX_OFFCPU_COPY];
+};
+
+/* The waker of an off-CPU interval: sent right after the interval's own event, with the same
+ * time_ns and wakee tid. pid/tid/comm and the stacks are the waker's, at sched_waking: kernel
+ * stack and frame-pointer user stack (the waker is often a thread of another program, or an
+ * interrupt, whose stack is not worth a copy). */
+struct wakeup_event {
+	__u32 kind; /* EVENT_WAKEUP */
+	__u32 cpu;
+	__u32 wakee_pid;
+	__u32 wakee_tid;
+	__u64 time_ns; /* when the wakee ran again, as its off-CPU event */
+	__u64 blocked_ns;
+	__u64 wake_ns; /* when the waker woke it */
+	__u32 pid; /* the waker */
+	__u32 tid;
+	char comm[16];
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
 };
 
 /* A tracked thread group ended. */

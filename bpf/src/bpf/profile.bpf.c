@@ -258,6 +258,8 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 /* Off-CPU intervals shorter than this are not reported (ns). */
 const volatile __u64 offcpu_min_ns = 1000;
 const volatile bool offcpu_enabled = true;
+/* With off-CPU: also who woke each blocked thread (sched_waking). */
+const volatile bool wakeup_enabled = true;
 const volatile bool io_enabled = true;
 
 struct offcpu_start {
@@ -304,6 +306,23 @@ struct {
 	__type(value, struct offcpu_copy_buf);
 } offcpu_copy_scratch SEC(".maps");
 
+/* The waker of each blocked tracked thread, from sched_waking until the thread runs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* wakee tid */
+	__type(value, struct wakeup_event);
+} wakers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wakeup_event);
+} wakeup_scratch SEC(".maps");
+
+struct wakeup_event _wakeup_event = {};
 struct offcpu_event _offcpu_event = {};
 struct offcpu_copy_event _offcpu_copy_event = {};
 struct block_io_event _block_io_event = {};
@@ -323,6 +342,28 @@ static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, 
 	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
+}
+
+/* Sends the waker of the interval that just ended (if one was seen), and forgets it. */
+static __always_inline void wakeup_emit(__u32 wakee_pid, __u32 tid, __u64 now, __u64 duration)
+{
+	struct wakeup_event *w = bpf_map_lookup_elem(&wakers, &tid);
+	if (!w)
+		return;
+	struct wakeup_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		/* Too big for an inlined copy; map values are kernel memory. */
+		bpf_probe_read_kernel(e, sizeof(*e), w);
+		e->kind = EVENT_WAKEUP;
+		e->cpu = bpf_get_smp_processor_id();
+		e->wakee_pid = wakee_pid;
+		e->wakee_tid = tid;
+		e->time_ns = now;
+		e->blocked_ns = duration;
+		bpf_ringbuf_submit(e, submit_flags());
+	} else {
+		count_drop(EVENT_WAKEUP);
+	}
 }
 
 static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
@@ -346,11 +387,15 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 			__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
 			__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
 			bpf_ringbuf_submit(e, submit_flags());
+			if (wakeup_enabled)
+				wakeup_emit(next->tgid, tid, now, duration);
 		} else {
 			count_drop(EVENT_OFF_CPU);
 		}
 	}
 	bpf_map_delete_elem(&offcpu_starts, &tid);
+	if (wakeup_enabled)
+		bpf_map_delete_elem(&wakers, &tid);
 }
 
 /* DWARF mode: keep registers and a copy of the user stack of the thread that blocks. */
@@ -393,8 +438,12 @@ static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid
 			size = sizeof(*b);
 		if (bpf_ringbuf_output(&events, b, size, submit_flags()))
 			count_drop(EVENT_OFF_CPU_COPY);
+		else if (wakeup_enabled)
+			wakeup_emit(next->tgid, tid, now, duration);
 	}
 	bpf_map_delete_elem(&offcpu_copies, &tid);
+	if (wakeup_enabled)
+		bpf_map_delete_elem(&wakers, &tid);
 }
 
 SEC("tp_btf/sched_switch")
@@ -420,6 +469,63 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		offcpu_emit_copy(next, ntid, now);
 	else
 		offcpu_emit_stacks(next, ntid, now);
+	return 0;
+}
+
+/* x86-64 task stacks are THREAD_SIZE bytes (16 KiB; 32 KiB with KASAN, a debug kernel). */
+#define TASK_STACK_SIZE (16 * 1024)
+
+/* Whether we run in an interrupt (hard or soft) rather than on behalf of `current`: x86-64
+ * runs interrupts on a per-CPU stack, so this program's own stack frame lies outside the
+ * task's stack. (The preempt count would say it directly, but per-CPU variables are not
+ * kernel symbols without CONFIG_KALLSYMS_ALL.) */
+static __always_inline bool in_interrupt_context(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 base = (__u64)task->stack;
+	void *frame = &base;
+	__u64 here = 0;
+	/* The frame's address as a number (the verifier keeps stack pointers opaque). */
+	bpf_probe_read_kernel(&here, sizeof(here), &frame);
+	return here - base >= TASK_STACK_SIZE;
+}
+
+/* A blocked tracked thread is being woken: keep who woke it and from where. Only threads with
+ * an off-CPU interval under way are looked at, so running threads' wakeups cost a lookup. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	if (!offcpu_enabled || !wakeup_enabled)
+		return 0;
+	__u32 tgid = p->tgid, tid = p->pid;
+	if (!tgid || !tracked(tgid))
+		return 0;
+	if (!bpf_map_lookup_elem(stack_copy_bytes ? (void *)&offcpu_copies : (void *)&offcpu_starts,
+				 &tid))
+		return 0;
+	__u32 zero = 0;
+	struct wakeup_event *w = bpf_map_lookup_elem(&wakeup_scratch, &zero);
+	if (!w)
+		return 0;
+	w->wake_ns = bpf_ktime_get_ns();
+	w->kstack_bytes = bpf_get_stack(ctx, w->kstack, sizeof(w->kstack), TP_BTF_SKIP);
+	if (in_interrupt_context()) {
+		/* An interrupt (a completed disk request, a timer): the task it interrupted has
+		 * nothing to do with it. The kernel stack says which interrupt. */
+		w->pid = 0;
+		w->tid = 0;
+		__builtin_memcpy(w->comm, "[interrupt]", 12);
+		w->ustack_bytes = 0;
+	} else {
+		__u64 id = bpf_get_current_pid_tgid();
+		w->pid = id >> 32;
+		w->tid = (__u32)id;
+		bpf_get_current_comm(w->comm, sizeof(w->comm));
+		w->ustack_bytes =
+			w->pid ? bpf_get_stack(ctx, w->ustack, sizeof(w->ustack), BPF_F_USER_STACK) : 0;
+	}
+	if (bpf_map_update_elem(&wakers, &tid, w, BPF_ANY))
+		count_drop(EVENT_WAKEUP);
 	return 0;
 }
 

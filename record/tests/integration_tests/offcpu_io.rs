@@ -92,7 +92,7 @@ fn no_off_cpu_and_no_io_turn_them_off() {
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(
-        stderr_of(&out).contains(" 0 off-CPU events, 0 I/O events"),
+        stderr_of(&out).contains(" 0 off-CPU events, 0 wakeups, 0 I/O events"),
         "{}",
         stderr_of(&out)
     );
@@ -101,6 +101,18 @@ fn no_off_cpu_and_no_io_turn_them_off() {
         samples.iter().all(|s| s.event == "cpu-clock"),
         "only on-CPU samples"
     );
+
+    // Off-CPU without its wakers.
+    let out = record(
+        &["--no-wakeups", "-o", file.to_str().unwrap()],
+        &[sleeper.to_str().unwrap(), "1", "5", "1000", "1", "/var/tmp"],
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(" 0 wakeups,"), "{stderr}");
+    assert!(!stderr.contains(" 0 off-CPU events"), "{stderr}");
+    let samples = parse_script(&perf_script_clean(&file));
+    assert!(samples.iter().all(|s| s.event != "bpfperf:wakeup"));
 }
 
 #[test]
@@ -272,4 +284,74 @@ fn children_cpu_seconds() -> f64 {
     assert_eq!(unsafe { getrusage(RUSAGE_CHILDREN, &mut u) }, 0);
     let s = |t: &Timeval| t.sec as f64 + t.usec as f64 / 1e6;
     s(&u.utime) + s(&u.stime)
+}
+
+/// Who woke a blocked thread: a thread blocked reading a pipe, woken by another thread's write
+/// each round. `--event wakeup` joins the blocked stack and the waker's (as bcc's offwaketime
+/// folds them: blocked stack, `--`, waker stack innermost first, waker name); perf script
+/// shows the wakeup samples by name.
+#[test]
+fn wakeups_name_the_waker_and_its_stack() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("wakeup");
+    let file = dir.path("wake.data");
+    let handoff = fixture("handoff-fp");
+    // 40 rounds: the waiter is blocked about 10 ms each, until the other thread writes.
+    let (rounds, pause_us) = (40u64, 10_000u64);
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[
+            handoff.to_str().unwrap(),
+            &rounds.to_string(),
+            &pause_us.to_string(),
+        ],
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(" 0 wakeups"), "{stderr}");
+
+    let text = perf_script_clean(&file);
+    let wakeups: Vec<ScriptSample> = parse_script(&text)
+        .into_iter()
+        .filter(|s| s.event == "bpfperf:wakeup")
+        .collect();
+    assert!(wakeups.len() as u64 >= rounds, "{} wakeups", wakeups.len());
+    assert!(text.contains("bpfperf:wakeup: wakee="), "fields by name");
+
+    let joined = analyze_folded(&file, &["--event", "wakeup"]);
+    let by_pipe: u64 = joined
+        .iter()
+        .filter(|(stack, _)| {
+            let Some((blocked, waker)) = stack.split_once(";--;") else {
+                return false;
+            };
+            blocked.contains(";waiter_thread;wait_for_token;")
+                && waker.contains("anon_pipe_write")
+                && waker.contains(";send_tokens;")
+                && waker.ends_with(";handoff-fp")
+        })
+        .map(|(_, w)| w)
+        .sum();
+    let expected = rounds * pause_us * 1000;
+    let ratio = by_pipe as f64 / expected as f64;
+    eprintln!("blocked in read, woken by send_token: {by_pipe} ns of {expected} ns ({ratio:.3})");
+    assert!((0.7..=1.3).contains(&ratio), "{by_pipe} ns: {joined:#?}");
+
+    // usleep's wakeup comes from the timer interrupt: named [interrupt], cut at its entry.
+    let timer = joined
+        .keys()
+        .find(|k| k.contains(";do_nanosleep;") && k.ends_with(";[interrupt]"))
+        .unwrap_or_else(|| panic!("no timer wakeup: {joined:#?}"));
+    let before_name = timer.rsplit(';').nth(1).unwrap();
+    assert!(before_name.starts_with("asm_"), "{timer}");
+
+    // Every off-CPU nanosecond is there, with or without a waker.
+    let total = |m: &std::collections::BTreeMap<String, u64>| m.values().sum::<u64>();
+    assert_eq!(
+        total(&joined),
+        total(&analyze_folded(&file, &["--event", "offcpu"]))
+    );
 }
