@@ -9,6 +9,7 @@
 //! resolve    AVMA + mapping -> (file, SVMA)
 //! symbolize  (file, SVMA) -> functions, inline frames, file:line; kernel; [vdso]; JIT maps
 //! aggregate  SymbolizedStack -> Profile (unique stacks, summed weights)
+//! wakeups    off-CPU stacks joined with their wakers' (--event wakeup)
 //! output/    folded, report, script, flamegraph
 //! ```
 //!
@@ -36,6 +37,7 @@ pub mod read;
 pub mod resolve;
 pub mod symbolize;
 pub mod unwind;
+pub mod wakeups;
 
 /// What can stop an analysis (everything per sample or per file degrades instead).
 #[derive(Debug, thiserror::Error)]

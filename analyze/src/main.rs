@@ -28,9 +28,14 @@ struct Select {
     #[arg(short, long, default_value = "perf.data")]
     input: PathBuf,
     /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
-    /// time, ns), io (block I/O latency, ns), wall (on- and off-CPU time, ns), or the name of
-    /// any event in the file (e.g. task-clock, sched:sched_switch).
-    #[arg(long, default_value = "cpu", value_name = "cpu|offcpu|io|wall|NAME")]
+    /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
+    /// waker, as offwaketime folds them), io (block I/O latency, ns), wall (on- and off-CPU
+    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
+    #[arg(
+        long,
+        default_value = "cpu",
+        value_name = "cpu|offcpu|wakeup|io|wall|NAME"
+    )]
     event: String,
     /// Only samples of this process.
     #[arg(long)]

@@ -28,6 +28,8 @@ pub enum EventSel {
     Io,
     /// On-CPU samples weighted by their period (ns) plus off-CPU ns: where wall time went.
     Wall,
+    /// `offcpu-time` samples joined with their wakers' stacks (see [`crate::wakeups`]).
+    Wakeup,
     /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1.
     Named(String),
 }
@@ -39,6 +41,7 @@ impl EventSel {
             "offcpu" => EventSel::OffCpu,
             "io" => EventSel::Io,
             "wall" => EventSel::Wall,
+            "wakeup" => EventSel::Wakeup,
             other => EventSel::Named(other.to_string()),
         }
     }
@@ -145,12 +148,14 @@ enum Kind {
     Sampling,
     OffCpu,
     Io,
+    Wakeup,
 }
 
 fn kind_of(name: &str) -> Kind {
     match name {
         format::events::OFFCPU_EVENT => Kind::OffCpu,
         format::events::BLOCK_IO_EVENT => Kind::Io,
+        format::events::WAKEUP_EVENT => Kind::Wakeup,
         _ => Kind::Sampling,
     }
 }
@@ -163,6 +168,7 @@ type Weigh<'a> = dyn Fn(usize, &RawSample) -> Option<u64> + Sync + 'a;
 /// The samples `o` selects, with their weights, and the name of what was selected.
 fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, String), Error> {
     let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
+    let kinds = &kinds;
     let mut counts = vec![0u64; rec.events.len()];
     for s in &rec.samples {
         if let Some(c) = counts.get_mut(s.event) {
@@ -207,6 +213,12 @@ fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, Stri
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),
             "block I/O".into(),
         ),
+        EventSel::Wakeup => (
+            Box::new(|e, s| {
+                matches!(kinds.get(e), Some(Kind::OffCpu | Kind::Wakeup)).then_some(s.period)
+            }),
+            "off-CPU with wakers".into(),
+        ),
         EventSel::Wall => {
             let i = sampling;
             (
@@ -217,14 +229,19 @@ fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, Stri
             )
         }
     };
+    // Filters pick threads; a waker is whoever woke them, so its samples pass.
+    let waker = |s: &RawSample| kinds.get(s.event) == Some(&Kind::Wakeup);
     let samples = rec
         .samples
         .iter()
-        .filter(|s| o.pid.is_none_or(|p| p == s.pid) && o.tid.is_none_or(|t| t == s.tid))
         .filter(|s| {
-            o.comm
-                .as_ref()
-                .is_none_or(|c| *c == rec.comms[s.comm as usize])
+            waker(s) || o.pid.is_none_or(|p| p == s.pid) && o.tid.is_none_or(|t| t == s.tid)
+        })
+        .filter(|s| {
+            waker(s)
+                || o.comm
+                    .as_ref()
+                    .is_none_or(|c| *c == rec.comms[s.comm as usize])
         })
         .filter_map(|s| Some((s, weigh(s.event, s)?)))
         .collect();
@@ -525,5 +542,14 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
         b.finish_and_clear();
     }
     out.stats = stats;
+    if o.event == EventSel::Wakeup {
+        let index = |name: &str| out.events.iter().position(|e| e == name);
+        if let (Some(offcpu), Some(wakeup)) = (
+            index(format::events::OFFCPU_EVENT),
+            index(format::events::WAKEUP_EVENT),
+        ) {
+            crate::wakeups::join(&mut out, offcpu as u32, wakeup as u32);
+        }
+    }
     Ok(out)
 }
