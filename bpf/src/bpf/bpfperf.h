@@ -14,6 +14,9 @@
 #define USER_REGS 20
 /* Off-CPU intervals of threads blocked at the same time (entries of the start map). */
 #define MAX_BLOCKED 16384
+/* Tracked threads woken and not yet running, at the same time (entries of the wakers map,
+ * preallocated: 2 KiB each). */
+#define MAX_WAKING 2048
 /* Block requests in flight at the same time. */
 #define MAX_INFLIGHT 16384
 

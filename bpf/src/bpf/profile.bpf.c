@@ -306,11 +306,12 @@ struct {
 	__type(value, struct offcpu_copy_buf);
 } offcpu_copy_scratch SEC(".maps");
 
-/* The waker of each blocked tracked thread, from sched_waking until the thread runs. */
+/* The waker of each blocked tracked thread, from sched_waking until the thread runs (an
+ * entry lives for the wakeup latency). Preallocated: an update from an interrupt would
+ * otherwise find the allocator's per-CPU cache empty now and then (ENOMEM). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_BLOCKED);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_WAKING);
 	__type(key, __u32); /* wakee tid */
 	__type(value, struct wakeup_event);
 } wakers SEC(".maps");
