@@ -101,6 +101,7 @@ pub mod feature {
     pub const EVENT_DESC: u32 = 12;
     pub const SAMPLE_TIME: u32 = 21;
     pub const CLOCKID: u32 = 23;
+    pub const COMPRESSED: u32 = 27;
 }
 
 /// Size of the file header of a seekable perf.data file.

@@ -45,9 +45,17 @@ struct Args {
     /// Do not record block I/O.
     #[arg(long)]
     no_io: bool,
-    /// Compress the output (accepted; not implemented yet, the file is written uncompressed).
-    #[arg(short = 'z')]
-    compress: bool,
+    /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
+    /// perf and analyze read the file as they read perf's.
+    #[arg(
+        short = 'z',
+        long = "compression-level",
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        default_missing_value = "1",
+        value_parser = clap::value_parser!(i32).range(1..=22)
+    )]
+    compression_level: Option<i32>,
     /// Size of the BPF ring buffer in 4 KiB pages, a power of two (unlike perf's -m, one
     /// buffer for all CPUs). Default: about half a second of samples, 1 to 64 MiB.
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES", value_parser = parse_pages)]
@@ -112,11 +120,6 @@ impl Args {
                 self.freq
             );
         }
-        if self.compress {
-            eprintln!(
-                "record: warning: -z is not implemented yet, the file is written uncompressed"
-            );
-        }
         let target = if self.all_cpus {
             session::Target::SystemWide
         } else if !self.pid.is_empty() {
@@ -132,6 +135,7 @@ impl Args {
             cmdline: std::env::args().collect(),
             off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
             wakeups: !self.no_wakeups,
+            compression_level: self.compression_level,
             block_io: !self.no_io,
             verbose: self.verbose,
             ring_pages: self.mmap_pages,

@@ -38,6 +38,8 @@ pub struct Config {
     pub ring_pages: Option<u64>,
     /// Print phase timings.
     pub verbose: bool,
+    /// zstd level of `-z` (None: records written as they are).
+    pub compression_level: Option<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -689,7 +691,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         attrs.push(format::events::wakeup_attr(SAMPLE_TYPE, vec![WAKEUP_ID]));
         attrs.len() - 1
     });
-    let writer = PerfFileWriter::create(&cfg.output, attrs)?;
+    let writer = match cfg.compression_level {
+        Some(level) => PerfFileWriter::create_compressed(&cfg.output, attrs, level)?,
+        None => PerfFileWriter::create(&cfg.output, attrs)?,
+    };
     let mut rec = Recorder {
         writer,
         system_wide,

@@ -11,6 +11,7 @@
 //! shows as a hex dump. `finish` turns them into tracepoints once their formats are written.
 
 mod attr;
+mod compress;
 mod features;
 mod records;
 
@@ -19,6 +20,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub use attr::EventAttr;
+use compress::Compressor;
 pub use features::{BuildIdEntry, Features};
 use records::Encoder;
 pub use records::{Mmap2File, Sample, SampleId, SideBand, UserRegs};
@@ -52,6 +54,10 @@ pub struct PerfFileWriter {
     encoder: Encoder,
     times: Option<(u64, u64)>,
     records_in_round: u64,
+    /// With `-z`: records go through it into COMPRESSED records.
+    compressor: Option<Compressor>,
+    /// Its output, before it goes into the map.
+    packed: Vec<u8>,
 }
 
 impl EventAttr {
@@ -137,10 +143,30 @@ impl PerfFileWriter {
             encoder: Encoder::default(),
             times: None,
             records_in_round: 0,
+            compressor: None,
+            packed: Vec::new(),
         };
         w.ensure(data_offset + GROW_MIN)?;
         w.map[..head.len()].copy_from_slice(&head);
         w.len = data_offset;
+        Ok(w)
+    }
+
+    /// Like [`PerfFileWriter::create`], with records compressed with zstd at `level` (1-22) into
+    /// COMPRESSED records, as `perf record -z` writes them.
+    pub fn create_compressed(
+        path: &Path,
+        attrs: Vec<EventAttr>,
+        level: i32,
+    ) -> Result<Self, Error> {
+        if !(1..=22).contains(&level) {
+            return Err(Error::Write {
+                path: path.into(),
+                what: format!("compression level {level}: zstd levels are 1 to 22"),
+            });
+        }
+        let mut w = Self::create(path, attrs)?;
+        w.compressor = Some(Compressor::new(level));
         Ok(w)
     }
 
@@ -161,15 +187,55 @@ impl PerfFileWriter {
         Ok(())
     }
 
+    /// Appends the encoded record: to the map, or to the compressor with `-z`.
     fn append_encoded(&mut self) -> Result<(), Error> {
-        let n = self.encoder.buf.len() as u64;
-        self.ensure(self.len + n)?;
-        let at = self.len as usize;
-        self.map[at..at + n as usize].copy_from_slice(&self.encoder.buf);
-        self.encoder.buf.clear();
-        self.len += n;
         self.records_in_round += 1;
+        let Some(c) = &mut self.compressor else {
+            return self.append_to_map(false);
+        };
+        if c.push(&self.encoder.buf) {
+            self.encoder.buf.clear();
+            self.append_packed(false)?;
+        }
+        self.encoder.buf.clear();
         Ok(())
+    }
+
+    /// Copies the encoded bytes (or with `packed`, the compressor's output) to the map.
+    fn append_to_map(&mut self, packed: bool) -> Result<(), Error> {
+        let buf = if packed {
+            std::mem::take(&mut self.packed)
+        } else {
+            std::mem::take(&mut self.encoder.buf)
+        };
+        let n = buf.len() as u64;
+        let r = self.ensure(self.len + n);
+        if r.is_ok() {
+            let at = self.len as usize;
+            self.map[at..at + n as usize].copy_from_slice(&buf);
+            self.len += n;
+        }
+        // Keep the buffers' capacity.
+        let mut buf = buf;
+        buf.clear();
+        if packed {
+            self.packed = buf;
+        } else {
+            self.encoder.buf = buf;
+        }
+        r
+    }
+
+    /// Compresses whole chunks (with `all`, everything pending) into the map.
+    fn append_packed(&mut self, all: bool) -> Result<(), Error> {
+        let Some(c) = &mut self.compressor else {
+            return Ok(());
+        };
+        let mut packed = std::mem::take(&mut self.packed);
+        let r = c.drain(&mut packed, all);
+        self.packed = packed;
+        r.map_err(|what| self.encoding_error(what))?;
+        self.append_to_map(true)
     }
 
     fn attr(&self, attr_index: usize) -> Result<(&EventAttr, u64), Error> {
@@ -244,8 +310,10 @@ impl PerfFileWriter {
         if self.records_in_round == 0 {
             return Ok(());
         }
+        self.append_packed(true)?;
+        // The round's end stays outside the compressed data, as perf writes it.
         self.encoder.finished_round();
-        self.append_encoded()?;
+        self.append_to_map(false)?;
         self.records_in_round = 0;
         self.commit();
         Ok(())
@@ -278,7 +346,11 @@ impl PerfFileWriter {
         } else {
             self.attrs.iter().map(EventAttr::before_finish).collect()
         };
-        let sections = features::sections(features, &attrs, self.times);
+        let mut sections = features::sections(features, &attrs, self.times);
+        if let Some(c) = &self.compressor {
+            sections.push((crate::constants::feature::COMPRESSED, c.feature_section()));
+            sections.sort_by_key(|(bit, _)| *bit);
+        }
         let table_len = sections.len() as u64 * 16;
         let mut table = Vec::with_capacity(table_len as usize);
         let mut body = Vec::new();

@@ -68,7 +68,8 @@ fn kallsyms(name: &str) -> u64 {
 
 /// Writes a file as the recorder will: kernel MMAP, MMAP2 of a real ELF by build id,
 /// COMM/FORK/EXIT, cpu-clock samples with kernel+user callchains, offcpu-time samples.
-fn write_realistic(path: &Path, busy: &Path) -> (u64, u64) {
+/// With `level`, the records are zstd-compressed (`-z`).
+fn write_realistic(path: &Path, busy: &Path, level: Option<i32>) -> (u64, u64) {
     let elf = read_elf(busy);
     let (text_off, text_vaddr, text_size) = elf.text;
     let page = |v: u64| v & !0xfff;
@@ -79,7 +80,11 @@ fn write_realistic(path: &Path, busy: &Path) -> (u64, u64) {
     let (pid, tid) = (4242u32, 4243u32);
     let at = |f: &str, off: u64| BASE + symbol(busy, f) + off;
 
-    let mut w = PerfFileWriter::create(path, vec![cpu_clock_attr(0), offcpu_attr()]).unwrap();
+    let attrs = vec![cpu_clock_attr(0), offcpu_attr()];
+    let mut w = match level {
+        Some(level) => PerfFileWriter::create_compressed(path, attrs, level).unwrap(),
+        None => PerfFileWriter::create(path, attrs).unwrap(),
+    };
     let sid = |t: u64| SampleId {
         pid,
         tid: pid,
@@ -249,7 +254,7 @@ fn perf_script_reads_our_file_and_resolves_symbols() {
     let dir = TempDir::new("interop");
     let busy = fixtures().join("busy-fp");
     let path = dir.path("ours.data");
-    let (cpu_samples, offcpu_samples) = write_realistic(&path, &busy);
+    let (cpu_samples, offcpu_samples) = write_realistic(&path, &busy, None);
 
     let text = perf_script_clean(&path, &["-F", "comm,pid,tid,event,ip,sym,dso,period"]);
     let headers: Vec<&str> = text
@@ -435,4 +440,39 @@ fn killed_before_finish_a_tracepoint_file_is_still_read_by_perf() {
     let (counts, _) = count_with_reader(&path);
     assert_eq!(counts.iter().sum::<u64>(), 1, "our reader: {counts:?}");
     assert_eq!(BlockIo::from_raw(&raw), Some(io));
+}
+
+/// `-z`: the same records zstd-compressed into COMPRESSED records, as `perf record -z` writes
+/// them. perf shows exactly what it shows of the plain file; so does our reader.
+#[test]
+fn compressed_file_reads_as_the_plain_one() {
+    if !perf_available() {
+        return;
+    }
+    let dir = TempDir::new("compressed");
+    let busy = fixtures().join("busy-fp");
+    let (plain, packed) = (dir.path("plain.data"), dir.path("packed.data"));
+    write_realistic(&plain, &busy, None);
+    write_realistic(&packed, &busy, Some(3));
+    let fields = ["-F", "comm,pid,tid,time,event,ip,sym,dso,period"];
+    let (a, b) = (
+        perf_script_clean(&plain, &fields),
+        perf_script_clean(&packed, &fields),
+    );
+    assert!(a.lines().count() > 100);
+    assert_eq!(a, b, "perf script differs");
+    assert_eq!(count_with_reader(&plain), count_with_reader(&packed));
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        size(&packed) * 3 < size(&plain),
+        "{} vs {} bytes",
+        size(&packed),
+        size(&plain)
+    );
+    let header = perf(&["report", "--header-only", "-i", packed.to_str().unwrap()]);
+    let header = String::from_utf8_lossy(&header.stdout);
+    assert!(
+        header.contains("# compressed : Zstd, level = 3"),
+        "{header}"
+    );
 }

@@ -218,3 +218,40 @@ fn verbose_measures_the_cost_of_recording() {
         .unwrap_or_else(|| panic!("no start-up time: {stderr}"));
     assert!(released_at_ms < 500.0, "start-up {released_at_ms} ms");
 }
+
+/// `-z`: records zstd-compressed as perf writes them; perf and analyze read the file, and
+/// the DWARF stack copies make it several times smaller.
+#[test]
+fn compressed_recording_reads_in_perf_and_analyze() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("zstd");
+    let file = dir.path("z.data");
+    let busy = fixture("busy-nofp");
+    let out = record(
+        &["-z", "-o", file.to_str().unwrap()],
+        &[busy.to_str().unwrap(), "1", "2"],
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let (samples, lost) = summary_counts(&stderr);
+    assert_eq!(lost, 0);
+    let text = perf_script_clean(&file);
+    let seen = parse_script(&text)
+        .iter()
+        .filter(|s| s.event == "cpu-clock")
+        .count() as u64;
+    assert_eq!(seen, samples, "perf sees every sample");
+    let folded = analyze_folded(&file, &[]);
+    let in_spin: u64 = folded
+        .iter()
+        .filter(|(k, _)| k.contains(";worker;") && k.contains("spin_inner"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(in_spin * 2 > samples, "{in_spin} of {samples} in worker;..;spin_inner");
+    let bytes_per_sample = std::fs::metadata(&file).unwrap().len() / samples.max(1);
+    eprintln!("-z: {bytes_per_sample} bytes per sample");
+    assert!(bytes_per_sample < 2000, "{bytes_per_sample} bytes per sample");
+}
