@@ -250,8 +250,14 @@ fn compressed_recording_reads_in_perf_and_analyze() {
         .filter(|(k, _)| k.contains(";worker;") && k.contains("spin_inner"))
         .map(|(_, v)| v)
         .sum();
-    assert!(in_spin * 2 > samples, "{in_spin} of {samples} in worker;..;spin_inner");
+    assert!(
+        in_spin * 2 > samples,
+        "{in_spin} of {samples} in worker;..;spin_inner"
+    );
     let bytes_per_sample = std::fs::metadata(&file).unwrap().len() / samples.max(1);
     eprintln!("-z: {bytes_per_sample} bytes per sample");
-    assert!(bytes_per_sample < 2000, "{bytes_per_sample} bytes per sample");
+    assert!(
+        bytes_per_sample < 2000,
+        "{bytes_per_sample} bytes per sample"
+    );
 }
