@@ -1,9 +1,12 @@
 //! `record`: capture on-CPU stacks with BPF into a perf.data file that perf reads.
 
 mod buildid;
+mod events;
+mod host;
 mod kernel;
 mod phases;
 mod procfs;
+mod recorder;
 mod session;
 mod sideband;
 mod workload;

@@ -1,19 +1,17 @@
 //! One recording: start the probes, run the workload, merge BPF events and side-band facts by
 //! time into rounds of the perf.data file, finish with features and build ids.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use format::{attr_flag, callchain, event_type, misc, sample_type as st, sw_event};
-use format::{
-    BuildIdEntry, EventAttr, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,
-};
+use format::{misc, BuildIdEntry, Features, PerfFileWriter, SampleId, SideBand};
 
+use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
-use crate::sideband::{Fact, TimedFact};
+use crate::recorder::{Item, Recorder};
+use crate::sideband::TimedFact;
 use crate::{buildid, kernel, procfs, workload};
 
 /// What to record.
@@ -69,531 +67,17 @@ pub struct Summary {
     pub exit_status: Option<i32>,
 }
 
-/// Signal number received (SIGINT/SIGTERM), 0 if none.
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNAL.store(sig, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-    }
-}
-
 /// How far behind "now" a round ends, so that events still being written on other CPUs
 /// land in the next round instead of arriving older than a finished round.
 const ROUND_SLACK_NS: u64 = 20_000_000;
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// Ids of the events' records.
-const CPU_CLOCK_ID: u64 = 1;
-const OFFCPU_ID: u64 = 2;
-const BLOCK_IO_ID: u64 = 3;
-const WAKEUP_ID: u64 = 4;
-/// Fields of every sample (the same for all events, so that ids sit at the same place).
-const SAMPLE_TYPE: u64 =
-    st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// REGS_USER registers written in DWARF mode: the 20 that perf writes, so that its own
-/// unwinders (libdw wants them all) read our samples.
-const USER_REGS_MASK: u64 = bpf::UserRegs::PERF_MASK;
-
-fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
-    let dwarf = stack_copy_bytes > 0;
-    EventAttr {
-        sample_regs_user: if dwarf { USER_REGS_MASK } else { 0 },
-        sample_stack_user: stack_copy_bytes,
-        name: "cpu-clock".into(),
-        type_: event_type::SOFTWARE,
-        config: sw_event::CPU_CLOCK,
-        sample_period_or_freq: frequency,
-        sample_type: if dwarf {
-            SAMPLE_TYPE | st::REGS_USER | st::STACK_USER
-        } else {
-            SAMPLE_TYPE
-        },
-        flags: if dwarf {
-            attr_flag::EXCLUDE_CALLCHAIN_USER
-        } else {
-            0
-        } | attr_flag::FREQ
-            | attr_flag::SAMPLE_ID_ALL
-            | attr_flag::USE_CLOCKID
-            | attr_flag::MMAP
-            | attr_flag::COMM
-            | attr_flag::TASK
-            | attr_flag::MMAP2
-            | attr_flag::COMM_EXEC,
-        clockid: libc::CLOCK_MONOTONIC,
-        ids: vec![CPU_CLOCK_ID],
-        ..Default::default()
-    }
-}
-
-/// Something to write, ordered by time.
-enum Item {
-    Sample(bpf::OnCpuSample),
-    OffCpu(bpf::OffCpuInterval),
-    BlockIo(bpf::BlockIoRequest),
-    Wakeup(bpf::Wakeup),
-    Fact(TimedFact),
-}
-
-impl Item {
-    fn time(&self) -> u64 {
-        match self {
-            Item::Sample(s) => s.time,
-            Item::OffCpu(o) => o.time,
-            Item::BlockIo(b) => b.time,
-            Item::Wakeup(w) => w.time,
-            Item::Fact(f) => f.time,
-        }
-    }
-
-    fn from_event(e: bpf::Event) -> Option<Item> {
-        match e {
-            bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
-            bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
-            bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
-            bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
-            bpf::Event::Exit { .. } => None,
-        }
-    }
-}
-
-/// Kernel and user stacks as a perf callchain: context markers, innermost first.
-fn build_callchain(out: &mut Vec<u64>, kernel: &[u64], user: &[u64]) {
-    out.clear();
-    if !kernel.is_empty() {
-        out.push(callchain::KERNEL);
-        out.extend_from_slice(kernel);
-    }
-    if !user.is_empty() {
-        out.push(callchain::USER);
-        out.extend_from_slice(user);
-    }
-}
-
-struct Recorder {
-    writer: PerfFileWriter,
-    system_wide: bool,
-    /// Thread groups whose facts are written.
-    tracked: HashSet<u32>,
-    pending: Vec<Item>,
-    samples: u64,
-    off_cpu: u64,
-    io: u64,
-    wakeups: u64,
-    lost: u64,
-    /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
-    offcpu_attr: Option<usize>,
-    io_attr: Option<usize>,
-    wakeup_attr: Option<usize>,
-    /// Processes whose name the file already has (for block I/O issued by untracked ones).
-    named: HashSet<u32>,
-    /// Files of executable mappings written, for BUILD_ID.
-    mapped_files: BTreeSet<String>,
-    callchain: Vec<u64>,
-}
-
-impl Recorder {
-    fn write_fact(&mut self, f: &TimedFact) -> anyhow::Result<()> {
-        if let Fact::Fork { pid, ppid, .. } = f.fact {
-            if self.tracked.contains(&ppid) {
-                self.tracked.insert(pid);
-            }
-        }
-        if !self.system_wide && f.fact.pid().is_some_and(|p| !self.tracked.contains(&p)) {
-            return Ok(());
-        }
-        let sid = |pid: u32, tid: u32| SampleId {
-            pid,
-            tid,
-            time: f.time,
-            cpu: f.cpu,
-        };
-        match &f.fact {
-            Fact::Mmap2 {
-                pid,
-                tid,
-                start,
-                len,
-                pgoff,
-                maj,
-                min,
-                ino,
-                ino_generation,
-                prot,
-                flags,
-                filename,
-            } => {
-                if prot & 4 != 0 && filename.starts_with('/') {
-                    self.mapped_files.insert(filename.clone());
-                }
-                let record = SideBand::Mmap2 {
-                    misc: misc::USER,
-                    pid: *pid,
-                    tid: *tid,
-                    start: *start,
-                    len: *len,
-                    pgoff: *pgoff,
-                    file: Mmap2File::Inode {
-                        maj: *maj,
-                        min: *min,
-                        ino: *ino,
-                        ino_generation: *ino_generation,
-                    },
-                    prot: *prot,
-                    flags: *flags,
-                    filename,
-                };
-                self.writer.write_side_band(0, &record, &sid(*pid, *tid))?;
-            }
-            Fact::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-            } => {
-                self.writer.write_side_band(
-                    0,
-                    &SideBand::Comm {
-                        pid: *pid,
-                        tid: *tid,
-                        comm,
-                        exec: *exec,
-                    },
-                    &sid(*pid, *tid),
-                )?;
-            }
-            Fact::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            } => {
-                self.writer.write_side_band(
-                    0,
-                    &SideBand::Fork {
-                        pid: *pid,
-                        ppid: *ppid,
-                        tid: *tid,
-                        ptid: *ptid,
-                        time: f.time,
-                    },
-                    &sid(*pid, *tid),
-                )?;
-            }
-            Fact::Exit {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            } => {
-                self.writer.write_side_band(
-                    0,
-                    &SideBand::Exit {
-                        pid: *pid,
-                        ppid: *ppid,
-                        tid: *tid,
-                        ptid: *ptid,
-                        time: f.time,
-                    },
-                    &sid(*pid, *tid),
-                )?;
-            }
-            Fact::Lost { lost } => self.write_lost(*lost, f.time)?,
-        }
-        Ok(())
-    }
-
-    fn write_lost(&mut self, lost: u64, time: u64) -> anyhow::Result<()> {
-        self.lost += lost;
-        let sid = SampleId {
-            pid: u32::MAX,
-            tid: u32::MAX,
-            time,
-            cpu: 0,
-        };
-        self.writer.write_side_band(
-            0,
-            &SideBand::Lost {
-                id: CPU_CLOCK_ID,
-                lost,
-            },
-            &sid,
-        )?;
-        Ok(())
-    }
-
-    /// Writes a sample of event `attr` with the given stacks.
-    #[allow(clippy::too_many_arguments)]
-    fn write_stack_sample(
-        &mut self,
-        copy: Option<(&bpf::UserRegs, &[u8])>,
-        attr: usize,
-        pid: u32,
-        tid: u32,
-        cpu: u32,
-        time: u64,
-        period: u64,
-        kernel: &[u64],
-        user: &[u64],
-        raw: &[u8],
-    ) -> anyhow::Result<()> {
-        let mut chain = std::mem::take(&mut self.callchain);
-        build_callchain(&mut chain, kernel, user);
-        let ip = kernel
-            .first()
-            .or(user.first())
-            .copied()
-            .or(copy.map(|(r, _)| r.ip()))
-            .unwrap_or(0);
-        let regs = copy.map(|(r, _)| r.0);
-        let sample = Sample {
-            misc: if kernel.is_empty() {
-                misc::USER
-            } else {
-                misc::KERNEL
-            },
-            ip,
-            pid,
-            tid,
-            time,
-            cpu,
-            period,
-            callchain: &chain,
-            raw,
-            user_regs: regs.as_ref().map(|regs| format::UserRegs { abi: 2, regs }),
-            user_stack: copy.map_or(&[][..], |(_, s)| s),
-            ..Default::default()
-        };
-        let r = self.writer.write_sample(attr, &sample);
-        self.callchain = chain;
-        r?;
-        Ok(())
-    }
-
-    fn write_item(&mut self, item: &Item) -> anyhow::Result<()> {
-        match item {
-            Item::Sample(s) => {
-                let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
-                self.write_stack_sample(
-                    copy,
-                    0,
-                    s.pid,
-                    s.tid,
-                    s.cpu,
-                    s.time,
-                    s.period,
-                    &s.kernel_stack,
-                    &s.user_stack,
-                    &[],
-                )?;
-                self.samples += 1;
-            }
-            Item::OffCpu(o) => {
-                let Some(attr) = self.offcpu_attr else {
-                    return Ok(());
-                };
-                let copy = o.user_regs.as_ref().map(|r| (r, &o.stack_copy[..]));
-                self.write_stack_sample(
-                    copy,
-                    attr,
-                    o.pid,
-                    o.tid,
-                    o.cpu,
-                    o.time,
-                    o.duration_ns,
-                    &o.kernel_stack,
-                    &o.user_stack,
-                    &[],
-                )?;
-                self.off_cpu += 1;
-            }
-            Item::BlockIo(b) => {
-                let Some(attr) = self.io_attr else {
-                    return Ok(());
-                };
-                self.name_task(b.pid, b.tid, &b.comm, b.time, b.cpu)?;
-                let io = format::events::BlockIo {
-                    dev: b.dev,
-                    sector: b.sector,
-                    bytes: b.bytes,
-                    rwbs: b.rwbs,
-                    latency_ns: b.time.saturating_sub(b.issue_time),
-                    issue_ns: b.issue_time,
-                    comm: b.comm,
-                    tracked: b.tracked as u8,
-                };
-                let raw = io.to_raw(b.pid as i32);
-                self.write_stack_sample(
-                    None,
-                    attr,
-                    b.pid,
-                    b.tid,
-                    b.cpu,
-                    b.time,
-                    io.latency_ns,
-                    &b.kernel_stack,
-                    &b.user_stack,
-                    &raw,
-                )?;
-                self.io += 1;
-            }
-            Item::Wakeup(w) => {
-                let Some(attr) = self.wakeup_attr else {
-                    return Ok(());
-                };
-                self.name_task(w.pid, w.tid, &w.comm, w.time, w.cpu)?;
-                let raw = format::events::Wakeup {
-                    wakee_pid: w.wakee_pid,
-                    wakee_tid: w.wakee_tid,
-                    blocked_ns: w.blocked_ns,
-                    wake_ns: w.wake_time,
-                }
-                .to_raw(w.pid as i32);
-                self.write_stack_sample(
-                    None,
-                    attr,
-                    w.pid,
-                    w.tid,
-                    w.cpu,
-                    w.time,
-                    w.blocked_ns,
-                    &w.kernel_stack,
-                    &w.user_stack,
-                    &raw,
-                )?;
-                self.wakeups += 1;
-            }
-            Item::Fact(f) => self.write_fact(f)?,
-        }
-        Ok(())
-    }
-
-    /// Names a task the file may know nothing of (a kworker that issued I/O, the waker of a
-    /// tracked thread) once, from the comm the probe saw. pid 0 is perf's "swapper".
-    fn name_task(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        comm: &[u8; 16],
-        time: u64,
-        cpu: u32,
-    ) -> anyhow::Result<()> {
-        if pid == 0 || self.tracked.contains(&pid) || !self.named.insert(pid) {
-            return Ok(());
-        }
-        let comm = String::from_utf8_lossy(comm)
-            .trim_end_matches('\0')
-            .to_string();
-        let sid = SampleId {
-            pid,
-            tid,
-            time,
-            cpu,
-        };
-        let record = SideBand::Comm {
-            pid,
-            tid,
-            comm: &comm,
-            exec: false,
-        };
-        self.writer.write_side_band(0, &record, &sid)?;
-        Ok(())
-    }
-
-    /// Writes every pending item older than `cut` in time order, then ends the round.
-    fn flush_until(&mut self, cut: u64) -> anyhow::Result<()> {
-        self.pending.sort_by_key(Item::time);
-        let n = self.pending.partition_point(|i| i.time() < cut);
-        let ready: Vec<Item> = self.pending.drain(..n).collect();
-        for item in &ready {
-            self.write_item(item)?;
-        }
-        self.writer.finish_round()?;
-        Ok(())
-    }
-}
-
-fn mount_tracefs() {
-    let events = Path::new("/sys/kernel/tracing/events");
-    // SAFETY: geteuid has no preconditions.
-    if events.exists() || unsafe { libc::geteuid() } != 0 {
-        return;
-    }
-    let c = |s: &str| std::ffi::CString::new(s).unwrap();
-    // SAFETY: valid NUL-terminated strings.
-    unsafe {
-        libc::mount(
-            c("nodev").as_ptr(),
-            c("/sys/kernel/tracing").as_ptr(),
-            c("tracefs").as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-}
-
-/// Moves an existing output file to FILE.old, as perf does.
-fn rotate_old(path: &Path) -> anyhow::Result<()> {
-    if path.exists() {
-        let mut old = path.as_os_str().to_owned();
-        old.push(".old");
-        std::fs::rename(path, &old).with_context(|| {
-            format!(
-                "cannot rename {} to {}",
-                path.display(),
-                PathBuf::from(&old).display()
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// Gives the file to the user who ran sudo, so that recordings are theirs (and stay 0600).
-fn chown_to_invoking_user(path: &Path) {
-    let (Ok(uid), Ok(gid)) = (std::env::var("SUDO_UID"), std::env::var("SUDO_GID")) else {
-        return;
-    };
-    let (Ok(uid), Ok(gid)) = (uid.parse::<u32>(), gid.parse::<u32>()) else {
-        return;
-    };
-    let _ = std::os::unix::fs::chown(path, Some(uid), Some(gid));
-}
-
-fn uname() -> (String, String) {
-    // SAFETY: zeroed utsname is a valid out buffer.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    unsafe { libc::uname(&mut u) };
-    let s = |f: &[libc::c_char]| {
-        f.iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8 as char)
-            .collect::<String>()
-    };
-    (s(&u.nodename), s(&u.release))
-}
 
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
     // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
     let kernel_text = std::thread::spawn(kernel::text_range);
-    install_signal_handlers();
-    mount_tracefs();
+    host::install_signal_handlers();
+    host::mount_tracefs();
     let started = Instant::now();
     let started_ns = monotonic_ns();
     let child = if cfg.command.is_empty() {
@@ -642,76 +126,15 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
 
     phases.mark("side-band events opened, processes tracked");
-    rotate_old(&cfg.output)?;
-    let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
-    let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
-        let mut attr = format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]);
-        if cfg.stack_copy_bytes > 0 {
-            // Off-CPU stacks take the DWARF path too: registers and a stack copy.
-            attr.sample_type |= st::REGS_USER | st::STACK_USER;
-            attr.flags |= attr_flag::EXCLUDE_CALLCHAIN_USER;
-            attr.sample_regs_user = USER_REGS_MASK;
-            attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
-        }
-        attrs.push(attr);
-        attrs.len() - 1
-    });
-    // Block I/O and wakeup samples are tracepoint-style events: perf needs their formats in
-    // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
-    // killed recording stays readable).
-    let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
-    let tracing_data = if cfg.block_io || wakeups {
-        match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
-            Ok(mut td) => {
-                if cfg.block_io {
-                    td.events.push(format::events::block_io_format());
-                }
-                if wakeups {
-                    td.events.push(format::events::wakeup_format());
-                }
-                Some(td.to_bytes())
-            }
-            Err(e) => {
-                eprintln!("record: warning: block I/O and wakeups not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
-                None
-            }
-        }
-    } else {
-        None
-    };
+    host::rotate_old(&cfg.output)?;
+    let events = crate::events::events(cfg);
     phases.mark("tracefs formats read");
-    let io_attr = (tracing_data.is_some() && cfg.block_io).then(|| {
-        attrs.push(format::events::block_io_attr(
-            SAMPLE_TYPE,
-            vec![BLOCK_IO_ID],
-        ));
-        attrs.len() - 1
-    });
-    let wakeup_attr = (tracing_data.is_some() && wakeups).then(|| {
-        attrs.push(format::events::wakeup_attr(SAMPLE_TYPE, vec![WAKEUP_ID]));
-        attrs.len() - 1
-    });
     let writer = match cfg.compression_level {
-        Some(level) => PerfFileWriter::create_compressed(&cfg.output, attrs, level)?,
-        None => PerfFileWriter::create(&cfg.output, attrs)?,
+        Some(level) => PerfFileWriter::create_compressed(&cfg.output, events.attrs.clone(), level)?,
+        None => PerfFileWriter::create(&cfg.output, events.attrs.clone())?,
     };
-    let mut rec = Recorder {
-        writer,
-        system_wide,
-        tracked,
-        pending: Vec::new(),
-        samples: 0,
-        off_cpu: 0,
-        io: 0,
-        wakeups: 0,
-        lost: 0,
-        offcpu_attr,
-        io_attr,
-        wakeup_attr,
-        named: HashSet::new(),
-        mapped_files: BTreeSet::new(),
-        callchain: Vec::new(),
-    };
+    let tracing_data = events.tracing_data.clone();
+    let mut rec = Recorder::new(writer, system_wide, tracked, &events);
     phases.mark("output created");
 
     // The probes are on: let the workload go. What is written below is older than anything
@@ -796,7 +219,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 };
             }
         }
-        let sig = SIGNAL.load(Ordering::SeqCst);
+        let sig = host::signal_received();
         if sig != 0 && !forwarded {
             forwarded = true;
             match child_pid {
@@ -861,7 +284,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
     }
     phases.mark("build ids read");
-    let (hostname, release) = uname();
+    let (hostname, release) = host::uname();
     let features = Features {
         hostname: Some(hostname),
         os_release: Some(release),
@@ -878,7 +301,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         (rec.samples, rec.off_cpu, rec.io, rec.wakeups, rec.lost);
     let bytes = rec.writer.finish(&features)?;
     phases.mark("features written");
-    chown_to_invoking_user(&cfg.output);
+    host::chown_to_invoking_user(&cfg.output);
     if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()
     {
         bail!("nothing was recorded");

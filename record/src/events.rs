@@ -1,0 +1,122 @@
+//! The events a recording writes: their attrs and ids, and the tracepoint formats that
+//! TRACING_DATA carries for the tracepoint-style ones.
+
+use std::path::Path;
+
+use format::{attr_flag, event_type, sample_type as st, sw_event, EventAttr};
+
+use crate::session::Config;
+
+/// Ids of the events' records.
+pub const CPU_CLOCK_ID: u64 = 1;
+const OFFCPU_ID: u64 = 2;
+const BLOCK_IO_ID: u64 = 3;
+const WAKEUP_ID: u64 = 4;
+/// Fields of every sample (the same for all events, so that ids sit at the same place).
+const SAMPLE_TYPE: u64 =
+    st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
+
+/// REGS_USER registers written in DWARF mode: the 20 that perf writes, so that its own
+/// unwinders (libdw wants them all) read our samples.
+const USER_REGS_MASK: u64 = bpf::UserRegs::PERF_MASK;
+
+fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
+    let dwarf = stack_copy_bytes > 0;
+    EventAttr {
+        sample_regs_user: if dwarf { USER_REGS_MASK } else { 0 },
+        sample_stack_user: stack_copy_bytes,
+        name: "cpu-clock".into(),
+        type_: event_type::SOFTWARE,
+        config: sw_event::CPU_CLOCK,
+        sample_period_or_freq: frequency,
+        sample_type: if dwarf {
+            SAMPLE_TYPE | st::REGS_USER | st::STACK_USER
+        } else {
+            SAMPLE_TYPE
+        },
+        flags: if dwarf {
+            attr_flag::EXCLUDE_CALLCHAIN_USER
+        } else {
+            0
+        } | attr_flag::FREQ
+            | attr_flag::SAMPLE_ID_ALL
+            | attr_flag::USE_CLOCKID
+            | attr_flag::MMAP
+            | attr_flag::COMM
+            | attr_flag::TASK
+            | attr_flag::MMAP2
+            | attr_flag::COMM_EXEC,
+        clockid: libc::CLOCK_MONOTONIC,
+        ids: vec![CPU_CLOCK_ID],
+        ..Default::default()
+    }
+}
+
+/// The attrs of a recording, and where each bpfperf event sits among them.
+pub struct Events {
+    pub attrs: Vec<EventAttr>,
+    pub offcpu: Option<usize>,
+    pub io: Option<usize>,
+    pub wakeup: Option<usize>,
+    /// TRACING_DATA, when a tracepoint-style event is recorded.
+    pub tracing_data: Option<Vec<u8>>,
+}
+
+/// The events `cfg` asks for. Block I/O and wakeups are tracepoint-style events whose formats
+/// perf needs in TRACING_DATA: without tracefs they are left out, with a warning.
+pub fn events(cfg: &Config) -> Events {
+    let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
+    let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
+        let mut attr = format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]);
+        if cfg.stack_copy_bytes > 0 {
+            // Off-CPU stacks take the DWARF path too: registers and a stack copy.
+            attr.sample_type |= st::REGS_USER | st::STACK_USER;
+            attr.flags |= attr_flag::EXCLUDE_CALLCHAIN_USER;
+            attr.sample_regs_user = USER_REGS_MASK;
+            attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
+        }
+        attrs.push(attr);
+        attrs.len() - 1
+    });
+    // Block I/O and wakeup samples are tracepoint-style events: perf needs their formats in
+    // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
+    // killed recording stays readable).
+    let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
+    let tracing_data = if cfg.block_io || wakeups {
+        match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
+            Ok(mut td) => {
+                if cfg.block_io {
+                    td.events.push(format::events::block_io_format());
+                }
+                if wakeups {
+                    td.events.push(format::events::wakeup_format());
+                }
+                Some(td.to_bytes())
+            }
+            Err(e) => {
+                eprintln!("record: warning: block I/O and wakeups not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let io_attr = (tracing_data.is_some() && cfg.block_io).then(|| {
+        attrs.push(format::events::block_io_attr(
+            SAMPLE_TYPE,
+            vec![BLOCK_IO_ID],
+        ));
+        attrs.len() - 1
+    });
+    let wakeup_attr = (tracing_data.is_some() && wakeups).then(|| {
+        attrs.push(format::events::wakeup_attr(SAMPLE_TYPE, vec![WAKEUP_ID]));
+        attrs.len() - 1
+    });
+    Events {
+        attrs,
+        offcpu: offcpu_attr,
+        io: io_attr,
+        wakeup: wakeup_attr,
+        tracing_data,
+    }
+}

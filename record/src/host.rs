@@ -1,0 +1,94 @@
+//! What a recording asks of the system: signals, tracefs, the clock, the output file's owner.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use anyhow::Context;
+
+/// Signal number received (SIGINT/SIGTERM), 0 if none.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+pub fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// The signal received (SIGINT/SIGTERM), 0 if none.
+pub fn signal_received() -> i32 {
+    SIGNAL.load(Ordering::SeqCst)
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn mount_tracefs() {
+    let events = Path::new("/sys/kernel/tracing/events");
+    // SAFETY: geteuid has no preconditions.
+    if events.exists() || unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let c = |s: &str| std::ffi::CString::new(s).unwrap();
+    // SAFETY: valid NUL-terminated strings.
+    unsafe {
+        libc::mount(
+            c("nodev").as_ptr(),
+            c("/sys/kernel/tracing").as_ptr(),
+            c("tracefs").as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// Moves an existing output file to FILE.old, as perf does.
+pub fn rotate_old(path: &Path) -> anyhow::Result<()> {
+    if path.exists() {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        std::fs::rename(path, &old).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                path.display(),
+                PathBuf::from(&old).display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Gives the file to the user who ran sudo, so that recordings are theirs (and stay 0600).
+pub fn chown_to_invoking_user(path: &Path) {
+    let (Ok(uid), Ok(gid)) = (std::env::var("SUDO_UID"), std::env::var("SUDO_GID")) else {
+        return;
+    };
+    let (Ok(uid), Ok(gid)) = (uid.parse::<u32>(), gid.parse::<u32>()) else {
+        return;
+    };
+    let _ = std::os::unix::fs::chown(path, Some(uid), Some(gid));
+}
+
+pub fn uname() -> (String, String) {
+    // SAFETY: zeroed utsname is a valid out buffer.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    unsafe { libc::uname(&mut u) };
+    let s = |f: &[libc::c_char]| {
+        f.iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8 as char)
+            .collect::<String>()
+    };
+    (s(&u.nodename), s(&u.release))
+}

@@ -1,0 +1,422 @@
+//! Writing what a recording saw: BPF events and side-band facts, merged by time into rounds.
+
+use std::collections::{BTreeSet, HashSet};
+
+use format::{callchain, misc, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand};
+
+use crate::events::{Events, CPU_CLOCK_ID};
+use crate::sideband::{Fact, TimedFact};
+
+/// Something to write, ordered by time.
+pub enum Item {
+    Sample(bpf::OnCpuSample),
+    OffCpu(bpf::OffCpuInterval),
+    BlockIo(bpf::BlockIoRequest),
+    Wakeup(bpf::Wakeup),
+    Fact(TimedFact),
+}
+
+impl Item {
+    fn time(&self) -> u64 {
+        match self {
+            Item::Sample(s) => s.time,
+            Item::OffCpu(o) => o.time,
+            Item::BlockIo(b) => b.time,
+            Item::Wakeup(w) => w.time,
+            Item::Fact(f) => f.time,
+        }
+    }
+
+    pub fn from_event(e: bpf::Event) -> Option<Item> {
+        match e {
+            bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
+            bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
+            bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
+            bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
+            bpf::Event::Exit { .. } => None,
+        }
+    }
+}
+
+/// Kernel and user stacks as a perf callchain: context markers, innermost first.
+fn build_callchain(out: &mut Vec<u64>, kernel: &[u64], user: &[u64]) {
+    out.clear();
+    if !kernel.is_empty() {
+        out.push(callchain::KERNEL);
+        out.extend_from_slice(kernel);
+    }
+    if !user.is_empty() {
+        out.push(callchain::USER);
+        out.extend_from_slice(user);
+    }
+}
+
+pub struct Recorder {
+    pub writer: PerfFileWriter,
+    pub system_wide: bool,
+    /// Thread groups whose facts are written.
+    pub tracked: HashSet<u32>,
+    pub pending: Vec<Item>,
+    pub samples: u64,
+    pub off_cpu: u64,
+    pub io: u64,
+    pub wakeups: u64,
+    pub lost: u64,
+    /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
+    pub offcpu_attr: Option<usize>,
+    pub io_attr: Option<usize>,
+    pub wakeup_attr: Option<usize>,
+    /// Processes whose name the file already has (for block I/O issued by untracked ones).
+    pub named: HashSet<u32>,
+    /// Files of executable mappings written, for BUILD_ID.
+    pub mapped_files: BTreeSet<String>,
+    pub callchain: Vec<u64>,
+}
+
+impl Recorder {
+    /// Writes into `writer` the facts of the `tracked` thread groups (of all, system-wide) and
+    /// the samples of `events`.
+    pub fn new(
+        writer: PerfFileWriter,
+        system_wide: bool,
+        tracked: HashSet<u32>,
+        events: &Events,
+    ) -> Recorder {
+        Recorder {
+            writer,
+            system_wide,
+            tracked,
+            pending: Vec::new(),
+            samples: 0,
+            off_cpu: 0,
+            io: 0,
+            wakeups: 0,
+            lost: 0,
+            offcpu_attr: events.offcpu,
+            io_attr: events.io,
+            wakeup_attr: events.wakeup,
+            named: HashSet::new(),
+            mapped_files: BTreeSet::new(),
+            callchain: Vec::new(),
+        }
+    }
+
+    pub fn write_fact(&mut self, f: &TimedFact) -> anyhow::Result<()> {
+        if let Fact::Fork { pid, ppid, .. } = f.fact {
+            if self.tracked.contains(&ppid) {
+                self.tracked.insert(pid);
+            }
+        }
+        if !self.system_wide && f.fact.pid().is_some_and(|p| !self.tracked.contains(&p)) {
+            return Ok(());
+        }
+        let sid = |pid: u32, tid: u32| SampleId {
+            pid,
+            tid,
+            time: f.time,
+            cpu: f.cpu,
+        };
+        match &f.fact {
+            Fact::Mmap2 {
+                pid,
+                tid,
+                start,
+                len,
+                pgoff,
+                maj,
+                min,
+                ino,
+                ino_generation,
+                prot,
+                flags,
+                filename,
+            } => {
+                if prot & 4 != 0 && filename.starts_with('/') {
+                    self.mapped_files.insert(filename.clone());
+                }
+                let record = SideBand::Mmap2 {
+                    misc: misc::USER,
+                    pid: *pid,
+                    tid: *tid,
+                    start: *start,
+                    len: *len,
+                    pgoff: *pgoff,
+                    file: Mmap2File::Inode {
+                        maj: *maj,
+                        min: *min,
+                        ino: *ino,
+                        ino_generation: *ino_generation,
+                    },
+                    prot: *prot,
+                    flags: *flags,
+                    filename,
+                };
+                self.writer.write_side_band(0, &record, &sid(*pid, *tid))?;
+            }
+            Fact::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => {
+                self.writer.write_side_band(
+                    0,
+                    &SideBand::Comm {
+                        pid: *pid,
+                        tid: *tid,
+                        comm,
+                        exec: *exec,
+                    },
+                    &sid(*pid, *tid),
+                )?;
+            }
+            Fact::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            } => {
+                self.writer.write_side_band(
+                    0,
+                    &SideBand::Fork {
+                        pid: *pid,
+                        ppid: *ppid,
+                        tid: *tid,
+                        ptid: *ptid,
+                        time: f.time,
+                    },
+                    &sid(*pid, *tid),
+                )?;
+            }
+            Fact::Exit {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            } => {
+                self.writer.write_side_band(
+                    0,
+                    &SideBand::Exit {
+                        pid: *pid,
+                        ppid: *ppid,
+                        tid: *tid,
+                        ptid: *ptid,
+                        time: f.time,
+                    },
+                    &sid(*pid, *tid),
+                )?;
+            }
+            Fact::Lost { lost } => self.write_lost(*lost, f.time)?,
+        }
+        Ok(())
+    }
+
+    pub fn write_lost(&mut self, lost: u64, time: u64) -> anyhow::Result<()> {
+        self.lost += lost;
+        let sid = SampleId {
+            pid: u32::MAX,
+            tid: u32::MAX,
+            time,
+            cpu: 0,
+        };
+        self.writer.write_side_band(
+            0,
+            &SideBand::Lost {
+                id: CPU_CLOCK_ID,
+                lost,
+            },
+            &sid,
+        )?;
+        Ok(())
+    }
+
+    /// Writes a sample of event `attr` with the given stacks.
+    #[allow(clippy::too_many_arguments)]
+    fn write_stack_sample(
+        &mut self,
+        copy: Option<(&bpf::UserRegs, &[u8])>,
+        attr: usize,
+        pid: u32,
+        tid: u32,
+        cpu: u32,
+        time: u64,
+        period: u64,
+        kernel: &[u64],
+        user: &[u64],
+        raw: &[u8],
+    ) -> anyhow::Result<()> {
+        let mut chain = std::mem::take(&mut self.callchain);
+        build_callchain(&mut chain, kernel, user);
+        let ip = kernel
+            .first()
+            .or(user.first())
+            .copied()
+            .or(copy.map(|(r, _)| r.ip()))
+            .unwrap_or(0);
+        let regs = copy.map(|(r, _)| r.0);
+        let sample = Sample {
+            misc: if kernel.is_empty() {
+                misc::USER
+            } else {
+                misc::KERNEL
+            },
+            ip,
+            pid,
+            tid,
+            time,
+            cpu,
+            period,
+            callchain: &chain,
+            raw,
+            user_regs: regs.as_ref().map(|regs| format::UserRegs { abi: 2, regs }),
+            user_stack: copy.map_or(&[][..], |(_, s)| s),
+            ..Default::default()
+        };
+        let r = self.writer.write_sample(attr, &sample);
+        self.callchain = chain;
+        r?;
+        Ok(())
+    }
+
+    fn write_item(&mut self, item: &Item) -> anyhow::Result<()> {
+        match item {
+            Item::Sample(s) => {
+                let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
+                self.write_stack_sample(
+                    copy,
+                    0,
+                    s.pid,
+                    s.tid,
+                    s.cpu,
+                    s.time,
+                    s.period,
+                    &s.kernel_stack,
+                    &s.user_stack,
+                    &[],
+                )?;
+                self.samples += 1;
+            }
+            Item::OffCpu(o) => {
+                let Some(attr) = self.offcpu_attr else {
+                    return Ok(());
+                };
+                let copy = o.user_regs.as_ref().map(|r| (r, &o.stack_copy[..]));
+                self.write_stack_sample(
+                    copy,
+                    attr,
+                    o.pid,
+                    o.tid,
+                    o.cpu,
+                    o.time,
+                    o.duration_ns,
+                    &o.kernel_stack,
+                    &o.user_stack,
+                    &[],
+                )?;
+                self.off_cpu += 1;
+            }
+            Item::BlockIo(b) => {
+                let Some(attr) = self.io_attr else {
+                    return Ok(());
+                };
+                self.name_task(b.pid, b.tid, &b.comm, b.time, b.cpu)?;
+                let io = format::events::BlockIo {
+                    dev: b.dev,
+                    sector: b.sector,
+                    bytes: b.bytes,
+                    rwbs: b.rwbs,
+                    latency_ns: b.time.saturating_sub(b.issue_time),
+                    issue_ns: b.issue_time,
+                    comm: b.comm,
+                    tracked: b.tracked as u8,
+                };
+                let raw = io.to_raw(b.pid as i32);
+                self.write_stack_sample(
+                    None,
+                    attr,
+                    b.pid,
+                    b.tid,
+                    b.cpu,
+                    b.time,
+                    io.latency_ns,
+                    &b.kernel_stack,
+                    &b.user_stack,
+                    &raw,
+                )?;
+                self.io += 1;
+            }
+            Item::Wakeup(w) => {
+                let Some(attr) = self.wakeup_attr else {
+                    return Ok(());
+                };
+                self.name_task(w.pid, w.tid, &w.comm, w.time, w.cpu)?;
+                let raw = format::events::Wakeup {
+                    wakee_pid: w.wakee_pid,
+                    wakee_tid: w.wakee_tid,
+                    blocked_ns: w.blocked_ns,
+                    wake_ns: w.wake_time,
+                }
+                .to_raw(w.pid as i32);
+                self.write_stack_sample(
+                    None,
+                    attr,
+                    w.pid,
+                    w.tid,
+                    w.cpu,
+                    w.time,
+                    w.blocked_ns,
+                    &w.kernel_stack,
+                    &w.user_stack,
+                    &raw,
+                )?;
+                self.wakeups += 1;
+            }
+            Item::Fact(f) => self.write_fact(f)?,
+        }
+        Ok(())
+    }
+
+    /// Names a task the file may know nothing of (a kworker that issued I/O, the waker of a
+    /// tracked thread) once, from the comm the probe saw. pid 0 is perf's "swapper".
+    fn name_task(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: &[u8; 16],
+        time: u64,
+        cpu: u32,
+    ) -> anyhow::Result<()> {
+        if pid == 0 || self.tracked.contains(&pid) || !self.named.insert(pid) {
+            return Ok(());
+        }
+        let comm = String::from_utf8_lossy(comm)
+            .trim_end_matches('\0')
+            .to_string();
+        let sid = SampleId {
+            pid,
+            tid,
+            time,
+            cpu,
+        };
+        let record = SideBand::Comm {
+            pid,
+            tid,
+            comm: &comm,
+            exec: false,
+        };
+        self.writer.write_side_band(0, &record, &sid)?;
+        Ok(())
+    }
+
+    /// Writes every pending item older than `cut` in time order, then ends the round.
+    pub fn flush_until(&mut self, cut: u64) -> anyhow::Result<()> {
+        self.pending.sort_by_key(Item::time);
+        let n = self.pending.partition_point(|i| i.time() < cut);
+        let ready: Vec<Item> = self.pending.drain(..n).collect();
+        for item in &ready {
+            self.write_item(item)?;
+        }
+        self.writer.finish_round()?;
+        Ok(())
+    }
+}
