@@ -144,24 +144,35 @@ impl JitMap {
     }
 }
 
-/// Kernel text symbols of the running kernel, sorted by address.
+/// Kernel text symbols of the running kernel, sorted by address. Names live in one string
+/// (about 100k symbols: one allocation instead of one each).
 pub struct Kallsyms {
-    syms: Vec<(u64, String)>,
+    /// (address, start and end of the name in `names`).
+    syms: Vec<(u64, u32, u32)>,
+    names: String,
 }
 
 impl Kallsyms {
     fn parse(text: &str) -> Option<Kallsyms> {
-        let mut syms: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let addr = u64::from_str_radix(f.next()?, 16).ok()?;
-                let kind = f.next()?;
-                let name = f.next()?;
-                (addr != 0 && matches!(kind, "T" | "t" | "W" | "w"))
-                    .then(|| (addr, name.to_string()))
-            })
-            .collect();
+        let mut names = String::with_capacity(text.len() / 2);
+        let mut syms: Vec<(u64, u32, u32)> = Vec::with_capacity(text.len() / 40);
+        for l in text.lines() {
+            let mut f = l.split_ascii_whitespace();
+            let (Some(addr), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            if !matches!(kind, "T" | "t" | "W" | "w") {
+                continue;
+            }
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr != 0 {
+                let at = names.len() as u32;
+                names.push_str(name);
+                syms.push((addr, at, names.len() as u32));
+            }
+        }
         if syms.is_empty() {
             // All addresses zero: kptr_restrict hides them.
             return None;
@@ -172,19 +183,23 @@ impl Kallsyms {
         syms.reverse();
         syms.dedup_by_key(|s| s.0);
         syms.reverse();
-        Some(Kallsyms { syms })
+        Some(Kallsyms { syms, names })
+    }
+
+    fn name(&self, (_, start, end): &(u64, u32, u32)) -> &str {
+        &self.names[*start as usize..*end as usize]
     }
 
     /// The address of the symbol `name`.
     pub fn address_of(&self, name: &str) -> Option<u64> {
-        self.syms.iter().find(|s| s.1 == name).map(|s| s.0)
+        self.syms.iter().find(|s| self.name(s) == name).map(|s| s.0)
     }
 
     /// The symbol containing `addr` and its start.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
-        let i = self.syms.partition_point(|(a, _)| *a <= addr);
-        let (start, name) = self.syms.get(i.checked_sub(1)?)?;
-        Some((name.as_str(), *start))
+        let i = self.syms.partition_point(|(a, _, _)| *a <= addr);
+        let s = self.syms.get(i.checked_sub(1)?)?;
+        Some((self.name(s), s.0))
     }
 }
 

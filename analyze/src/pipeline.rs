@@ -248,6 +248,46 @@ fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, Stri
     Ok((samples, label))
 }
 
+/// Samples of one thread, event and command whose stacks are the same frame for frame (and
+/// that carry no stack copy to unwind) become one, weighing their sum: a profile's samples
+/// are mostly repeats (100k samples, a few thousand stacks), and everything after this works
+/// per stack. Returns the kept samples, in order of first appearance, and how many each
+/// stands for.
+fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
+    type Key<'a> = (
+        usize,
+        i32,
+        i32,
+        u32,
+        &'a [u64],
+        &'a [crate::read::UserFrame],
+    );
+    let mut index: FxHashMap<Key<'_>, usize> = FxHashMap::default();
+    let mut kept: Vec<Weighed<'_>> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
+    for (s, weight) in samples {
+        if s.stack_copy.is_some() {
+            kept.push((s, weight));
+            counts.push(1);
+            continue;
+        }
+        let key = (s.event, s.pid, s.tid, s.comm, &s.kernel[..], &s.user[..]);
+        match index.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let i = *e.get();
+                kept[i].1 += weight;
+                counts[i] += 1;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(kept.len());
+                kept.push((s, weight));
+                counts.push(1);
+            }
+        }
+    }
+    (kept, counts)
+}
+
 fn progress_bar(o: &Options, len: u64) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
     if !o.progress || !std::io::stderr().is_terminal() {
@@ -300,6 +340,14 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     let mut stats = Stats {
         samples: samples.len() as u64,
         ..Default::default()
+    };
+    // Per-sample output (script's times and addresses, wakeups matched by time) keeps every
+    // sample; profiles only need each distinct stack once, with the weights summed.
+    let (samples, counts) = if o.addresses || o.event == EventSel::Wakeup {
+        let n = samples.len();
+        (samples, vec![1; n])
+    } else {
+        group_identical(samples)
     };
     let bar = progress_bar(o, samples.len() as u64);
     if let Some(b) = &bar {
@@ -533,9 +581,9 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
             )
         })
         .collect();
-    for (st, n, u) in symbolized {
-        stats.frames += n;
-        stats.unknown_frames += u;
+    for ((st, n, u), count) in symbolized.into_iter().zip(&counts) {
+        stats.frames += n * count;
+        stats.unknown_frames += u * count;
         out.stacks.push(st);
     }
     if let Some(b) = bar {

@@ -31,7 +31,7 @@ pub struct Mapping {
 pub type MapId = u32;
 
 /// A user frame address and the mapping it fell in when sampled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UserFrame {
     pub addr: u64,
     pub map: Option<MapId>,
@@ -130,6 +130,9 @@ pub fn read(path: &Path) -> Result<Recording, format::Error> {
         })
     };
     let unknown_comm = intern(&mut rec, ":unknown");
+    // Samples are most of the records: room for them up front, not by doubling and copying.
+    let file_size = std::fs::metadata(path).map_or(0, |m| m.len());
+    rec.samples.reserve((file_size / 128).min(1 << 22) as usize);
 
     while let Some(record) = reader.next_record()? {
         let PerfFileRecord::EventRecord { attr_index, record } = record else {
@@ -190,8 +193,9 @@ pub fn read(path: &Path) -> Result<Recording, format::Error> {
             EventRecord::Sample(s) => {
                 let pid = s.pid.unwrap_or(-1);
                 let tid = s.tid.unwrap_or(pid);
-                let mut kernel = Vec::new();
-                let mut user_addrs = Vec::new();
+                let chain_len = s.callchain.as_ref().map_or(1, |c| c.len());
+                let mut kernel = Vec::with_capacity(chain_len);
+                let mut user_addrs = Vec::with_capacity(chain_len);
                 match s.callchain {
                     Some(chain) => {
                         let mut in_kernel = matches!(s.cpu_mode, CpuMode::Kernel);
