@@ -129,7 +129,12 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
         if !select.user_only {
             scope.spawn(|| loader.kallsyms());
         }
-        analyze::read::read(&select.input)
+        // Per-sample output (script's times, wakeups matched by time) needs every sample.
+        if addresses || select.event == "wakeup" {
+            analyze::read::read(&select.input)
+        } else {
+            analyze::read::read_merged(&select.input)
+        }
     })?;
     if timing {
         eprintln!("analyze: read {:.3} s", t0.elapsed().as_secs_f64());

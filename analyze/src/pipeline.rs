@@ -193,7 +193,7 @@ fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, Stri
         EventSel::Cpu => {
             let i = sampling;
             (
-                Box::new(move |e, _| (Some(e) == i).then_some(1)),
+                Box::new(move |e, s| (Some(e) == i).then_some(s.count)),
                 i.map_or("cpu".into(), |i| rec.events[i].clone()),
             )
         }
@@ -201,7 +201,7 @@ fn select<'a>(rec: &'a Recording, o: &Options) -> Result<(Vec<Weighed<'a>>, Stri
             let i = named(n)?;
             let off = kinds[i] != Kind::Sampling;
             (
-                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { 1 })),
+                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { s.count })),
                 rec.events[i].clone(),
             )
         }
@@ -268,7 +268,7 @@ fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
     for (s, weight) in samples {
         if s.stack_copy.is_some() {
             kept.push((s, weight));
-            counts.push(1);
+            counts.push(s.count);
             continue;
         }
         let key = (s.event, s.pid, s.tid, s.comm, &s.kernel[..], &s.user[..]);
@@ -276,12 +276,12 @@ fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
             std::collections::hash_map::Entry::Occupied(e) => {
                 let i = *e.get();
                 kept[i].1 += weight;
-                counts[i] += 1;
+                counts[i] += s.count;
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(kept.len());
                 kept.push((s, weight));
-                counts.push(1);
+                counts.push(s.count);
             }
         }
     }
@@ -338,14 +338,14 @@ fn kernel_symbols(
 pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbolized, Error> {
     let (samples, label) = select(rec, o)?;
     let mut stats = Stats {
-        samples: samples.len() as u64,
+        samples: samples.iter().map(|(s, _)| s.count).sum(),
         ..Default::default()
     };
     // Per-sample output (script's times and addresses, wakeups matched by time) keeps every
     // sample; profiles only need each distinct stack once, with the weights summed.
     let (samples, counts) = if o.addresses || o.event == EventSel::Wakeup {
-        let n = samples.len();
-        (samples, vec![1; n])
+        let counts = samples.iter().map(|(s, _)| s.count).collect();
+        (samples, counts)
     } else {
         group_identical(samples)
     };
