@@ -409,6 +409,27 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     if let Some(b) = &bar {
         b.set_message("symbolizing");
     }
+    // The DWARF sections of every file, inflated in parallel: libc's debug info alone would
+    // otherwise be the longest job of the stage.
+    let dwarf_source = |f: usize| match &files[f].source {
+        Some(Source::Elf { elf, debug }) if !per_file[f].is_empty() => {
+            symbolize::dwarf_file(elf, debug.as_deref(), o.inline, o.lines)
+        }
+        _ => None,
+    };
+    let dwarf_jobs: Vec<(usize, addr2line::gimli::SectionId)> = (0..files.len())
+        .filter(|&f| dwarf_source(f).is_some())
+        .flat_map(|f| symbolize::DWARF_SECTIONS.iter().map(move |&id| (f, id)))
+        .collect();
+    let inflated: Vec<std::borrow::Cow<[u8]>> = dwarf_jobs
+        .par_iter()
+        .map(|&(f, id)| symbolize::load_section(dwarf_source(f).expect("filtered"), id))
+        .collect();
+    let mut dwarf: Vec<Vec<(addr2line::gimli::SectionId, std::borrow::Cow<[u8]>)>> =
+        (0..files.len()).map(|_| Vec::new()).collect();
+    for ((f, id), bytes) in dwarf_jobs.into_iter().zip(inflated) {
+        dwarf[f].push((id, bytes));
+    }
     let (file_infos, (kernel_infos, kernel_warning)) = rayon::join(
         || {
             per_file
@@ -422,8 +443,8 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
                             debug.as_deref(),
                             &file.dso,
                             addrs,
+                            &dwarf[f],
                             o.inline,
-                            o.lines,
                         ),
                         Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),
                         None => addrs

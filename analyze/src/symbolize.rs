@@ -222,13 +222,62 @@ fn basename_line(file: Option<&str>, line: Option<u32>) -> Option<String> {
 /// The function is named by the symbol holding the address itself, as perf names it (for a
 /// return address after a call that ends a function, that is the next symbol); its line and
 /// inline frames come from the call site. Where the two disagree, the symbol alone is shown.
+/// The DWARF sections addr2line reads for inline frames and lines. The others stay unloaded
+/// (debug files compress them: inflating location lists and macros cost a tenth of a report).
+pub const DWARF_SECTIONS: [gimli::SectionId; 10] = {
+    use gimli::SectionId::*;
+    [
+        DebugAbbrev,
+        DebugAddr,
+        DebugAranges,
+        DebugInfo,
+        DebugLine,
+        DebugLineStr,
+        DebugRanges,
+        DebugRngLists,
+        DebugStr,
+        DebugStrOffsets,
+    ]
+};
+
+/// The file whose DWARF answers for `elf`: its separate debug file, else itself, if it has
+/// debug info and inline frames or source lines are wanted (names need no DWARF).
+pub fn dwarf_file<'a>(
+    elf: &'a ElfData,
+    debug: Option<&'a ElfData>,
+    with_inline: bool,
+    with_lines: bool,
+) -> Option<&'a ElfData> {
+    debug
+        .filter(|d| d.has_debug_info)
+        .or(Some(elf).filter(|e| e.has_debug_info))
+        .filter(|_| with_inline || with_lines)
+}
+
+/// One DWARF section of `file`, inflated if compressed (empty if absent). The driver loads a
+/// file's sections in parallel: inflating libc's debug info is the longest single job.
+pub fn load_section(file: &ElfData, id: gimli::SectionId) -> Cow<'_, [u8]> {
+    object::File::parse(&*file.bytes)
+        .ok()
+        .and_then(|obj| {
+            let section = obj.section_by_name(id.name())?;
+            match section.uncompressed_data().ok()? {
+                // Borrowed data outlives `obj`: it points into the file's bytes.
+                Cow::Borrowed(b) => Some(Cow::Borrowed(b)),
+                Cow::Owned(v) => Some(Cow::Owned(v)),
+            }
+        })
+        .unwrap_or(Cow::Borrowed(&[]))
+}
+
+/// `dwarf`: the sections of [`dwarf_file`] from [`load_section`] (empty: no DWARF).
 pub fn symbolize_elf(
     elf: &ElfData,
     debug: Option<&ElfData>,
     dso: &str,
     lookups: &[Lookup],
+    dwarf: &[(gimli::SectionId, Cow<'_, [u8]>)],
     with_inline: bool,
-    with_lines: bool,
 ) -> Vec<AddrInfo> {
     let mut tables: Vec<SymbolTable> = debug
         .into_iter()
@@ -246,43 +295,19 @@ pub fn symbolize_elf(
         t.syms.sort_by_key(|s| s.0);
         t.syms.dedup_by_key(|s| s.0);
     }
-    // DWARF only when inline frames or source lines are asked for: names need none.
-    let dwarf_file = debug
-        .filter(|d| d.has_debug_info)
-        .or(Some(elf).filter(|e| e.has_debug_info))
-        .filter(|_| with_inline || with_lines);
-    let obj = dwarf_file.and_then(|d| object::File::parse(&*d.bytes).ok());
-    let dwarf_sections = obj.as_ref().and_then(|obj| {
-        gimli::DwarfSections::load(
-            |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, gimli::Error> {
-                use gimli::SectionId::*;
-                // Sections addr2line never reads stay unloaded (debug files compress them:
-                // inflating location lists and macros cost a tenth of a report's time).
-                if matches!(
-                    id,
-                    DebugLoc
-                        | DebugLocLists
-                        | DebugMacinfo
-                        | DebugMacro
-                        | DebugTypes
-                        | DebugNames
-                        | DebugCuIndex
-                        | DebugTuIndex
-                ) {
-                    return Ok(Cow::Borrowed(&[]));
-                }
-                Ok(obj
-                    .section_by_name(id.name())
-                    .and_then(|s| s.uncompressed_data().ok())
-                    .unwrap_or(Cow::Borrowed(&[])))
-            },
-        )
+    let dwarf_sections = (!dwarf.is_empty()).then(|| {
+        gimli::DwarfSections::load(|id: gimli::SectionId| -> Result<&[u8], gimli::Error> {
+            Ok(dwarf
+                .iter()
+                .find(|(have, _)| *have == id)
+                .map_or(&[][..], |(_, bytes)| &bytes[..]))
+        })
         .ok()
     });
+    let dwarf_sections = dwarf_sections.flatten();
     let context = dwarf_sections.as_ref().and_then(|d| {
         let endian = gimli::RunTimeEndian::Little;
-        addr2line::Context::from_dwarf(d.borrow(|s| gimli::EndianSlice::new(s.as_ref(), endian)))
-            .ok()
+        addr2line::Context::from_dwarf(d.borrow(|s| gimli::EndianSlice::new(s, endian))).ok()
     });
 
     lookups
