@@ -310,17 +310,30 @@ fn folded_output_is_the_same_at_any_thread_count() {
         &["0.3", "2"],
     );
     let f = file.to_str().unwrap();
-    let run = |threads: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-            .args(["report", "--folded", "-i", f])
-            .env("RAYON_NUM_THREADS", threads)
-            .output()
-            .unwrap();
+    let run_with = |threads: &str, args: &[&str], sequential: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_analyze"));
+        cmd.args(args)
+            .args(["-i", f])
+            .env("RAYON_NUM_THREADS", threads);
+        if sequential {
+            cmd.env("BPFPERF_SEQUENTIAL_READ", "1");
+        }
+        let out = cmd.output().unwrap();
         assert!(out.status.success());
         out.stdout
     };
+    let run = |threads: &str| run_with(threads, &["report", "--folded"], false);
     let one = run("1");
     assert!(!one.is_empty());
     assert_eq!(one, run("2"));
     assert_eq!(one, run("7"));
+    // The parallel reading path gives what the sequential one (linux-perf-data's record
+    // iterator) gives, for profiles and per sample.
+    for args in [&["report", "--folded"][..], &["script"], &["report"]] {
+        assert_eq!(
+            run_with("2", args, false),
+            run_with("2", args, true),
+            "{args:?}"
+        );
+    }
 }

@@ -41,6 +41,7 @@ pub struct PerfFileReader {
     tracing_data: Option<Vec<u8>>,
     input_len: u64,
     records_range: std::ops::Range<u64>,
+    storage: Arc<Storage>,
 }
 
 impl PerfFileReader {
@@ -77,7 +78,7 @@ impl PerfFileReader {
     fn from_storage(path: &Path, storage: Arc<Storage>) -> Result<Self, Error> {
         let scanned = scan::scan(path, &storage)?;
         let input_len = storage.len() as u64;
-        let cursor = SpliceCursor::new(storage, scanned.pieces);
+        let cursor = SpliceCursor::new(storage.clone(), scanned.pieces);
         let parsed = match scanned.mode {
             FileMode::File => linux_perf_data::PerfFileReader::parse_file(cursor),
             FileMode::Pipe => linux_perf_data::PerfFileReader::parse_pipe(cursor),
@@ -101,6 +102,7 @@ impl PerfFileReader {
             tracing_data,
             input_len,
             records_range: scanned.records,
+            storage,
         })
     }
 
@@ -136,6 +138,16 @@ impl PerfFileReader {
     /// Offsets of the first record and of the end of the last whole record.
     pub fn records_range(&self) -> std::ops::Range<u64> {
         self.records_range.clone()
+    }
+
+    /// In file mode, the records as they lie in the file, up to the last whole one, for a
+    /// reader that walks them itself (in parallel, say). COMPRESSED records are left as they
+    /// are: such a reader must handle them or use [`PerfFileReader::next_record`].
+    pub fn record_bytes(&self) -> Option<&[u8]> {
+        let r = &self.records_range;
+        (self.mode == FileMode::File)
+            .then(|| self.storage.get(r.start as usize..r.end as usize))
+            .flatten()
     }
 
     /// What the reader had to repair (cut-short data, an interrupted recording): one sentence each.

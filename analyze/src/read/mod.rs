@@ -11,11 +11,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
-use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
+use format::linux_perf_data::linux_perf_event_reader::{
+    CpuMode, EventRecord, Mmap2FileId, RawData, Regs,
+};
 use format::linux_perf_data::PerfFileRecord;
 use format::PerfFileReader;
 
 use crate::unwind::dwarf::UserRegs;
+
+mod parallel;
 
 /// An executable mapping of a file into a process (or the kernel's, with pid -1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +148,36 @@ fn same_frames(s: &RawSample, chain: &[u64], mut in_kernel: bool) -> bool {
     k == s.kernel.len() && u == s.user.len()
 }
 
+/// A callchain (context markers included) as kernel and user frames, innermost first.
+fn split_callchain(chain: &[u64], mut in_kernel: bool) -> (Vec<u64>, Vec<u64>) {
+    let mut kernel = Vec::with_capacity(chain.len());
+    let mut user = Vec::with_capacity(chain.len());
+    for &a in chain {
+        match a {
+            KERNEL_MARK => in_kernel = true,
+            USER_MARK => in_kernel = false,
+            a if a >= format::callchain::MAX_CONTEXT => {}
+            a if in_kernel => kernel.push(a),
+            a => user.push(a),
+        }
+    }
+    (kernel, user)
+}
+
+/// The copied user stack and the registers to unwind it from, when the sample has them.
+fn stack_copy(regs: &Option<Regs<'_>>, stack: &Option<(RawData<'_>, u64)>) -> Option<StackCopy> {
+    let (Some(regs), Some((stack, dyn_size))) = (regs, stack) else {
+        return None;
+    };
+    let (ip, sp, bp) = (regs.get(8)?, regs.get(7)?, regs.get(6)?);
+    let mut bytes = stack.as_slice().to_vec();
+    bytes.truncate(*dyn_size as usize);
+    Some(StackCopy {
+        regs: UserRegs { ip, sp, bp },
+        bytes,
+    })
+}
+
 fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
     let mut reader = PerfFileReader::open(path)?;
     let mut rec = Recording {
@@ -171,6 +205,20 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
         })
     };
     let unknown_comm = intern(&mut rec, ":unknown");
+    if std::env::var_os("BPFPERF_SEQUENTIAL_READ").is_none() {
+        if let Some(bytes) = reader.record_bytes() {
+            if parallel::read(
+                reader.perf_file(),
+                bytes,
+                &mut rec,
+                &mut intern,
+                unknown_comm,
+                merge,
+            ) {
+                return Ok(rec);
+            }
+        }
+    }
     // Merging: a sample whose thread's name and mappings changed since (`version` counts
     // those changes) is not merged with one before.
     let mut version: u64 = 0;
