@@ -30,6 +30,7 @@
 pub mod aggregate;
 pub mod info;
 pub mod io;
+mod kallsyms_cache;
 pub mod loader;
 pub mod output;
 pub mod pipeline;

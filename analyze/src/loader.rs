@@ -144,7 +144,7 @@ impl JitMap {
     }
 }
 
-/// Kernel text symbols of the running kernel, sorted by address. Names live in one string
+/// Kernel text symbols of the running kernel (and its modules), sorted by address. Names live in one string
 /// (about 100k symbols: one allocation instead of one each).
 pub struct Kallsyms {
     /// (address, start and end of the name in `names`).
@@ -153,7 +153,24 @@ pub struct Kallsyms {
 }
 
 impl Kallsyms {
-    fn parse(text: &str) -> Option<Kallsyms> {
+    /// The symbol table and the names it points into (for the cache).
+    pub(crate) fn parts(&self) -> (&[(u64, u32, u32)], &str) {
+        (&self.syms, &self.names)
+    }
+
+    /// A table from [`Kallsyms::parts`]; `None` if a name range is out of bounds.
+    pub(crate) fn from_parts(syms: Vec<(u64, u32, u32)>, names: String) -> Option<Kallsyms> {
+        let ok = syms.iter().all(|&(_, start, end)| {
+            start <= end
+                && names.is_char_boundary(start as usize)
+                && names.is_char_boundary(end as usize)
+                && (end as usize) <= names.len()
+        }) && syms.windows(2).all(|w| w[0].0 <= w[1].0);
+        (ok && !syms.is_empty()).then_some(Kallsyms { syms, names })
+    }
+
+    /// Parses /proc/kallsyms text (kept: text symbols with an address).
+    pub(crate) fn parse(text: &str) -> Option<Kallsyms> {
         let mut names = String::with_capacity(text.len() / 2);
         let mut syms: Vec<(u64, u32, u32)> = Vec::with_capacity(text.len() / 40);
         for l in text.lines() {
@@ -162,6 +179,13 @@ impl Kallsyms {
                 continue;
             };
             if !matches!(kind, "T" | "t" | "W" | "w") {
+                continue;
+            }
+            // BPF programs and ftrace/kprobe trampolines come and go: not the kernel's code,
+            // and they would make a cached table wrong.
+            if f.next()
+                .is_some_and(|m| m == "[bpf]" || m.starts_with("[__builtin"))
+            {
                 continue;
             }
             let Ok(addr) = u64::from_str_radix(addr, 16) else {
@@ -334,13 +358,17 @@ impl Loader {
     pub fn kallsyms(&self) -> Option<Arc<Kallsyms>> {
         let mut k = self.kallsyms.lock().unwrap();
         k.get_or_insert_with(|| {
+            if let Some(k) = crate::kallsyms_cache::load() {
+                return Some(Arc::new(k));
+            }
             let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
             let k = Kallsyms::parse(&text);
-            if k.is_none() {
-                self.problem(
+            match &k {
+                Some(k) => crate::kallsyms_cache::store(k),
+                None => self.problem(
                     "/proc/kallsyms: no addresses (kptr_restrict?); kernel frames are [unknown]"
                         .into(),
-                );
+                ),
             }
             k.map(Arc::new)
         })

@@ -6,3 +6,4 @@ mod errors;
 mod folded;
 mod info;
 mod inline;
+mod kallsyms_cache;
