@@ -46,7 +46,30 @@ pub struct UserFrame {
 #[derive(Debug, Clone)]
 pub struct StackCopy {
     pub regs: UserRegs,
-    pub bytes: Vec<u8>,
+    pub bytes: StackBytes,
+}
+
+/// A stack copy's bytes: where they lie in the mapped file, or owned.
+#[derive(Clone)]
+pub enum StackBytes {
+    Owned(Vec<u8>),
+    Mapped(format::InputBytes, std::ops::Range<usize>),
+}
+
+impl std::ops::Deref for StackBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            StackBytes::Owned(v) => v,
+            StackBytes::Mapped(input, range) => &input[range.clone()],
+        }
+    }
+}
+
+impl std::fmt::Debug for StackBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StackBytes({} bytes)", self.len())
+    }
 }
 
 /// One sample, owned.
@@ -165,13 +188,31 @@ fn split_callchain(chain: &[u64], mut in_kernel: bool) -> (Vec<u64>, Vec<u64>) {
 }
 
 /// The copied user stack and the registers to unwind it from, when the sample has them.
-fn stack_copy(regs: &Option<Regs<'_>>, stack: &Option<(RawData<'_>, u64)>) -> Option<StackCopy> {
+/// With `input`, the bytes stay where they lie in it when they are a slice of it (no copy).
+fn stack_copy(
+    regs: &Option<Regs<'_>>,
+    stack: &Option<(RawData<'_>, u64)>,
+    input: Option<&format::InputBytes>,
+) -> Option<StackCopy> {
     let (Some(regs), Some((stack, dyn_size))) = (regs, stack) else {
         return None;
     };
     let (ip, sp, bp) = (regs.get(8)?, regs.get(7)?, regs.get(6)?);
-    let mut bytes = stack.as_slice().to_vec();
-    bytes.truncate(*dyn_size as usize);
+    let mapped = match (stack, input) {
+        (RawData::Single(b), Some(input)) => {
+            let start = (b.as_ptr() as usize).checked_sub(input.as_ptr() as usize)?;
+            (start + b.len() <= input.len()).then(|| {
+                let len = b.len().min(*dyn_size as usize);
+                StackBytes::Mapped(input.clone(), start..start + len)
+            })
+        }
+        _ => None,
+    };
+    let bytes = mapped.unwrap_or_else(|| {
+        let mut bytes = stack.as_slice().to_vec();
+        bytes.truncate(*dyn_size as usize);
+        StackBytes::Owned(bytes)
+    });
     Some(StackCopy {
         regs: UserRegs { ip, sp, bp },
         bytes,
@@ -209,6 +250,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
         if let Some(bytes) = reader.record_bytes() {
             if parallel::read(
                 reader.perf_file(),
+                &reader.input(),
                 bytes,
                 &mut rec,
                 &mut intern,
@@ -343,22 +385,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
                         map: proc_.and_then(|p| p.find(addr, &rec.mappings)),
                     })
                     .collect();
-                let stack_copy = match (s.user_regs, s.user_stack) {
-                    (Some(regs), Some((stack, dyn_size))) => {
-                        match (regs.get(8), regs.get(7), regs.get(6)) {
-                            (Some(ip), Some(sp), Some(bp)) => {
-                                let mut bytes = stack.as_slice().to_vec();
-                                bytes.truncate(dyn_size as usize);
-                                Some(StackCopy {
-                                    regs: UserRegs { ip, sp, bp },
-                                    bytes,
-                                })
-                            }
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                };
+                let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None);
                 if let Some(k) = key {
                     merged.insert(k, rec.samples.len());
                     sample_version.resize(rec.samples.len() + 1, 0);

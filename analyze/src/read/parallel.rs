@@ -253,6 +253,7 @@ impl Parsed<'_> {
 /// take the file.
 pub(super) fn read(
     file: &PerfFile,
+    input: &format::InputBytes,
     bytes: &[u8],
     rec: &mut Recording,
     intern: &mut dyn FnMut(&mut Recording, &str) -> u32,
@@ -441,7 +442,7 @@ pub(super) fn read(
                     .unwrap_or(unknown_comm),
                 kernel,
                 user,
-                stack_copy: stack_copy(&p.regs, &p.stack),
+                stack_copy: stack_copy(&p.regs, &p.stack, Some(input)),
             }
         })
         .collect();

@@ -16,6 +16,17 @@ use splice::{SpliceCursor, Storage};
 
 use crate::Error;
 
+/// The bytes of a reader's input (a memory map of the file, or what a pipe gave), shared.
+#[derive(Clone)]
+pub struct InputBytes(Arc<Storage>);
+
+impl std::ops::Deref for InputBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// An open perf.data file (or pipe-mode stream), ready to iterate its records in time order.
 ///
 /// ```no_run
@@ -148,6 +159,12 @@ impl PerfFileReader {
         (self.mode == FileMode::File)
             .then(|| self.storage.get(r.start as usize..r.end as usize))
             .flatten()
+    }
+
+    /// The whole input, shared: what [`PerfFileReader::record_bytes`] borrows from, for data
+    /// that must outlive the reader (stack copies, say) without being copied.
+    pub fn input(&self) -> InputBytes {
+        InputBytes(self.storage.clone())
     }
 
     /// What the reader had to repair (cut-short data, an interrupted recording): one sentence each.
