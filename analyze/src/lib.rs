@@ -13,8 +13,9 @@
 //! output/    folded, report, script, flamegraph
 //! ```
 //!
-//! [`pipeline`] drives them (the only place with rayon); [`loader`] is the only place that
-//! opens files. Per-sample failures are counted (`[unknown]` frames), never fatal.
+//! [`pipeline`] drives them (rayon lives there and in the parallel reading path); [`loader`]
+//! opens the files the stages need (binaries, debug files, kernel symbols, through a per-boot
+//! cache). Per-sample failures are counted (`[unknown]` frames), never fatal.
 //!
 //! ```no_run
 //! let loader = analyze::loader::Loader::new();

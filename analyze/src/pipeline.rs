@@ -1,4 +1,5 @@
-//! The driver: select -> unwind -> resolve -> symbolize -> (aggregate). Rayon lives here only.
+//! The driver: select -> unwind -> resolve -> symbolize -> (aggregate). Rayon lives here and
+//! in read/parallel.rs.
 //!
 //! Stacks are unwound and resolved in parallel; unique addresses are symbolized once, per
 //! file in parallel (kernel symbols meanwhile); then each sample's frames become ids into one
