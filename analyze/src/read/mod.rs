@@ -7,19 +7,20 @@
 //! are matched against the mappings in place at its time, so a library unmapped or a program
 //! exec'd later still symbolizes right.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
-use format::linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, Mmap2FileId, RawData, Regs,
-};
+use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, RawData, Regs};
 use format::linux_perf_data::PerfFileRecord;
 use format::PerfFileReader;
 
 use crate::unwind::dwarf::UserRegs;
 
 mod parallel;
+mod timeline;
+
+use timeline::Timeline;
 
 /// An executable mapping of a file into a process (or the kernel's, with pid -1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,27 +109,6 @@ pub struct Recording {
     pub build_ids: HashMap<String, Vec<u8>>,
     pub notes: Vec<String>,
     pub lost: u64,
-}
-
-#[derive(Default, Clone)]
-struct Process {
-    /// start -> mapping, for the executable mappings currently in place.
-    maps: BTreeMap<u64, MapId>,
-}
-
-impl Process {
-    fn find(&self, addr: u64, mappings: &[Mapping]) -> Option<MapId> {
-        let (_, &id) = self.maps.range(..=addr).next_back()?;
-        (addr < mappings[id as usize].end).then_some(id)
-    }
-    /// Adds a mapping; the ones starting inside it are replaced.
-    fn insert(&mut self, id: MapId, m: &Mapping) {
-        let inside: Vec<u64> = self.maps.range(m.start..m.end).map(|(&s, _)| s).collect();
-        for s in inside {
-            self.maps.remove(&s);
-        }
-        self.maps.insert(m.start, id);
-    }
 }
 
 const KERNEL_MARK: u64 = format::callchain::KERNEL;
@@ -236,8 +216,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
             );
         }
     }
-    let mut procs: HashMap<i32, Process> = HashMap::new();
-    let mut comm_of: HashMap<i32, u32> = HashMap::new();
+    let mut timeline = Timeline::default();
     let mut comm_ids: HashMap<String, u32> = HashMap::new();
     let mut intern = |rec: &mut Recording, s: &str| -> u32 {
         *comm_ids.entry(s.to_string()).or_insert_with(|| {
@@ -261,9 +240,8 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
             }
         }
     }
-    // Merging: a sample whose thread's name and mappings changed since (`version` counts
-    // those changes) is not merged with one before.
-    let mut version: u64 = 0;
+    // Merging: a sample whose thread's name and mappings changed since (a new timeline
+    // version) is not merged with one before.
     let mut merged: rustc_hash::FxHashMap<u64, usize> = Default::default();
     let mut sample_version: Vec<u64> = Vec::new();
     let mut chain: Vec<u64> = Vec::new();
@@ -276,66 +254,8 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
             continue;
         };
         let Ok(parsed) = record.parse() else { continue };
-        if matches!(
-            parsed,
-            EventRecord::Comm(_)
-                | EventRecord::Fork(_)
-                | EventRecord::Mmap(_)
-                | EventRecord::Mmap2(_)
-        ) {
-            version += 1;
-        }
+        let version = timeline.version;
         match parsed {
-            EventRecord::Comm(c) => {
-                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
-                let id = intern(&mut rec, &name);
-                // An exec keeps the old mappings until new ones replace them (as perf does):
-                // samples taken inside execve still have the old image's user stack.
-                comm_of.insert(c.tid, id);
-            }
-            EventRecord::Fork(f) => {
-                if f.pid != f.ppid {
-                    let parent = procs.get(&f.ppid).cloned().unwrap_or_default();
-                    procs.insert(f.pid, parent);
-                }
-                if let Some(&c) = comm_of.get(&f.ptid) {
-                    comm_of.entry(f.tid).or_insert(c);
-                }
-            }
-            EventRecord::Mmap(m) => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                add_mapping(
-                    &mut rec,
-                    &mut procs,
-                    m.pid,
-                    m.address,
-                    m.length,
-                    m.page_offset,
-                    path,
-                    None,
-                    true,
-                );
-            }
-            EventRecord::Mmap2(m) => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                let build_id = match m.file_id {
-                    Mmap2FileId::BuildId(b) => Some(b),
-                    _ => None,
-                };
-                let exec = m.protection & 4 != 0 || m.cpu_mode == CpuMode::Kernel;
-                add_mapping(
-                    &mut rec,
-                    &mut procs,
-                    m.pid,
-                    m.address,
-                    m.length,
-                    m.page_offset,
-                    path,
-                    build_id,
-                    exec,
-                );
-            }
-            EventRecord::Lost(l) => rec.lost += l.count,
             EventRecord::Sample(s) => {
                 let pid = s.pid.unwrap_or(-1);
                 let tid = s.tid.unwrap_or(pid);
@@ -377,7 +297,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
                         a => user_addrs.push(a),
                     }
                 }
-                let proc_ = procs.get(&pid);
+                let proc_ = timeline.process(pid, version);
                 let user = user_addrs
                     .iter()
                     .map(|&addr| UserFrame {
@@ -399,52 +319,17 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
                     cpu: s.cpu.unwrap_or(0),
                     period,
                     count: 1,
-                    comm: comm_of
-                        .get(&tid)
-                        .or(comm_of.get(&pid))
-                        .copied()
-                        .unwrap_or(unknown_comm),
+                    comm: timeline.comm(tid, pid, version).unwrap_or(unknown_comm),
                     kernel,
                     user,
                     stack_copy,
                 });
             }
-            _ => {}
+            other => timeline.replay(&mut rec, &mut intern, &other),
         }
     }
-    for (pid, p) in procs {
-        rec.process_maps
-            .insert(pid, p.maps.values().copied().collect());
-    }
+    timeline.finish(&mut rec);
     Ok(rec)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn add_mapping(
-    rec: &mut Recording,
-    procs: &mut HashMap<i32, Process>,
-    pid: i32,
-    start: u64,
-    len: u64,
-    pgoff: u64,
-    path: String,
-    build_id: Option<Vec<u8>>,
-    exec: bool,
-) {
-    if !exec || len == 0 {
-        return;
-    }
-    let m = Mapping {
-        pid,
-        start,
-        end: start.saturating_add(len),
-        pgoff,
-        path,
-        build_id,
-    };
-    let id = rec.mappings.len() as MapId;
-    procs.entry(pid).or_default().insert(id, &m);
-    rec.mappings.push(m);
 }
 
 impl Recording {

@@ -9,20 +9,18 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use format::linux_perf_data::linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
-    EventRecord, Mmap2FileId, RawData, RawDataU64, RawEventRecord, RecordIdParseInfo,
-    RecordParseInfo, RecordType, Regs, SampleFormat, SampleRecord,
+    EventRecord, RawData, RawDataU64, RawEventRecord, RecordIdParseInfo, RecordParseInfo,
+    RecordType, Regs, SampleFormat, SampleRecord,
 };
 use format::linux_perf_data::PerfFile;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
-use super::{
-    split_callchain, stack_copy, MapId, Mapping, Process, RawSample, Recording, UserFrame,
-};
+use super::timeline::Timeline;
+use super::{split_callchain, stack_copy, RawSample, Recording, UserFrame};
 
 type LE = byteorder::LittleEndian;
 
@@ -135,74 +133,6 @@ fn walk(bytes: &[u8]) -> Option<Vec<Rec>> {
     Some(recs)
 }
 
-/// The process timeline, versioned: each change (a name, a fork, a mapping) is a new version
-/// and each state keeps the version it began at, so a sample can be placed later, in
-/// parallel, in the processes as they were at its time.
-#[derive(Default)]
-struct Timeline {
-    version: u64,
-    procs: HashMap<i32, Vec<(u64, Arc<Process>)>>,
-    comms: HashMap<i32, Vec<(u64, u32)>>,
-}
-
-/// The state of `history` at `version`.
-fn at<T>(history: &[(u64, T)], version: u64) -> Option<&T> {
-    let i = history.partition_point(|(v, _)| *v <= version);
-    history.get(i.checked_sub(1)?).map(|(_, t)| t)
-}
-
-impl Timeline {
-    fn process(&self, pid: i32, version: u64) -> Option<&Process> {
-        at(self.procs.get(&pid)?, version).map(|p| &**p)
-    }
-    fn comm(&self, tid: i32, version: u64) -> Option<u32> {
-        at(self.comms.get(&tid)?, version).copied()
-    }
-    fn latest(&self, pid: i32) -> Option<Arc<Process>> {
-        self.procs.get(&pid)?.last().map(|(_, p)| p.clone())
-    }
-    fn set_process(&mut self, pid: i32, p: Arc<Process>) {
-        self.version += 1;
-        self.procs.entry(pid).or_default().push((self.version, p));
-    }
-    fn set_comm(&mut self, tid: i32, comm: u32) {
-        self.version += 1;
-        self.comms
-            .entry(tid)
-            .or_default()
-            .push((self.version, comm));
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn map(
-        &mut self,
-        rec: &mut Recording,
-        pid: i32,
-        start: u64,
-        len: u64,
-        pgoff: u64,
-        path: String,
-        build_id: Option<Vec<u8>>,
-        exec: bool,
-    ) {
-        if !exec || len == 0 {
-            return;
-        }
-        let m = Mapping {
-            pid,
-            start,
-            end: start.saturating_add(len),
-            pgoff,
-            path,
-            build_id,
-        };
-        let id = rec.mappings.len() as MapId;
-        let mut p = self.latest(pid).map(|p| (*p).clone()).unwrap_or_default();
-        p.insert(id, &m);
-        self.set_process(pid, Arc::new(p));
-        rec.mappings.push(m);
-    }
-}
-
 /// A sample's fields, parsed in place.
 struct Parsed<'a> {
     attr: usize,
@@ -300,56 +230,8 @@ pub(super) fn read(
             data: RawData::Single(&bytes[r.at..r.at + r.len]),
             parse_info: events.parse[attr as usize],
         };
-        let Ok(parsed) = raw.parse() else { continue };
-        match parsed {
-            EventRecord::Comm(c) => {
-                let id = intern(rec, &String::from_utf8_lossy(&c.name.as_slice()));
-                timeline.set_comm(c.tid, id);
-            }
-            EventRecord::Fork(f) => {
-                if f.pid != f.ppid {
-                    let parent = timeline.latest(f.ppid).unwrap_or_default();
-                    timeline.set_process(f.pid, parent);
-                }
-                if !timeline.comms.contains_key(&f.tid) {
-                    if let Some(c) = timeline.comm(f.ptid, timeline.version) {
-                        timeline.set_comm(f.tid, c);
-                    }
-                }
-            }
-            EventRecord::Mmap(m) => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                timeline.map(
-                    rec,
-                    m.pid,
-                    m.address,
-                    m.length,
-                    m.page_offset,
-                    path,
-                    None,
-                    true,
-                );
-            }
-            EventRecord::Mmap2(m) => {
-                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                let build_id = match m.file_id {
-                    Mmap2FileId::BuildId(b) => Some(b),
-                    _ => None,
-                };
-                let exec = m.protection & 4 != 0 || m.cpu_mode == CpuMode::Kernel;
-                timeline.map(
-                    rec,
-                    m.pid,
-                    m.address,
-                    m.length,
-                    m.page_offset,
-                    path,
-                    build_id,
-                    exec,
-                );
-            }
-            EventRecord::Lost(l) => rec.lost += l.count,
-            _ => {}
+        if let Ok(parsed) = raw.parse() {
+            timeline.replay(rec, intern, &parsed);
         }
     }
 
@@ -437,8 +319,7 @@ pub(super) fn read(
                 period,
                 count,
                 comm: timeline
-                    .comm(p.tid, p.version)
-                    .or(timeline.comm(p.pid, p.version))
+                    .comm(p.tid, p.pid, p.version)
                     .unwrap_or(unknown_comm),
                 kernel,
                 user,
@@ -446,11 +327,6 @@ pub(super) fn read(
             }
         })
         .collect();
-    for (&pid, history) in &timeline.procs {
-        if let Some((_, p)) = history.last() {
-            rec.process_maps
-                .insert(pid, p.maps.values().copied().collect());
-        }
-    }
+    timeline.finish(rec);
     true
 }

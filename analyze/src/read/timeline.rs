@@ -1,0 +1,171 @@
+//! The process timeline, replayed from COMM, FORK and MMAP/MMAP2 records in time order, and
+//! versioned: each change is a new version and each state keeps the version it began at, so a
+//! sample can be placed (then, or later and in parallel) in the processes as they were at its
+//! time.
+//!
+//! COMM names threads, FORK copies the parent's mappings and name, MMAP/MMAP2 add executable
+//! mappings (replacing what they overlap; an exec keeps the old ones until then, as perf
+//! does: samples taken inside execve still have the old image's user stack).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
+
+use super::{MapId, Mapping, Recording};
+
+/// The executable mappings of one process.
+#[derive(Default, Clone)]
+pub(super) struct Process {
+    /// start -> mapping, for the executable mappings currently in place.
+    maps: BTreeMap<u64, MapId>,
+}
+
+impl Process {
+    pub(super) fn find(&self, addr: u64, mappings: &[Mapping]) -> Option<MapId> {
+        let (_, &id) = self.maps.range(..=addr).next_back()?;
+        (addr < mappings[id as usize].end).then_some(id)
+    }
+
+    /// Adds a mapping; the ones starting inside it are replaced.
+    fn insert(&mut self, id: MapId, m: &Mapping) {
+        let inside: Vec<u64> = self.maps.range(m.start..m.end).map(|(&s, _)| s).collect();
+        for s in inside {
+            self.maps.remove(&s);
+        }
+        self.maps.insert(m.start, id);
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Timeline {
+    /// Changes so far: the version of "now".
+    pub(super) version: u64,
+    procs: HashMap<i32, Vec<(u64, Arc<Process>)>>,
+    comms: HashMap<i32, Vec<(u64, u32)>>,
+}
+
+/// The state of `history` at `version`.
+fn at<T>(history: &[(u64, T)], version: u64) -> Option<&T> {
+    let i = history.partition_point(|(v, _)| *v <= version);
+    history.get(i.checked_sub(1)?).map(|(_, t)| t)
+}
+
+impl Timeline {
+    /// Process `pid` as it was at `version`.
+    pub(super) fn process(&self, pid: i32, version: u64) -> Option<&Process> {
+        at(self.procs.get(&pid)?, version).map(|p| &**p)
+    }
+
+    /// The name (comm id) of thread `tid`, else of its process `pid`, at `version`.
+    pub(super) fn comm(&self, tid: i32, pid: i32, version: u64) -> Option<u32> {
+        let of = |t: i32| at(self.comms.get(&t)?, version).copied();
+        of(tid).or_else(|| of(pid))
+    }
+
+    fn latest(&self, pid: i32) -> Option<Arc<Process>> {
+        self.procs.get(&pid)?.last().map(|(_, p)| p.clone())
+    }
+
+    fn set_process(&mut self, pid: i32, p: Arc<Process>) {
+        self.version += 1;
+        self.procs.entry(pid).or_default().push((self.version, p));
+    }
+
+    fn set_comm(&mut self, tid: i32, comm: u32) {
+        self.version += 1;
+        self.comms
+            .entry(tid)
+            .or_default()
+            .push((self.version, comm));
+    }
+
+    /// Applies a side-band record (names interned into `rec.comms` by `intern`; mappings and
+    /// lost counts go to `rec`). Other records are left alone.
+    pub(super) fn replay(
+        &mut self,
+        rec: &mut Recording,
+        intern: &mut dyn FnMut(&mut Recording, &str) -> u32,
+        record: &EventRecord,
+    ) {
+        match record {
+            EventRecord::Comm(c) => {
+                let id = intern(rec, &String::from_utf8_lossy(&c.name.as_slice()));
+                self.set_comm(c.tid, id);
+            }
+            EventRecord::Fork(f) => {
+                if f.pid != f.ppid {
+                    let parent = self.latest(f.ppid).unwrap_or_default();
+                    self.set_process(f.pid, parent);
+                }
+                if !self.comms.contains_key(&f.tid) {
+                    if let Some(c) = self.comm(f.ptid, f.ptid, self.version) {
+                        self.set_comm(f.tid, c);
+                    }
+                }
+            }
+            EventRecord::Mmap(m) => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.map(rec, m.pid, m.address, m.length, m.page_offset, path, None);
+            }
+            EventRecord::Mmap2(m) if m.protection & 4 != 0 || m.cpu_mode == CpuMode::Kernel => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                let build_id = match &m.file_id {
+                    Mmap2FileId::BuildId(b) => Some(b.clone()),
+                    _ => None,
+                };
+                self.map(
+                    rec,
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.page_offset,
+                    path,
+                    build_id,
+                );
+            }
+            EventRecord::Lost(l) => rec.lost += l.count,
+            _ => {}
+        }
+    }
+
+    /// Adds an executable mapping to process `pid`.
+    #[allow(clippy::too_many_arguments)]
+    fn map(
+        &mut self,
+        rec: &mut Recording,
+        pid: i32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        build_id: Option<Vec<u8>>,
+    ) {
+        if len == 0 {
+            return;
+        }
+        let m = Mapping {
+            pid,
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path,
+            build_id,
+        };
+        let id = rec.mappings.len() as MapId;
+        let mut p = self.latest(pid).map(|p| (*p).clone()).unwrap_or_default();
+        p.insert(id, &m);
+        self.set_process(pid, Arc::new(p));
+        rec.mappings.push(m);
+    }
+
+    /// Each process's mappings at the end, into `rec.process_maps`.
+    pub(super) fn finish(&self, rec: &mut Recording) {
+        for (&pid, history) in &self.procs {
+            if let Some((_, p)) = history.last() {
+                rec.process_maps
+                    .insert(pid, p.maps.values().copied().collect());
+            }
+        }
+    }
+}
