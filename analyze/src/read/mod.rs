@@ -285,18 +285,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
                         continue;
                     }
                 }
-                let mut kernel = Vec::with_capacity(chain.len());
-                let mut user_addrs = Vec::with_capacity(chain.len());
-                let mut in_kernel = starts_in_kernel;
-                for &a in &chain {
-                    match a {
-                        KERNEL_MARK => in_kernel = true,
-                        USER_MARK => in_kernel = false,
-                        a if a >= format::callchain::MAX_CONTEXT => {}
-                        a if in_kernel => kernel.push(a),
-                        a => user_addrs.push(a),
-                    }
-                }
+                let (kernel, user_addrs) = split_callchain(&chain, starts_in_kernel);
                 let proc_ = timeline.process(pid, version);
                 let user = user_addrs
                     .iter()
