@@ -152,11 +152,16 @@ fn info_reads_a_killed_perf_recording_that_perf_ignores() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let _ = Command::new("pkill")
-        .args(["-KILL", "-P", &perf.id().to_string()])
-        .status();
+    // perf first: killing its workload first lets perf see it exit and finish the file.
+    let children = Command::new("pgrep")
+        .args(["-P", &perf.id().to_string()])
+        .output()
+        .unwrap();
     perf.kill().unwrap();
     perf.wait().unwrap();
+    for pid in String::from_utf8_lossy(&children.stdout).split_whitespace() {
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    }
     let header = std::fs::read(&file).unwrap();
     assert_eq!(
         &header[48..56],
