@@ -38,6 +38,7 @@ pub mod pipeline;
 pub mod read;
 pub mod resolve;
 pub mod symbolize;
+pub mod timing;
 pub mod unwind;
 pub mod wakeups;
 

@@ -122,6 +122,7 @@ enum Command {
 fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
     let timing = std::env::var_os("BPFPERF_TIMING").is_some();
     let t0 = std::time::Instant::now();
+    analyze::timing::mark("start");
     let loader = Loader::new();
     // Kernel symbols take tens of milliseconds to read, and reading the file keeps one CPU
     // busy: read them meanwhile (a recording without kernel frames loses nothing but that).
@@ -216,6 +217,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let lines = !folded && keys.contains(&output::report::SortKey::Srcline);
             let p = profile(&select, lines)?;
+            analyze::timing::mark("aggregate");
             let mut out = std::io::BufWriter::new(stdout);
             if folded {
                 for line in output::folded::folded(&p, kernel_annotate) {
@@ -225,6 +227,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 write!(out, "{}", output::report::report(&p, &keys))?;
             }
             out.flush()?;
+            analyze::timing::mark("output");
             std::mem::forget(p);
         }
         Command::Script { select } => {

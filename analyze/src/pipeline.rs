@@ -338,6 +338,7 @@ fn kernel_symbols(
 /// Reads nothing: turns the samples of `rec` that `o` selects into symbolized stacks.
 pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbolized, Error> {
     let (samples, label) = select(rec, o)?;
+    crate::timing::mark("select");
     let mut stats = Stats {
         samples: samples.iter().map(|(s, _)| s.count).sum(),
         ..Default::default()
@@ -350,6 +351,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     } else {
         group_identical(samples)
     };
+    crate::timing::mark("group");
     let bar = progress_bar(o, samples.len() as u64);
     if let Some(b) = &bar {
         b.set_message("unwinding");
@@ -370,6 +372,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
             })
             .collect()
     };
+    crate::timing::mark("unwind");
     for st in &stacks {
         if let Some(end) = st.end {
             stats.dwarf_samples += 1;
@@ -385,6 +388,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
         .par_iter()
         .map(|s| s.user.iter().map(|l| resolver.resolve(l)).collect())
         .collect();
+    crate::timing::mark("resolve");
 
     // Unique addresses per file, and unique kernel lookup addresses.
     let files = resolver.files();
@@ -406,31 +410,13 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     };
     kernel_addrs.par_sort_unstable();
     kernel_addrs.dedup();
+    crate::timing::mark("unique addresses");
 
     if let Some(b) = &bar {
         b.set_message("symbolizing");
     }
-    // The DWARF sections of every file, inflated in parallel: libc's debug info alone would
-    // otherwise be the longest job of the stage.
-    let dwarf_source = |f: usize| match &files[f].source {
-        Some(Source::Elf { elf, debug }) if !per_file[f].is_empty() => {
-            symbolize::dwarf_file(elf, debug.as_deref(), o.inline, o.lines)
-        }
-        _ => None,
-    };
-    let dwarf_jobs: Vec<(usize, addr2line::gimli::SectionId)> = (0..files.len())
-        .filter(|&f| dwarf_source(f).is_some())
-        .flat_map(|f| symbolize::DWARF_SECTIONS.iter().map(move |&id| (f, id)))
-        .collect();
-    let inflated: Vec<std::borrow::Cow<[u8]>> = dwarf_jobs
-        .par_iter()
-        .map(|&(f, id)| symbolize::load_section(dwarf_source(f).expect("filtered"), id))
-        .collect();
-    let mut dwarf: Vec<Vec<(addr2line::gimli::SectionId, std::borrow::Cow<[u8]>)>> =
-        (0..files.len()).map(|_| Vec::new()).collect();
-    for ((f, id), bytes) in dwarf_jobs.into_iter().zip(inflated) {
-        dwarf[f].push((id, bytes));
-    }
+    // Files in parallel, each loading its symbols and DWARF in parallel too (libc's DWARF
+    // is the longest single job of the stage).
     let (file_infos, (kernel_infos, kernel_warning)) = rayon::join(
         || {
             per_file
@@ -444,7 +430,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
                             debug.as_deref(),
                             &file.dso,
                             addrs,
-                            &dwarf[f],
+                            symbolize::dwarf_file(elf, debug.as_deref(), o.inline, o.lines),
                             o.inline,
                         ),
                         Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),
@@ -477,6 +463,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     );
     stats.warnings.extend(loader.problems());
     stats.warnings.extend(kernel_warning);
+    crate::timing::mark("symbolize files + kernel");
 
     // One table of frames: ids given in file order, then address order (deterministic).
     let mut out = Symbolized {
@@ -525,6 +512,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
         }
     }
     let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
+    crate::timing::mark("intern frames");
 
     if let Some(b) = &bar {
         b.set_message("stacks");
@@ -608,6 +596,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
         stats.unknown_frames += u * count;
         out.stacks.push(st);
     }
+    crate::timing::mark("stacks");
     if let Some(b) = bar {
         b.finish_and_clear();
     }

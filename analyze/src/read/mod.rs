@@ -201,6 +201,7 @@ fn stack_copy(
 
 fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
     let mut reader = PerfFileReader::open(path)?;
+    crate::timing::mark("read: open");
     let mut rec = Recording {
         notes: reader.notes().to_vec(),
         ..Default::default()

@@ -196,6 +196,7 @@ pub(super) fn read(
     let Some(recs) = walk(bytes) else {
         return false;
     };
+    crate::timing::mark("read: walk headers");
     // Time and attr of each record with a kernel-defined type.
     let timed: Option<Vec<(u64, usize, u32, u32)>> = recs
         .par_iter()
@@ -214,6 +215,7 @@ pub(super) fn read(
         return false;
     };
     timed.par_sort_unstable_by_key(|&(time, at, _, _)| (time, at));
+    crate::timing::mark("read: time + sort");
 
     // The timeline, in time order; samples remember its version.
     let mut timeline = Timeline::default();
@@ -234,6 +236,7 @@ pub(super) fn read(
             timeline.replay(rec, intern, &parsed);
         }
     }
+    crate::timing::mark("read: timeline");
 
     // Samples parsed in place, in parallel.
     let parsed: Vec<Option<Parsed>> = samples
@@ -275,6 +278,7 @@ pub(super) fn read(
                 .map_or(0, Parsed::key_hash)
         })
         .collect();
+    crate::timing::mark("read: parse samples + hash");
 
     // Identical samples merge into their first, in time order (as the sequential path does).
     let mut first: FxHashMap<u64, usize> = FxHashMap::default();
@@ -294,6 +298,7 @@ pub(super) fn read(
         }
         kept.push((i, 1, p.period));
     }
+    crate::timing::mark("read: merge");
 
     let (timeline, mappings) = (&timeline, &rec.mappings);
     rec.samples = kept
@@ -327,6 +332,7 @@ pub(super) fn read(
             }
         })
         .collect();
+    crate::timing::mark("read: place samples");
     timeline.finish(rec);
     true
 }

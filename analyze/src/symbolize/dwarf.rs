@@ -1,0 +1,473 @@
+//! DWARF for inline frames and source lines, loaded only as far as the lookups need.
+//!
+//! Debian's libc debug file holds 4,000 compilation units (6 MB of `.debug_info`, compressed
+//! on disk); a profile looks up a dozen addresses there. Where `.debug_aranges` names the
+//! units that hold the lookups, only those units are parsed (one addr2line context each) and
+//! `.debug_info` is inflated only as far as the last of them. Otherwise (no aranges, an
+//! address they do not cover, a unit whose entries may point into other units) the whole
+//! file is parsed in one context.
+
+use std::borrow::Cow;
+
+use addr2line::gimli::{self, Reader as _};
+use object::{Object, ObjectSection};
+use rayon::prelude::*;
+
+use crate::loader::ElfData;
+
+/// The DWARF sections addr2line reads for inline frames and lines, besides `.debug_info`.
+/// The others stay unloaded (debug files compress them: inflating location lists and macros
+/// cost a tenth of a report).
+const SECTIONS: [gimli::SectionId; 9] = {
+    use gimli::SectionId::*;
+    [
+        DebugAbbrev,
+        DebugAddr,
+        DebugAranges,
+        DebugLine,
+        DebugLineStr,
+        DebugRanges,
+        DebugRngLists,
+        DebugStr,
+        DebugStrOffsets,
+    ]
+};
+
+type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
+
+/// One file's DWARF sections, inflated as far as its lookups need.
+pub struct Loaded<'a> {
+    sections: Vec<(gimli::SectionId, Cow<'a, [u8]>)>,
+    info: Cow<'a, [u8]>,
+    /// The units to parse alone, or `None` for the whole file.
+    units: Option<Vec<Unit>>,
+}
+
+/// A compilation unit that holds lookups: where it lies in `.debug_info`, and the address
+/// ranges `.debug_aranges` gives it.
+struct Unit {
+    at: usize,
+    len: usize,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl<'a> Loaded<'a> {
+    /// Loads the DWARF of `file` that looking up `svmas` needs.
+    pub fn load(file: &'a ElfData, svmas: &[u64]) -> Option<Loaded<'a>> {
+        Loaded::load_units(file, Some(svmas))
+    }
+
+    /// All of the DWARF of `file`, whatever the lookups (tests compare the two).
+    #[cfg(test)]
+    fn load_whole(file: &'a ElfData) -> Option<Loaded<'a>> {
+        Loaded::load_units(file, None)
+    }
+
+    fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
+        let obj = object::File::parse(&*file.bytes).ok()?;
+        let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
+        let mut units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
+        let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
+        let (_, mut sections) = rayon::join(
+            || match &mut units {
+                Some(units) => {
+                    // Each unit's length is in its header: inflate up to the last header,
+                    // then up to the last unit's end.
+                    let last = units.iter().map(|u| u.at).max().unwrap_or(0);
+                    info.inflate_to(last + 12);
+                    for u in units.iter_mut() {
+                        u.len = unit_length(info.bytes(), u.at).unwrap_or(0);
+                    }
+                    let end = units.iter().map(|u| u.at + u.len).max().unwrap_or(0);
+                    info.inflate_to(end);
+                }
+                None => info.inflate_to(usize::MAX),
+            },
+            || {
+                SECTIONS
+                    .par_iter()
+                    .filter(|&&id| id != gimli::SectionId::DebugAranges)
+                    .map(|&id| (id, Section::open(&obj, id).full()))
+                    .collect::<Vec<_>>()
+            },
+        );
+        sections.push((gimli::SectionId::DebugAranges, aranges));
+        // A unit may refer to entries of units left out: then parse the whole file.
+        let abbrev = sections
+            .iter()
+            .find(|(id, _)| *id == gimli::SectionId::DebugAbbrev)
+            .map_or(&[][..], |(_, b)| &b[..]);
+        let narrow_ok = units.as_ref().is_some_and(|units| {
+            units.iter().all(|u| {
+                let bytes = info.bytes().get(u.at..u.at + u.len).unwrap_or(&[]);
+                u.len > 0 && abbrev_offset(bytes).is_some_and(|o| !refers_outside(abbrev, o))
+            })
+        });
+        if !narrow_ok {
+            units = None;
+            info.inflate_to(usize::MAX);
+        }
+        Some(Loaded {
+            sections,
+            info: info.into_bytes(),
+            units,
+        })
+    }
+
+    fn section(&self, id: gimli::SectionId) -> &[u8] {
+        if id == gimli::SectionId::DebugInfo {
+            return &self.info;
+        }
+        self.sections
+            .iter()
+            .find(|(have, _)| *have == id)
+            .map_or(&[][..], |(_, bytes)| &bytes[..])
+    }
+
+    /// How many compilation units are parsed alone (`None`: the whole file).
+    #[cfg(test)]
+    fn narrowed_units(&self) -> Option<usize> {
+        self.units.as_ref().map(Vec::len)
+    }
+}
+
+/// Looks up inline frames and lines in a [`Loaded`] file.
+pub struct Frames<'s> {
+    contexts: Vec<addr2line::Context<Slice<'s>>>,
+    /// (start, end, context) sorted by start; empty when one context covers everything.
+    ranges: Vec<(u64, u64, usize)>,
+}
+
+/// A frame at an address: the function's name (raw, as DWARF spells it) and `file:line`.
+pub struct Frame {
+    pub name: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+impl<'s> Frames<'s> {
+    pub fn new(loaded: &'s Loaded<'_>) -> Option<Frames<'s>> {
+        // A unit alone: offsets in .debug_info start at it, so the context finds the unit's
+        // ranges in the unit itself rather than in .debug_aranges.
+        let context = |info: &'s [u8], alone: bool| {
+            let sections = gimli::DwarfSections::load(|id| -> Result<&[u8], gimli::Error> {
+                Ok(match id {
+                    gimli::SectionId::DebugInfo => info,
+                    gimli::SectionId::DebugAranges if alone => &[],
+                    id => loaded.section(id),
+                })
+            })
+            .ok()?;
+            addr2line::Context::from_dwarf(
+                sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian)),
+            )
+            .ok()
+        };
+        match &loaded.units {
+            None => Some(Frames {
+                contexts: vec![context(&loaded.info, false)?],
+                ranges: Vec::new(),
+            }),
+            Some(units) => {
+                let mut contexts = Vec::new();
+                let mut ranges = Vec::new();
+                for u in units {
+                    let Some(c) = context(&loaded.info[u.at..u.at + u.len], true) else {
+                        continue;
+                    };
+                    ranges.extend(u.ranges.iter().map(|&(s, e)| (s, e, contexts.len())));
+                    contexts.push(c);
+                }
+                ranges.sort_unstable();
+                Some(Frames { contexts, ranges })
+            }
+        }
+    }
+
+    /// The frames at `svma`, innermost (inlined) first, the real function last.
+    pub fn find(&self, svma: u64) -> Vec<Frame> {
+        let context = if self.ranges.is_empty() {
+            self.contexts.first()
+        } else {
+            let i = self.ranges.partition_point(|r| r.0 <= svma);
+            i.checked_sub(1)
+                .map(|i| self.ranges[i])
+                .filter(|r| svma < r.1)
+                .and_then(|r| self.contexts.get(r.2))
+        };
+        let mut out = Vec::new();
+        let Some(Ok(mut iter)) = context.map(|c| c.find_frames(svma).skip_all_loads()) else {
+            return out;
+        };
+        while let Ok(Some(f)) = iter.next() {
+            out.push(Frame {
+                name: f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.raw_name().ok())
+                    .map(|n| n.into_owned()),
+                file: f.location.as_ref().and_then(|l| l.file.map(str::to_string)),
+                line: f.location.as_ref().and_then(|l| l.line),
+            });
+        }
+        out
+    }
+}
+
+/// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,
+/// with all their ranges; `None` if there are no aranges or one address is not covered.
+fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
+    let mut all: Vec<(u64, u64, usize)> = Vec::new();
+    let mut headers = gimli::DebugAranges::new(aranges, gimli::LittleEndian).headers();
+    while let Ok(Some(h)) = headers.next() {
+        let at = h.debug_info_offset().0;
+        let mut entries = h.entries();
+        while let Ok(Some(e)) = entries.next() {
+            let r = e.range();
+            if r.begin < r.end {
+                all.push((r.begin, r.end, at));
+            }
+        }
+    }
+    if all.is_empty() {
+        return None;
+    }
+    all.sort_unstable();
+    let mut wanted: Vec<usize> = Vec::new();
+    for &svma in svmas {
+        let i = all.partition_point(|r| r.0 <= svma).checked_sub(1)?;
+        let (_, end, at) = all[i];
+        if svma >= end {
+            return None;
+        }
+        wanted.push(at);
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    Some(
+        wanted
+            .iter()
+            .map(|&at| Unit {
+                at,
+                len: 0,
+                ranges: all
+                    .iter()
+                    .filter(|r| r.2 == at)
+                    .map(|r| (r.0, r.1))
+                    .collect(),
+            })
+            .collect(),
+    )
+}
+
+/// The length (header included) of the unit at `at` of `.debug_info`.
+fn unit_length(info: &[u8], at: usize) -> Option<usize> {
+    let mut r = Slice::new(info.get(at..)?, gimli::LittleEndian);
+    let (len, format) = r.read_initial_length().ok()?;
+    Some(len + format.initial_length_size() as usize)
+}
+
+/// The `.debug_abbrev` offset in the header of `unit`.
+fn abbrev_offset(unit: &[u8]) -> Option<usize> {
+    let mut units = gimli::DebugInfo::new(unit, gimli::LittleEndian).units();
+    let header = units.next().ok()??;
+    Some(header.debug_abbrev_offset().0)
+}
+
+/// Whether the abbreviation table at `at` has forms that may point outside their unit
+/// (`DW_FORM_ref_addr`, as dwz and LTO write; `DW_FORM_indirect`, which could be anything).
+/// A table that does not parse counts as pointing outside.
+fn refers_outside(abbrev: &[u8], at: usize) -> bool {
+    let Some(bytes) = abbrev.get(at..) else {
+        return true;
+    };
+    let mut r = Slice::new(bytes, gimli::LittleEndian);
+    let mut parse = || -> gimli::Result<bool> {
+        while r.read_uleb128()? != 0 {
+            r.read_uleb128()?; // tag
+            r.read_u8()?; // children
+            loop {
+                let (name, form) = (r.read_uleb128()?, r.read_uleb128()?);
+                match gimli::DwForm(form as u16) {
+                    _ if name == 0 && form == 0 => break,
+                    gimli::DW_FORM_ref_addr | gimli::DW_FORM_indirect => return Ok(true),
+                    gimli::DW_FORM_implicit_const => {
+                        r.read_sleb128()?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(false)
+    };
+    parse().unwrap_or(true)
+}
+
+/// A section of the file, inflated (if compressed with zlib) only as far as asked.
+enum Section<'a> {
+    Ready(Cow<'a, [u8]>),
+    Zlib {
+        input: &'a [u8],
+        inflater: flate2::Decompress,
+        out: Vec<u8>,
+        size: usize,
+    },
+}
+
+impl<'a> Section<'a> {
+    fn open(obj: &object::File<'a>, id: gimli::SectionId) -> Section<'a> {
+        let Some(section) = obj.section_by_name(id.name()) else {
+            return Section::Ready(Cow::Borrowed(&[]));
+        };
+        match section.compressed_data() {
+            Ok(c) if c.format == object::CompressionFormat::Zlib => Section::Zlib {
+                input: c.data,
+                inflater: flate2::Decompress::new(true),
+                out: Vec::new(),
+                size: c.uncompressed_size as usize,
+            },
+            _ => Section::Ready(
+                section
+                    .uncompressed_data()
+                    .unwrap_or(Cow::Borrowed(&[][..])),
+            ),
+        }
+    }
+
+    /// Inflates the first `len` bytes (or all there are).
+    fn inflate_to(&mut self, len: usize) {
+        const STEP: usize = 256 << 10;
+        let Section::Zlib {
+            input,
+            inflater,
+            out,
+            size,
+        } = self
+        else {
+            return;
+        };
+        let want = len.min(*size);
+        while out.len() < want {
+            out.reserve_exact((want - out.len()).max(STEP).min(*size - out.len()));
+            let consumed = inflater.total_in() as usize;
+            let before = out.len();
+            let status = inflater.decompress_vec(
+                input.get(consumed..).unwrap_or(&[]),
+                out,
+                flate2::FlushDecompress::None,
+            );
+            if !matches!(status, Ok(flate2::Status::Ok)) || out.len() == before {
+                break;
+            }
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Section::Ready(b) => b,
+            Section::Zlib { out, .. } => out,
+        }
+    }
+
+    fn full(mut self) -> Cow<'a, [u8]> {
+        self.inflate_to(usize::MAX);
+        self.into_bytes()
+    }
+
+    fn into_bytes(self) -> Cow<'a, [u8]> {
+        match self {
+            Section::Ready(b) => b,
+            Section::Zlib { out, .. } => Cow::Owned(out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object::ObjectSymbol;
+
+    /// libc's debug file (libc6-dbg): thousands of units, with .debug_aranges.
+    fn libc_debug() -> Option<std::sync::Arc<ElfData>> {
+        let loader = crate::loader::Loader::new();
+        let libc = loader.elf("/usr/lib/x86_64-linux-gnu/libc.so.6", None)?;
+        let debug = loader.debug_file(&libc);
+        assert!(
+            debug.is_some() || std::env::var_os("CI").is_none(),
+            "libc6-dbg is missing (scripts/setup installs it)"
+        );
+        debug
+    }
+
+    #[test]
+    fn narrowed_units_give_what_the_whole_file_gives() {
+        let Some(debug) = libc_debug() else {
+            eprintln!("skipped: no libc debug file");
+            return;
+        };
+        // Every 200th function of libc, a few bytes in.
+        let obj = object::File::parse(&*debug.bytes).unwrap();
+        let mut funcs: Vec<(u64, String)> = obj
+            .symbols()
+            .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 8)
+            .map(|s| (s.address() + 4, s.name().unwrap_or("").to_string()))
+            .collect();
+        funcs.sort();
+        funcs.dedup_by_key(|f| f.0);
+        let svmas: Vec<u64> = funcs.iter().step_by(200).map(|f| f.0).collect();
+        assert!(svmas.len() >= 10, "{} functions", funcs.len());
+
+        let narrow = Loaded::load(&debug, &svmas).unwrap();
+        let whole = Loaded::load_whole(&debug).unwrap();
+        let units = narrow
+            .narrowed_units()
+            .expect("libc's aranges cover its functions");
+        assert!(
+            units <= svmas.len(),
+            "{units} units for {} lookups",
+            svmas.len()
+        );
+        assert!(narrow.info.len() <= whole.info.len());
+        let (narrow, whole) = (Frames::new(&narrow).unwrap(), Frames::new(&whole).unwrap());
+        let show = |frames: Vec<Frame>| -> Vec<String> {
+            frames
+                .iter()
+                .map(|f| format!("{:?} {:?}:{:?}", f.name, f.file, f.line))
+                .collect()
+        };
+        let mut named = 0;
+        for &svma in &svmas {
+            let n = show(narrow.find(svma));
+            assert_eq!(n, show(whole.find(svma)), "at {svma:#x}");
+            named += n.iter().any(|f| f.starts_with("Some(")) as usize;
+        }
+        assert!(
+            named * 10 >= svmas.len() * 9,
+            "{named} of {} named",
+            svmas.len()
+        );
+    }
+
+    #[test]
+    fn a_lookup_outside_the_aranges_loads_the_whole_file() {
+        let Some(debug) = libc_debug() else {
+            eprintln!("skipped: no libc debug file");
+            return;
+        };
+        let loaded = Loaded::load(&debug, &[1]).unwrap();
+        assert_eq!(loaded.narrowed_units(), None);
+    }
+
+    #[test]
+    fn abbreviations_with_cross_unit_references_are_noticed() {
+        // code 1, DW_TAG_compile_unit, children, (DW_AT_name, DW_FORM_string), end; end.
+        let local = [1, 0x11, 1, 0x03, 0x08, 0, 0, 0];
+        assert!(!refers_outside(&local, 0));
+        // code 1, DW_TAG_subprogram, no children, (DW_AT_abstract_origin, DW_FORM_ref_addr).
+        let cross = [1, 0x2e, 0, 0x31, 0x10, 0, 0, 0];
+        assert!(refers_outside(&cross, 0));
+        // Truncated: counts as referring outside.
+        assert!(refers_outside(&local[..3], 0));
+        assert!(refers_outside(&local, 100));
+    }
+}

@@ -1,0 +1,141 @@
+//! Function names from ELF symbol tables, picked among aliases as perf picks them, and
+//! `name@plt` entries synthesized as perf does.
+
+use object::{elf, Object, ObjectSection, ObjectSymbol, SymbolFlags, SymbolSection};
+
+use super::demangle;
+use crate::loader::ElfData;
+
+/// A function symbol table, sorted by start.
+pub(super) struct SymbolTable {
+    /// (start, end, name); `end == start` where the size is unknown (then it runs to the next).
+    pub(super) syms: Vec<(u64, u64, String)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Binding {
+    Local,
+    Weak,
+    Global,
+}
+
+impl SymbolTable {
+    /// `.symtab` if the file has function symbols there, else `.dynsym`.
+    pub(super) fn of(elf: &ElfData) -> Option<SymbolTable> {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
+        // perf's choice of symbols: functions (FUNC, GNU_IFUNC) and labels (NOTYPE, defined
+        // in a section, not hidden or internal), named, defined.
+        let collect = |dynamic: bool| {
+            let mut raw: Vec<(u64, u64, Binding, &str)> = Vec::new();
+            let iter: Box<dyn Iterator<Item = object::Symbol<'_, '_>>> = if dynamic {
+                Box::new(obj.dynamic_symbols())
+            } else {
+                Box::new(obj.symbols())
+            };
+            for s in iter {
+                let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
+                    continue;
+                };
+                let wanted = match st_info.st_type() {
+                    elf::STT_FUNC | elf::STT_GNU_IFUNC => true,
+                    elf::STT_NOTYPE => {
+                        matches!(s.section(), SymbolSection::Section(_))
+                            && !matches!(st_other.visibility(), elf::STV_HIDDEN | elf::STV_INTERNAL)
+                    }
+                    _ => false,
+                };
+                if !wanted || s.is_undefined() || s.address() == 0 {
+                    continue;
+                }
+                let Ok(name) = s.name() else { continue };
+                if name.is_empty() {
+                    continue;
+                }
+                let binding = match st_info.st_bind() {
+                    elf::STB_WEAK => Binding::Weak,
+                    elf::STB_GLOBAL | elf::STB_GNU_UNIQUE => Binding::Global,
+                    _ => Binding::Local,
+                };
+                raw.push((s.address(), s.size(), binding, name));
+            }
+            raw
+        };
+        let mut raw = collect(false);
+        if raw.is_empty() {
+            raw = collect(true);
+        }
+        if raw.is_empty() {
+            return None;
+        }
+        // Aliases at one address: keep the one perf keeps (sized, not weak, global, fewer
+        // leading underscores, longer name, first in the table).
+        let rank = |s: &(u64, u64, Binding, &str)| {
+            (
+                s.1 > 0,
+                s.2 != Binding::Weak,
+                s.2 == Binding::Global,
+                std::cmp::Reverse(s.3.len() - s.3.trim_start_matches('_').len()),
+                s.3.len(),
+            )
+        };
+        // A stable sort: ties keep table order.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| rank(b).cmp(&rank(a))));
+        raw.dedup_by_key(|s| s.0);
+        Some(SymbolTable {
+            syms: raw
+                .into_iter()
+                .map(|(start, size, _, name)| (start, start + size, demangle(name)))
+                .collect(),
+        })
+    }
+
+    /// Symbols for the PLT entries of `elf` (`name@plt`, as perf synthesizes them): entry `i`
+    /// of `.plt` (after its 16-byte header), or of `.plt.sec` where there is one, jumps
+    /// through relocation `i` of `.rela.plt`, named by its dynamic symbol (empty for
+    /// IRELATIVE). x86-64 entries are 16 bytes.
+    pub(super) fn plt(elf: &ElfData) -> Vec<(u64, u64, String)> {
+        const ENTRY: u64 = 16;
+        let Ok(obj) = object::File::parse(&*elf.bytes) else {
+            return Vec::new();
+        };
+        let (Some(plt), Some(rela)) = (
+            obj.section_by_name(".plt"),
+            obj.section_by_name(".rela.plt"),
+        ) else {
+            return Vec::new();
+        };
+        let first = match obj.section_by_name(".plt.sec") {
+            Some(sec) => sec.address(),
+            None => plt.address() + ENTRY,
+        };
+        let Ok(data) = rela.data() else {
+            return Vec::new();
+        };
+        let dynsym = obj.dynamic_symbol_table();
+        data.chunks_exact(24)
+            .enumerate()
+            .map(|(i, r)| {
+                let info = u64::from_le_bytes(r[8..16].try_into().unwrap());
+                let index = (info >> 32) as usize;
+                let name = dynsym
+                    .as_ref()
+                    .filter(|_| index != 0)
+                    .and_then(|t| {
+                        object::ObjectSymbolTable::symbol_by_index(t, object::SymbolIndex(index))
+                            .ok()
+                    })
+                    .and_then(|s| s.name().ok())
+                    .map(demangle)
+                    .unwrap_or_default();
+                let start = first + i as u64 * ENTRY;
+                (start, start + ENTRY, format!("{name}@plt"))
+            })
+            .collect()
+    }
+
+    pub(super) fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
+        let (start, end, name) = &self.syms[i];
+        (end == start || svma < *end).then_some((name.as_str(), *start))
+    }
+}
