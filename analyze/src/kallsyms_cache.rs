@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 
-use crate::loader::Kallsyms;
+use crate::loader::{Bytes, Kallsyms};
 
 const MAGIC: &[u8; 8] = b"BPKSYMS1";
 
@@ -42,11 +42,14 @@ fn validity() -> Option<u64> {
     Some(h.finish())
 }
 
-/// The cached symbols, if valid for the running kernel.
+/// The cached symbols, if valid for the running kernel: the file memory-mapped as it is.
 pub fn load() -> Option<Kallsyms> {
     let key = validity()?;
-    let bytes = std::fs::read(dir()?.join("kallsyms")).ok()?;
-    decode(&bytes, key)
+    let file = std::fs::File::open(dir()?.join("kallsyms")).ok()?;
+    // SAFETY: the file is the user's own (0600 in a 0700 directory) and only ever replaced
+    // by rename, never written in place, so the mapping does not change under us.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    decode(Bytes::Mapped(map), key)
 }
 
 /// Caches `k` for the running kernel. Failing to write is not an error (the cache only
@@ -77,43 +80,20 @@ pub fn store(k: &Kallsyms) {
 }
 
 fn encode(k: &Kallsyms, key: u64) -> Vec<u8> {
-    let (syms, names) = k.parts();
-    let mut b = Vec::with_capacity(32 + syms.len() * 16 + names.len());
+    let table = k.table();
+    let mut b = Vec::with_capacity(16 + table.len());
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&key.to_le_bytes());
-    b.extend_from_slice(&(syms.len() as u64).to_le_bytes());
-    b.extend_from_slice(&(names.len() as u64).to_le_bytes());
-    for &(addr, start, end) in syms {
-        b.extend_from_slice(&addr.to_le_bytes());
-        b.extend_from_slice(&start.to_le_bytes());
-        b.extend_from_slice(&end.to_le_bytes());
-    }
-    b.extend_from_slice(names.as_bytes());
+    b.extend_from_slice(table);
     b
 }
 
 /// Reads what [`encode`] wrote for `key`; `None` if it is not that, whole and consistent.
-fn decode(b: &[u8], key: u64) -> Option<Kallsyms> {
-    let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
-    if b.get(..8)? != MAGIC || u64_at(8)? != key {
+fn decode(b: Bytes, key: u64) -> Option<Kallsyms> {
+    if b.get(..8)? != MAGIC || b.get(8..16)? != key.to_le_bytes() {
         return None;
     }
-    let (n, names_len) = (u64_at(16)? as usize, u64_at(24)? as usize);
-    let table = b.get(32..32usize.checked_add(n.checked_mul(16)?)?)?;
-    let names = std::str::from_utf8(b.get(32 + n * 16..)?).ok()?;
-    if names.len() != names_len {
-        return None;
-    }
-    let syms = table
-        .chunks_exact(16)
-        .map(|c| {
-            let addr = u64::from_le_bytes(c[..8].try_into().unwrap());
-            let start = u32::from_le_bytes(c[8..12].try_into().unwrap());
-            let end = u32::from_le_bytes(c[12..16].try_into().unwrap());
-            (addr, start, end)
-        })
-        .collect();
-    Kallsyms::from_parts(syms, names.to_string())
+    Kallsyms::from_table(b, 16)
 }
 
 #[cfg(test)]
@@ -128,6 +108,7 @@ mod tests {
         )
         .unwrap();
         let b = encode(&k, 7);
+        let decode = |b: &[u8], key| decode(Bytes::Owned(b.to_vec()), key);
         let back = decode(&b, 7).unwrap();
         assert_eq!(
             back.lookup(0xffffffff81000150),
@@ -142,7 +123,7 @@ mod tests {
         assert!(decode(&b, 8).is_none(), "another boot");
         assert!(decode(&b[..b.len() - 1], 7).is_none(), "cut short");
         let mut bad = b.clone();
-        bad[32 + 8] = 0xff; // a name range out of bounds
+        bad[16 + 16 + 8] = 0xff; // a name range out of bounds
         assert!(decode(&bad, 7).is_none(), "bad name range");
     }
 }

@@ -31,6 +31,7 @@
 pub mod aggregate;
 pub mod info;
 pub mod io;
+mod kallsyms;
 mod kallsyms_cache;
 pub mod loader;
 pub mod output;

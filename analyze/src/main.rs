@@ -128,7 +128,16 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
     // busy: read them meanwhile (a recording without kernel frames loses nothing but that).
     let rec = std::thread::scope(|scope| {
         if !select.user_only {
-            scope.spawn(|| loader.kallsyms());
+            scope.spawn(|| {
+                let t = std::time::Instant::now();
+                loader.kallsyms();
+                if timing {
+                    eprintln!(
+                        "analyze: kernel symbols {:.1} ms (beside reading)",
+                        t.elapsed().as_secs_f64() * 1e3
+                    );
+                }
+            });
         }
         // Per-sample output (script's times, wakeups matched by time) needs every sample.
         if addresses || select.event == "wakeup" {

@@ -1,0 +1,136 @@
+//! The running kernel's text symbols, in one flat table that is either built from
+//! /proc/kallsyms or memory-mapped from the cache ([`crate::kallsyms_cache`]) as it lies on
+//! disk: a cached table costs no parsing and no copy (reading it into memory was a tenth of
+//! a report's CPU, most of it the kernel zeroing fresh pages).
+//!
+//! Table layout, little-endian: symbol count `n` (u64), names length (u64), `n` entries
+//! (address u64, name start u32, name end u32) sorted by address, then the names.
+
+use crate::loader::Bytes;
+
+const HEADER: usize = 16;
+const ENTRY: usize = 16;
+
+/// Kernel text symbols of the running kernel (and its modules), sorted by address.
+pub struct Kallsyms {
+    bytes: Bytes,
+    /// Where the table starts in `bytes`.
+    at: usize,
+    n: usize,
+}
+
+impl Kallsyms {
+    /// The table at `at` of `bytes`; `None` unless it is whole, sorted and in bounds.
+    pub(crate) fn from_table(bytes: Bytes, at: usize) -> Option<Kallsyms> {
+        let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+        let n = usize::try_from(u64_at(at)?).ok()?;
+        let names_len = usize::try_from(u64_at(at + 8)?).ok()?;
+        let names_at = at.checked_add(HEADER)?.checked_add(n.checked_mul(ENTRY)?)?;
+        if n == 0 || bytes.len() != names_at.checked_add(names_len)? {
+            return None;
+        }
+        let k = Kallsyms { bytes, at, n };
+        let mut last = 0;
+        for i in 0..n {
+            let (addr, start, end) = k.entry(i);
+            if addr < last || start > end || end as usize > names_len {
+                return None;
+            }
+            last = addr;
+        }
+        Some(k)
+    }
+
+    /// Parses /proc/kallsyms text (kept: text symbols with an address).
+    pub(crate) fn parse(text: &str) -> Option<Kallsyms> {
+        let mut names = String::with_capacity(text.len() / 2);
+        let mut syms: Vec<(u64, u32, u32)> = Vec::with_capacity(text.len() / 40);
+        for l in text.lines() {
+            let mut f = l.split_ascii_whitespace();
+            let (Some(addr), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            if !matches!(kind, "T" | "t" | "W" | "w") {
+                continue;
+            }
+            // BPF programs and ftrace/kprobe trampolines come and go: not the kernel's code,
+            // and they would make a cached table wrong.
+            if f.next()
+                .is_some_and(|m| m == "[bpf]" || m.starts_with("[__builtin"))
+            {
+                continue;
+            }
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr != 0 {
+                let at = names.len() as u32;
+                names.push_str(name);
+                syms.push((addr, at, names.len() as u32));
+            }
+        }
+        if syms.is_empty() {
+            // All addresses zero: kptr_restrict hides them.
+            return None;
+        }
+        // Aliases at one address: perf keeps the last one listed (it gives each sizeless
+        // symbol the room up to the next one, then prefers the alias with room).
+        syms.sort_by_key(|s| s.0);
+        syms.reverse();
+        syms.dedup_by_key(|s| s.0);
+        syms.reverse();
+        let mut table = Vec::with_capacity(HEADER + syms.len() * ENTRY + names.len());
+        table.extend_from_slice(&(syms.len() as u64).to_le_bytes());
+        table.extend_from_slice(&(names.len() as u64).to_le_bytes());
+        for (addr, start, end) in syms {
+            table.extend_from_slice(&addr.to_le_bytes());
+            table.extend_from_slice(&start.to_le_bytes());
+            table.extend_from_slice(&end.to_le_bytes());
+        }
+        table.extend_from_slice(names.as_bytes());
+        Kallsyms::from_table(Bytes::Owned(table), 0)
+    }
+
+    /// The table as [`Kallsyms::from_table`] reads it (for the cache).
+    pub(crate) fn table(&self) -> &[u8] {
+        &self.bytes[self.at..]
+    }
+
+    fn entry(&self, i: usize) -> (u64, u32, u32) {
+        let e = &self.bytes[self.at + HEADER + i * ENTRY..][..ENTRY];
+        let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+        let start = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+        let end = u32::from_le_bytes(e[12..].try_into().expect("4 bytes"));
+        (addr, start, end)
+    }
+
+    /// The name of symbol `i` (`[unknown]` if the table holds no UTF-8 there).
+    fn name(&self, i: usize) -> &str {
+        let (_, start, end) = self.entry(i);
+        let names = &self.bytes[self.at + HEADER + self.n * ENTRY..];
+        std::str::from_utf8(&names[start as usize..end as usize])
+            .unwrap_or(crate::symbolize::UNKNOWN)
+    }
+
+    /// The address of the symbol `name`.
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        (0..self.n)
+            .find(|&i| self.name(i) == name)
+            .map(|i| self.entry(i).0)
+    }
+
+    /// The symbol containing `addr` and its start.
+    pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.entry(mid).0 <= addr {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let i = lo.checked_sub(1)?;
+        Some((self.name(i), self.entry(i).0))
+    }
+}
