@@ -104,18 +104,21 @@ impl Kallsyms {
         (addr, start, end)
     }
 
-    /// The name of symbol `i` (`[unknown]` if the table holds no UTF-8 there).
-    fn name(&self, i: usize) -> &str {
+    fn name_bytes(&self, i: usize) -> &[u8] {
         let (_, start, end) = self.entry(i);
         let names = &self.bytes[self.at + HEADER + self.n * ENTRY..];
-        std::str::from_utf8(&names[start as usize..end as usize])
-            .unwrap_or(crate::symbolize::UNKNOWN)
+        &names[start as usize..end as usize]
+    }
+
+    /// The name of symbol `i` (`[unknown]` if the table holds no UTF-8 there).
+    fn name(&self, i: usize) -> &str {
+        std::str::from_utf8(self.name_bytes(i)).unwrap_or(crate::symbolize::UNKNOWN)
     }
 
     /// The address of the symbol `name`.
     pub fn address_of(&self, name: &str) -> Option<u64> {
         (0..self.n)
-            .find(|&i| self.name(i) == name)
+            .find(|&i| self.name_bytes(i) == name.as_bytes())
             .map(|i| self.entry(i).0)
     }
 
