@@ -18,6 +18,7 @@ use format::PerfFileReader;
 use crate::unwind::dwarf::UserRegs;
 
 mod parallel;
+mod sample_head;
 mod timeline;
 
 use timeline::Timeline;

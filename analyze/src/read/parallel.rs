@@ -12,13 +12,14 @@ use std::hash::{Hash, Hasher};
 
 use format::linux_perf_data::linux_perf_event_reader::{
     get_record_id, get_record_identifier, get_record_timestamp, AttrFlags, CpuMode, Endianness,
-    EventRecord, RawData, RawDataU64, RawEventRecord, RecordIdParseInfo, RecordParseInfo,
-    RecordType, Regs, SampleFormat, SampleRecord,
+    EventRecord, RawData, RawEventRecord, RecordIdParseInfo, RecordParseInfo, RecordType,
+    SampleFormat, SampleRecord,
 };
 use format::linux_perf_data::PerfFile;
 use rayon::prelude::*;
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHasher;
 
+use super::sample_head::{self, Head};
 use super::timeline::Timeline;
 use super::{split_callchain, stack_copy, RawSample, Recording, UserFrame};
 
@@ -34,6 +35,7 @@ enum AttrOf {
 /// The file's events, as the parallel path needs them; `None` if it cannot take this file.
 struct Events {
     parse: Vec<RecordParseInfo>,
+    format: Vec<SampleFormat>,
     attr_of: AttrOf,
     by_id: HashMap<u64, usize>,
 }
@@ -50,6 +52,10 @@ impl Events {
                     && a.attr.sample_format.contains(SampleFormat::TIME)
             })
         {
+            return None;
+        }
+        let format: Vec<SampleFormat> = attrs.iter().map(|a| a.attr.sample_format).collect();
+        if !format.iter().all(|&f| sample_head::readable(f)) {
             return None;
         }
         let parse: Vec<RecordParseInfo> = attrs
@@ -78,6 +84,7 @@ impl Events {
             .collect();
         Some(Events {
             parse,
+            format,
             attr_of,
             by_id,
         })
@@ -133,50 +140,12 @@ fn walk(bytes: &[u8]) -> Option<Vec<Rec>> {
     Some(recs)
 }
 
-/// A sample's fields, parsed in place.
-struct Parsed<'a> {
-    attr: usize,
-    version: u64,
-    pid: i32,
-    tid: i32,
-    time: u64,
-    cpu: u32,
-    period: u64,
-    kernel_mode: bool,
-    chain: Option<RawDataU64<'a>>,
-    ip: Option<u64>,
-    regs: Option<Regs<'a>>,
-    stack: Option<(RawData<'a>, u64)>,
-}
-
-impl Parsed<'_> {
-    fn chain(&self) -> impl Iterator<Item = u64> + '_ {
-        let n = self.chain.as_ref().map_or(0, |c| c.len());
-        let chain = (0..n).map(|i| self.chain.as_ref().and_then(|c| c.get(i)).unwrap_or(0));
-        let ip = self.ip.filter(|_| self.chain.is_none());
-        chain.chain(ip)
-    }
-    fn mergeable(&self) -> bool {
-        self.regs.is_none() && self.stack.is_none()
-    }
-    fn key_hash(&self) -> u64 {
-        let mut h = FxHasher::default();
-        (self.attr, self.pid, self.tid, self.version).hash(&mut h);
-        for a in self.chain() {
-            a.hash(&mut h);
-        }
-        h.finish()
-    }
-    fn same_as(&self, o: &Parsed) -> bool {
-        (
-            self.attr,
-            self.pid,
-            self.tid,
-            self.version,
-            self.kernel_mode,
-        ) == (o.attr, o.pid, o.tid, o.version, o.kernel_mode)
-            && self.chain().eq(o.chain())
-    }
+/// A sample's head and what merging needs to know of it.
+struct Sample<'a> {
+    head: Head<'a>,
+    /// Identical samples may merge (the sample carries no stack copy).
+    mergeable: bool,
+    hash: u64,
 }
 
 /// Fills `rec` from the records in `bytes`; `false` (and `rec` untouched) if this path cannot
@@ -238,76 +207,110 @@ pub(super) fn read(
     }
     crate::timing::mark("read: timeline");
 
-    // Samples parsed in place, in parallel.
-    let parsed: Vec<Option<Parsed>> = samples
+    // Each sample's head, read in place, in parallel.
+    let may_copy = |attr: u32| {
+        let f = events.format[attr as usize];
+        f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
+    };
+    let full = |i: u32, attr: u32| -> Option<SampleRecord> {
+        let r = recs[i as usize];
+        let raw = RawEventRecord {
+            record_type: RecordType::SAMPLE,
+            misc: r.misc,
+            data: RawData::Single(&bytes[r.at..r.at + r.len]),
+            parse_info: events.parse[attr as usize],
+        };
+        match raw.parse() {
+            Ok(EventRecord::Sample(s)) => Some(s),
+            _ => None,
+        }
+    };
+    let heads: Vec<Option<Sample>> = samples
         .par_iter()
         .map(|&(i, attr, version)| {
             let r = recs[i as usize];
-            let raw = RawEventRecord {
-                record_type: RecordType::SAMPLE,
-                misc: r.misc,
-                data: RawData::Single(&bytes[r.at..r.at + r.len]),
-                parse_info: events.parse[attr as usize],
+            let head = sample_head::head(&bytes[r.at..r.at + r.len], events.format[attr as usize])?;
+            // Where the format may carry a stack copy, the full parse says whether it does.
+            let copies = match may_copy(attr) {
+                true => full(i, attr).map(|s| s.user_regs.is_some() || s.user_stack.is_some())?,
+                false => false,
             };
-            let Ok(EventRecord::Sample(s)) = raw.parse() else {
-                return None;
+            let mergeable = merge && !copies;
+            let hash = if mergeable {
+                let mut h = FxHasher::default();
+                (attr, head.pid, head.tid, version, head.chain).hash(&mut h);
+                h.finish()
+            } else {
+                0
             };
-            let s: SampleRecord = s;
-            let pid = s.pid.unwrap_or(-1);
-            Some(Parsed {
-                attr: attr as usize,
-                version,
-                pid,
-                tid: s.tid.unwrap_or(pid),
-                time: s.timestamp.unwrap_or(0),
-                cpu: s.cpu.unwrap_or(0),
-                period: s.period.unwrap_or(1),
-                kernel_mode: matches!(s.cpu_mode, CpuMode::Kernel),
-                chain: s.callchain,
-                ip: s.ip,
-                regs: s.user_regs,
-                stack: s.user_stack,
+            Some(Sample {
+                head,
+                mergeable,
+                hash,
             })
         })
         .collect();
-    let hashes: Vec<u64> = parsed
+    crate::timing::mark("read: sample heads");
+
+    // Identical samples merge into the first of them (in time order): samples sorted by
+    // hash, each run of one hash merged on its own, in parallel.
+    let same = |a: usize, b: usize| {
+        let ((ra, aa, va), (rb, ab, vb)) = (samples[a], samples[b]);
+        let (ha, hb) = (
+            &heads[a].as_ref().expect("kept").head,
+            &heads[b].as_ref().expect("kept").head,
+        );
+        let mode = |r: u32| CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
+        (aa, va, ha.pid, ha.tid, ha.chain) == (ab, vb, hb.pid, hb.tid, hb.chain)
+            && mode(ra) == mode(rb)
+    };
+    let mut keys: Vec<(u64, u32)> = heads
         .par_iter()
-        .map(|p| {
-            p.as_ref()
-                .filter(|p| merge && p.mergeable())
-                .map_or(0, Parsed::key_hash)
+        .enumerate()
+        .filter_map(|(i, s)| {
+            s.as_ref()
+                .filter(|s| s.mergeable)
+                .map(|s| (s.hash, i as u32))
         })
         .collect();
-    crate::timing::mark("read: parse samples + hash");
-
-    // Identical samples merge into their first, in time order (as the sequential path does).
-    let mut first: FxHashMap<u64, usize> = FxHashMap::default();
-    let mut kept: Vec<(usize, u64, u64)> = Vec::with_capacity(parsed.len()); // index, count, period
-    for (i, p) in parsed.iter().enumerate() {
-        let Some(p) = p else { continue };
-        if merge && p.mergeable() {
-            if let Some(&k) = first.get(&hashes[i]) {
-                let (j, count, period) = &mut kept[k];
-                if parsed[*j].as_ref().is_some_and(|q| q.same_as(p)) {
-                    *count += 1;
-                    *period += p.period;
-                    continue;
+    keys.par_sort_unstable();
+    // (sample, how many it stands for, their summed period)
+    let mut kept: Vec<(usize, u64, u64)> = keys
+        .par_chunk_by(|a, b| a.0 == b.0)
+        .flat_map_iter(|run| {
+            let mut firsts: Vec<(usize, u64, u64)> = Vec::new();
+            for &(_, i) in run {
+                let i = i as usize;
+                let period = heads[i].as_ref().expect("keyed").head.period;
+                match firsts.iter_mut().find(|f| same(f.0, i)) {
+                    Some(f) => {
+                        f.1 += 1;
+                        f.2 += period;
+                    }
+                    None => firsts.push((i, 1, period)),
                 }
             }
-            first.insert(hashes[i], kept.len());
-        }
-        kept.push((i, 1, p.period));
-    }
+            firsts
+        })
+        .collect();
+    kept.par_extend(heads.par_iter().enumerate().filter_map(|(i, s)| {
+        s.as_ref()
+            .filter(|s| !s.mergeable)
+            .map(|s| (i, 1, s.head.period))
+    }));
+    kept.par_sort_unstable_by_key(|k| k.0);
     crate::timing::mark("read: merge");
 
     let (timeline, mappings) = (&timeline, &rec.mappings);
     rec.samples = kept
         .par_iter()
         .map(|&(i, count, period)| {
-            let p = parsed[i].as_ref().expect("kept samples parsed");
-            let chain: Vec<u64> = p.chain().collect();
-            let (kernel, user_addrs) = split_callchain(&chain, p.kernel_mode);
-            let process = timeline.process(p.pid, p.version);
+            let (r, attr, version) = samples[i];
+            let h = &heads[i].as_ref().expect("kept samples read").head;
+            let chain: Vec<u64> = h.chain().collect();
+            let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
+            let (kernel, user_addrs) = split_callchain(&chain, kernel_mode);
+            let process = timeline.process(h.pid, version);
             let user = user_addrs
                 .iter()
                 .map(|&addr| UserFrame {
@@ -315,20 +318,22 @@ pub(super) fn read(
                     map: process.and_then(|pr| pr.find(addr, mappings)),
                 })
                 .collect();
+            let copy = may_copy(attr)
+                .then(|| full(r, attr))
+                .flatten()
+                .and_then(|s| stack_copy(&s.user_regs, &s.user_stack, Some(input)));
             RawSample {
-                event: p.attr,
-                pid: p.pid,
-                tid: p.tid,
-                time: p.time,
-                cpu: p.cpu,
+                event: attr as usize,
+                pid: h.pid,
+                tid: h.tid,
+                time: h.time,
+                cpu: h.cpu,
                 period,
                 count,
-                comm: timeline
-                    .comm(p.tid, p.pid, p.version)
-                    .unwrap_or(unknown_comm),
+                comm: timeline.comm(h.tid, h.pid, version).unwrap_or(unknown_comm),
                 kernel,
                 user,
-                stack_copy: stack_copy(&p.regs, &p.stack, Some(input)),
+                stack_copy: copy,
             }
         })
         .collect();
