@@ -17,7 +17,7 @@ use format::linux_perf_data::linux_perf_event_reader::{
 };
 use format::linux_perf_data::PerfFile;
 use rayon::prelude::*;
-use rustc_hash::FxHasher;
+use rustc_hash::{FxHashMap, FxHasher};
 
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
@@ -252,52 +252,49 @@ pub(super) fn read(
         .collect();
     crate::timing::mark("read: sample heads");
 
-    // Identical samples merge into the first of them (in time order): samples sorted by
-    // hash, each run of one hash merged on its own, in parallel.
+    // Identical samples merge into the first of them (in time order). The hashes are split
+    // into as many shards as there are threads, each merged on its own: a hash's samples all
+    // fall in one shard, so the result does not depend on the number of shards.
     let same = |a: usize, b: usize| {
         let ((ra, aa, va), (rb, ab, vb)) = (samples[a], samples[b]);
-        let (ha, hb) = (
-            &heads[a].as_ref().expect("kept").head,
-            &heads[b].as_ref().expect("kept").head,
-        );
+        let head = |i: usize| &heads[i].as_ref().expect("kept").head;
+        let (ha, hb) = (head(a), head(b));
         let mode = |r: u32| CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
         (aa, va, ha.pid, ha.tid, ha.chain) == (ab, vb, hb.pid, hb.tid, hb.chain)
             && mode(ra) == mode(rb)
     };
-    let mut keys: Vec<(u64, u32)> = heads
-        .par_iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            s.as_ref()
-                .filter(|s| s.mergeable)
-                .map(|s| (s.hash, i as u32))
-        })
-        .collect();
-    keys.par_sort_unstable();
+    let shards = rayon::current_num_threads().max(1) as u64;
     // (sample, how many it stands for, their summed period)
-    let mut kept: Vec<(usize, u64, u64)> = keys
-        .par_chunk_by(|a, b| a.0 == b.0)
-        .flat_map_iter(|run| {
-            let mut firsts: Vec<(usize, u64, u64)> = Vec::new();
-            for &(_, i) in run {
-                let i = i as usize;
-                let period = heads[i].as_ref().expect("keyed").head.period;
-                match firsts.iter_mut().find(|f| same(f.0, i)) {
-                    Some(f) => {
-                        f.1 += 1;
-                        f.2 += period;
+    let mut kept: Vec<(usize, u64, u64)> = (0..shards)
+        .into_par_iter()
+        .flat_map_iter(|shard| {
+            let mut first: FxHashMap<u64, usize> = FxHashMap::default();
+            let mut kept: Vec<(usize, u64, u64)> = Vec::new();
+            for (i, s) in heads.iter().enumerate() {
+                let Some(s) = s else { continue };
+                if !s.mergeable {
+                    if shard == 0 {
+                        kept.push((i, 1, s.head.period));
                     }
-                    None => firsts.push((i, 1, period)),
+                    continue;
                 }
+                if s.hash % shards != shard {
+                    continue;
+                }
+                if let Some(&k) = first.get(&s.hash) {
+                    let (j, count, period) = &mut kept[k];
+                    if same(*j, i) {
+                        *count += 1;
+                        *period += s.head.period;
+                        continue;
+                    }
+                }
+                first.insert(s.hash, kept.len());
+                kept.push((i, 1, s.head.period));
             }
-            firsts
+            kept
         })
         .collect();
-    kept.par_extend(heads.par_iter().enumerate().filter_map(|(i, s)| {
-        s.as_ref()
-            .filter(|s| !s.mergeable)
-            .map(|s| (i, 1, s.head.period))
-    }));
     kept.par_sort_unstable_by_key(|k| k.0);
     crate::timing::mark("read: merge");
 
