@@ -47,6 +47,8 @@ pub struct ElfData {
     pub debuglink: Option<String>,
     /// Whether the file has DWARF line info of its own.
     pub has_debug_info: bool,
+    /// Its DWARF sections inflated whole, if asked for early.
+    pub inflated: crate::symbolize::Inflated,
 }
 
 impl ElfData {
@@ -81,6 +83,7 @@ impl ElfData {
             segments,
             debuglink,
             has_debug_info,
+            inflated: Default::default(),
         })
     }
 
@@ -262,6 +265,29 @@ impl Loader {
             }
         }
         None
+    }
+
+    /// Opens the file at `path` (if it is there and has build id `build_id`) and its debug
+    /// file, and inflates the DWARF that symbolizing it will read: what the driver starts
+    /// while the recording is read, for the files the recording lists.
+    pub fn prefetch_dwarf(&self, path: &str, build_id: &[u8]) {
+        if !path.starts_with('/') || !Path::new(path).is_file() {
+            return;
+        }
+        let Some(elf) = self.elf(path, None) else {
+            return;
+        };
+        if elf
+            .build_id
+            .as_deref()
+            .is_some_and(|have| !build_ids_match(build_id, have))
+        {
+            return;
+        }
+        let debug = self.debug_file(&elf);
+        if let Some(file) = crate::symbolize::dwarf_file(&elf, debug.as_deref(), true, true) {
+            crate::symbolize::prefetch_dwarf(file);
+        }
     }
 
     /// /tmp/perf-PID.map, if the process wrote one.

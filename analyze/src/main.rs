@@ -124,42 +124,60 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
     let t0 = std::time::Instant::now();
     analyze::timing::mark("start");
     let loader = Loader::new();
-    // Kernel symbols take tens of milliseconds to read, and reading the file keeps one CPU
-    // busy: read them meanwhile (a recording without kernel frames loses nothing but that).
-    let rec = std::thread::scope(|scope| {
-        if !select.user_only {
-            scope.spawn(|| {
-                let t = std::time::Instant::now();
-                loader.kallsyms();
-                if timing {
-                    eprintln!(
-                        "analyze: kernel symbols {:.1} ms (beside reading)",
-                        t.elapsed().as_secs_f64() * 1e3
-                    );
-                }
-            });
+    let options = select.options(addresses, lines);
+    // DWARF is read for inline frames and lines of user frames: libc's takes the longest to
+    // load of anything, so the files the recording lists start loading while it is read
+    // (jobs of the thread pool, which fill the cores that reading leaves idle).
+    let wants_dwarf = (options.inline || options.lines) && !options.kernel_only;
+    let (rec, s) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
+        let loader = &loader;
+        let mut files_known = |ids: &analyze::read::BuildIds| {
+            if !wants_dwarf {
+                return;
+            }
+            let mut files: Vec<(String, Vec<u8>)> =
+                ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
+            files.sort();
+            for (path, id) in files {
+                jobs.spawn(move |_| loader.prefetch_dwarf(&path, &id));
+            }
+        };
+        // Kernel symbols take milliseconds to read even from the cache, and reading the file
+        // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
+        // nothing but that).
+        let rec = std::thread::scope(|scope| {
+            if !select.user_only {
+                scope.spawn(|| {
+                    let t = std::time::Instant::now();
+                    loader.kallsyms();
+                    if timing {
+                        eprintln!(
+                            "analyze: kernel symbols {:.1} ms (beside reading)",
+                            t.elapsed().as_secs_f64() * 1e3
+                        );
+                    }
+                });
+            }
+            // Per-sample output (script's times, wakeups matched by time) needs every sample.
+            let merge = !(addresses || select.event == "wakeup");
+            analyze::read::read_with(&select.input, merge, &mut files_known)
+        })?;
+        if timing {
+            eprintln!("analyze: read {:.3} s", t0.elapsed().as_secs_f64());
         }
-        // Per-sample output (script's times, wakeups matched by time) needs every sample.
-        if addresses || select.event == "wakeup" {
-            analyze::read::read(&select.input)
-        } else {
-            analyze::read::read_merged(&select.input)
+        for n in &rec.notes {
+            eprintln!("analyze: warning: {n}");
         }
+        let t1 = std::time::Instant::now();
+        let s = pipeline::symbolize(&rec, &options, loader)?;
+        if timing {
+            eprintln!(
+                "analyze: unwind + symbolize + stacks {:.3} s",
+                t1.elapsed().as_secs_f64()
+            );
+        }
+        Ok((rec, s))
     })?;
-    if timing {
-        eprintln!("analyze: read {:.3} s", t0.elapsed().as_secs_f64());
-    }
-    for n in &rec.notes {
-        eprintln!("analyze: warning: {n}");
-    }
-    let t1 = std::time::Instant::now();
-    let s = pipeline::symbolize(&rec, &select.options(addresses, lines), &loader)?;
-    if timing {
-        eprintln!(
-            "analyze: unwind + symbolize + stacks {:.3} s",
-            t1.elapsed().as_secs_f64()
-        );
-    }
     for w in &s.stats.warnings {
         eprintln!("analyze: warning: {w}");
     }

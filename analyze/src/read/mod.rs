@@ -97,6 +97,9 @@ pub struct RawSample {
     pub stack_copy: Option<StackCopy>,
 }
 
+/// Build ids by path, as the BUILD_ID feature lists them.
+pub type BuildIds = HashMap<String, Vec<u8>>;
+
 /// Everything the later stages need from the file.
 #[derive(Debug, Default)]
 pub struct Recording {
@@ -107,7 +110,7 @@ pub struct Recording {
     /// Executable mappings of each process at the end of the recording (for DWARF unwinding).
     pub process_maps: HashMap<i32, Vec<MapId>>,
     /// Build ids from the BUILD_ID feature, by path.
-    pub build_ids: HashMap<String, Vec<u8>>,
+    pub build_ids: BuildIds,
     pub notes: Vec<String>,
     pub lost: u64,
 }
@@ -117,16 +120,16 @@ const USER_MARK: u64 = format::callchain::USER;
 
 /// Reads `path` whole, every sample on its own (times, CPUs and periods kept).
 pub fn read(path: &Path) -> Result<Recording, format::Error> {
-    read_impl(path, false)
+    read_with(path, false, &mut |_| {})
 }
 
 /// Reads `path` whole, merging identical samples (see [`RawSample::count`]): what a profile
 /// needs, at a fraction of the cost (100k samples are typically a few thousand stacks).
 pub fn read_merged(path: &Path) -> Result<Recording, format::Error> {
-    read_impl(path, true)
+    read_with(path, true, &mut |_| {})
 }
 
-/// Whether `chain` (a callchain, or the ip when there is none), split as [`read_impl`]
+/// Whether `chain` (a callchain, or the ip when there is none), split as [`read_with`]
 /// splits it, gives the frames of `s`.
 fn same_frames(s: &RawSample, chain: &[u64], mut in_kernel: bool) -> bool {
     let (mut k, mut u) = (0, 0);
@@ -200,7 +203,14 @@ fn stack_copy(
     })
 }
 
-fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
+/// Reads `path`, merging identical samples if `merge`; `files_known` is told the build ids
+/// (the files perf lists as hit) before the records are read, so that the caller can start
+/// loading those files meanwhile.
+pub fn read_with(
+    path: &Path,
+    merge: bool,
+    files_known: &mut dyn FnMut(&BuildIds),
+) -> Result<Recording, format::Error> {
     let mut reader = PerfFileReader::open(path)?;
     crate::timing::mark("read: open");
     let mut rec = Recording {
@@ -218,6 +228,7 @@ fn read_impl(path: &Path, merge: bool) -> Result<Recording, format::Error> {
             );
         }
     }
+    files_known(&rec.build_ids);
     let mut timeline = Timeline::default();
     let mut comm_ids: HashMap<String, u32> = HashMap::new();
     let mut intern = |rec: &mut Recording, s: &str| -> u32 {

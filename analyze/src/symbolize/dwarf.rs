@@ -8,6 +8,8 @@
 //! file is parsed in one context.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use addr2line::gimli::{self, Reader as _};
 use object::{Object, ObjectSection};
@@ -34,6 +36,38 @@ const SECTIONS: [gimli::SectionId; 9] = {
 };
 
 type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
+
+/// A file's compressed DWARF sections inflated whole, when the driver asked for them early
+/// ([`prefetch`]): loaded while the recording is read, they cost the lookups nothing later.
+#[derive(Default)]
+pub struct Inflated {
+    requested: AtomicBool,
+    sections: OnceLock<Vec<(gimli::SectionId, Vec<u8>)>>,
+}
+
+/// Inflates the compressed DWARF sections of `file` whole (once; [`Loaded::load`] waits for
+/// it, or does it, if it is under way).
+pub fn prefetch(file: &ElfData) {
+    file.inflated.requested.store(true, Ordering::Release);
+    whole(file);
+}
+
+fn whole(file: &ElfData) -> &[(gimli::SectionId, Vec<u8>)] {
+    file.inflated.sections.get_or_init(|| {
+        let Ok(obj) = object::File::parse(&*file.bytes) else {
+            return Vec::new();
+        };
+        std::iter::once(gimli::SectionId::DebugInfo)
+            .chain(SECTIONS)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .filter_map(|id| match Section::open(&obj, id) {
+                s @ Section::Zlib { .. } => Some((id, s.full().into_owned())),
+                Section::Ready(_) => None,
+            })
+            .collect()
+    })
+}
 
 /// One file's DWARF sections, inflated as far as its lookups need.
 pub struct Loaded<'a> {
@@ -65,6 +99,9 @@ impl<'a> Loaded<'a> {
 
     fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
         let obj = object::File::parse(&*file.bytes).ok()?;
+        if file.inflated.requested.load(Ordering::Acquire) {
+            return Some(Loaded::from_whole(&obj, whole(file), svmas));
+        }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
         let mut units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
         let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
@@ -97,13 +134,10 @@ impl<'a> Loaded<'a> {
             .iter()
             .find(|(id, _)| *id == gimli::SectionId::DebugAbbrev)
             .map_or(&[][..], |(_, b)| &b[..]);
-        let narrow_ok = units.as_ref().is_some_and(|units| {
-            units.iter().all(|u| {
-                let bytes = info.bytes().get(u.at..u.at + u.len).unwrap_or(&[]);
-                u.len > 0 && abbrev_offset(bytes).is_some_and(|o| !refers_outside(abbrev, o))
-            })
-        });
-        if !narrow_ok {
+        if !units
+            .as_ref()
+            .is_some_and(|units| can_narrow(info.bytes(), abbrev, units))
+        {
             units = None;
             info.inflate_to(usize::MAX);
         }
@@ -112,6 +146,38 @@ impl<'a> Loaded<'a> {
             info: info.into_bytes(),
             units,
         })
+    }
+
+    /// From sections inflated whole: no inflating left, only the choice of units.
+    fn from_whole(
+        obj: &object::File<'a>,
+        inflated: &'a [(gimli::SectionId, Vec<u8>)],
+        svmas: Option<&[u64]>,
+    ) -> Loaded<'a> {
+        let get = |id: gimli::SectionId| -> Cow<'a, [u8]> {
+            match inflated.iter().find(|(have, _)| *have == id) {
+                Some((_, bytes)) => Cow::Borrowed(&bytes[..]),
+                None => Section::open(obj, id).full(),
+            }
+        };
+        let sections: Vec<(gimli::SectionId, Cow<'a, [u8]>)> =
+            SECTIONS.iter().map(|&id| (id, get(id))).collect();
+        let info = get(gimli::SectionId::DebugInfo);
+        let mut loaded = Loaded {
+            sections,
+            info,
+            units: None,
+        };
+        let aranges = loaded.section(gimli::SectionId::DebugAranges);
+        let mut units = svmas.and_then(|svmas| units_holding(aranges, svmas));
+        if let Some(units) = &mut units {
+            for u in units.iter_mut() {
+                u.len = unit_length(&loaded.info, u.at).unwrap_or(0);
+            }
+        }
+        let abbrev = loaded.section(gimli::SectionId::DebugAbbrev);
+        loaded.units = units.filter(|units| can_narrow(&loaded.info, abbrev, units));
+        loaded
     }
 
     fn section(&self, id: gimli::SectionId) -> &[u8] {
@@ -260,6 +326,15 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
     )
 }
 
+/// Whether each of `units` can be parsed alone: whole in `info`, and referring to no other
+/// unit.
+fn can_narrow(info: &[u8], abbrev: &[u8], units: &[Unit]) -> bool {
+    units.iter().all(|u| {
+        let bytes = info.get(u.at..u.at + u.len).unwrap_or(&[]);
+        u.len > 0 && abbrev_offset(bytes).is_some_and(|o| !refers_outside(abbrev, o))
+    })
+}
+
 /// The length (header included) of the unit at `at` of `.debug_info`.
 fn unit_length(info: &[u8], at: usize) -> Option<usize> {
     let mut r = Slice::new(info.get(at..)?, gimli::LittleEndian);
@@ -399,13 +474,8 @@ mod tests {
         debug
     }
 
-    #[test]
-    fn narrowed_units_give_what_the_whole_file_gives() {
-        let Some(debug) = libc_debug() else {
-            eprintln!("skipped: no libc debug file");
-            return;
-        };
-        // Every 200th function of libc, a few bytes in.
+    /// Every 200th function of libc, a few bytes in.
+    fn some_functions(debug: &ElfData) -> Vec<u64> {
         let obj = object::File::parse(&*debug.bytes).unwrap();
         let mut funcs: Vec<(u64, String)> = obj
             .symbols()
@@ -414,8 +484,24 @@ mod tests {
             .collect();
         funcs.sort();
         funcs.dedup_by_key(|f| f.0);
-        let svmas: Vec<u64> = funcs.iter().step_by(200).map(|f| f.0).collect();
-        assert!(svmas.len() >= 10, "{} functions", funcs.len());
+        funcs.iter().step_by(200).map(|f| f.0).collect()
+    }
+
+    fn show(frames: Vec<Frame>) -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| format!("{:?} {:?}:{:?}", f.name, f.file, f.line))
+            .collect()
+    }
+
+    #[test]
+    fn narrowed_units_give_what_the_whole_file_gives() {
+        let Some(debug) = libc_debug() else {
+            eprintln!("skipped: no libc debug file");
+            return;
+        };
+        let svmas = some_functions(&debug);
+        assert!(svmas.len() >= 10, "{} lookups", svmas.len());
 
         let narrow = Loaded::load(&debug, &svmas).unwrap();
         let whole = Loaded::load_whole(&debug).unwrap();
@@ -429,12 +515,6 @@ mod tests {
         );
         assert!(narrow.info.len() <= whole.info.len());
         let (narrow, whole) = (Frames::new(&narrow).unwrap(), Frames::new(&whole).unwrap());
-        let show = |frames: Vec<Frame>| -> Vec<String> {
-            frames
-                .iter()
-                .map(|f| format!("{:?} {:?}:{:?}", f.name, f.file, f.line))
-                .collect()
-        };
         let mut named = 0;
         for &svma in &svmas {
             let n = show(narrow.find(svma));
@@ -446,6 +526,30 @@ mod tests {
             "{named} of {} named",
             svmas.len()
         );
+    }
+
+    #[test]
+    fn sections_inflated_early_give_the_same_frames() {
+        let Some(debug) = libc_debug() else {
+            eprintln!("skipped: no libc debug file");
+            return;
+        };
+        let svmas = some_functions(&debug);
+        let expected: Vec<Vec<String>> = {
+            let whole = Loaded::load_whole(&debug).unwrap();
+            let frames = Frames::new(&whole).unwrap();
+            svmas.iter().map(|&a| show(frames.find(a))).collect()
+        };
+        prefetch(&debug);
+        assert!(debug.inflated.sections.get().is_some_and(|s| !s.is_empty()));
+        let loaded = Loaded::load(&debug, &svmas).unwrap();
+        assert!(
+            loaded.narrowed_units().is_some(),
+            "still parsed unit by unit"
+        );
+        let frames = Frames::new(&loaded).unwrap();
+        let got: Vec<Vec<String>> = svmas.iter().map(|&a| show(frames.find(a))).collect();
+        assert_eq!(got, expected);
     }
 
     #[test]

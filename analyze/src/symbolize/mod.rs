@@ -10,6 +10,8 @@
 mod dwarf;
 mod symtab;
 
+pub use dwarf::{prefetch as prefetch_dwarf, Inflated};
+
 use crate::loader::{ElfData, JitMap, Kallsyms};
 use crate::resolve::Lookup;
 use symtab::SymbolTable;
