@@ -47,8 +47,8 @@ pub struct ElfData {
     pub debuglink: Option<String>,
     /// Whether the file has DWARF line info of its own.
     pub has_debug_info: bool,
-    /// Its DWARF sections inflated whole, if asked for early.
-    pub inflated: crate::symbolize::Inflated,
+    /// Symbol tables and inflated DWARF, made once (see [`crate::symbolize::prepare`]).
+    pub prepared: crate::symbolize::Prepared,
 }
 
 impl ElfData {
@@ -83,7 +83,7 @@ impl ElfData {
             segments,
             debuglink,
             has_debug_info,
-            inflated: Default::default(),
+            prepared: Default::default(),
         })
     }
 
@@ -268,9 +268,10 @@ impl Loader {
     }
 
     /// Opens the file at `path` (if it is there and has build id `build_id`) and its debug
-    /// file, and inflates the DWARF that symbolizing it will read: what the driver starts
-    /// while the recording is read, for the files the recording lists.
-    pub fn prefetch_dwarf(&self, path: &str, build_id: &[u8]) {
+    /// file, and prepares what symbolizing it needs (symbol tables; `with_dwarf`, its DWARF
+    /// inflated): what the driver starts while the recording is read, for the files the
+    /// recording lists.
+    pub fn prepare(&self, path: &str, build_id: &[u8], with_dwarf: bool) {
         if !path.starts_with('/') || !Path::new(path).is_file() {
             return;
         }
@@ -285,9 +286,7 @@ impl Loader {
             return;
         }
         let debug = self.debug_file(&elf);
-        if let Some(file) = crate::symbolize::dwarf_file(&elf, debug.as_deref(), true, true) {
-            crate::symbolize::prefetch_dwarf(file);
-        }
+        crate::symbolize::prepare(&elf, debug.as_deref(), with_dwarf);
     }
 
     /// /tmp/perf-PID.map, if the process wrote one.

@@ -125,21 +125,21 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
     analyze::timing::mark("start");
     let loader = Loader::new();
     let options = select.options(addresses, lines);
-    // DWARF is read for inline frames and lines of user frames: libc's takes the longest to
-    // load of anything, so the files the recording lists start loading while it is read
-    // (jobs of the thread pool, which fill the cores that reading leaves idle).
-    let wants_dwarf = (options.inline || options.lines) && !options.kernel_only;
+    // The files the recording lists start loading while it is read (symbol tables, and
+    // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
+    // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
+    let wants_dwarf = options.inline || options.lines;
     let (rec, s) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
         let loader = &loader;
         let mut files_known = |ids: &analyze::read::BuildIds| {
-            if !wants_dwarf {
+            if options.kernel_only {
                 return;
             }
             let mut files: Vec<(String, Vec<u8>)> =
                 ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
             files.sort();
             for (path, id) in files {
-                jobs.spawn(move |_| loader.prefetch_dwarf(&path, &id));
+                jobs.spawn(move |_| loader.prepare(&path, &id, wants_dwarf));
             }
         };
         // Kernel symbols take milliseconds to read even from the cache, and reading the file

@@ -40,20 +40,20 @@ type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 /// A file's compressed DWARF sections inflated whole, when the driver asked for them early
 /// ([`prefetch`]): loaded while the recording is read, they cost the lookups nothing later.
 #[derive(Default)]
-pub struct Inflated {
+pub(super) struct Inflated {
     requested: AtomicBool,
     sections: OnceLock<Vec<(gimli::SectionId, Vec<u8>)>>,
 }
 
 /// Inflates the compressed DWARF sections of `file` whole (once; [`Loaded::load`] waits for
 /// it, or does it, if it is under way).
-pub fn prefetch(file: &ElfData) {
-    file.inflated.requested.store(true, Ordering::Release);
+pub(super) fn prefetch(file: &ElfData) {
+    file.prepared.dwarf.requested.store(true, Ordering::Release);
     whole(file);
 }
 
 fn whole(file: &ElfData) -> &[(gimli::SectionId, Vec<u8>)] {
-    file.inflated.sections.get_or_init(|| {
+    file.prepared.dwarf.sections.get_or_init(|| {
         let Ok(obj) = object::File::parse(&*file.bytes) else {
             return Vec::new();
         };
@@ -99,7 +99,7 @@ impl<'a> Loaded<'a> {
 
     fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
         let obj = object::File::parse(&*file.bytes).ok()?;
-        if file.inflated.requested.load(Ordering::Acquire) {
+        if file.prepared.dwarf.requested.load(Ordering::Acquire) {
             return Some(Loaded::from_whole(&obj, whole(file), svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
@@ -541,7 +541,12 @@ mod tests {
             svmas.iter().map(|&a| show(frames.find(a))).collect()
         };
         prefetch(&debug);
-        assert!(debug.inflated.sections.get().is_some_and(|s| !s.is_empty()));
+        assert!(debug
+            .prepared
+            .dwarf
+            .sections
+            .get()
+            .is_some_and(|s| !s.is_empty()));
         let loaded = Loaded::load(&debug, &svmas).unwrap();
         assert!(
             loaded.narrowed_units().is_some(),

@@ -10,7 +10,7 @@
 mod dwarf;
 mod symtab;
 
-pub use dwarf::{prefetch as prefetch_dwarf, Inflated};
+use std::sync::OnceLock;
 
 use crate::loader::{ElfData, JitMap, Kallsyms};
 use crate::resolve::Lookup;
@@ -111,9 +111,10 @@ pub fn symbolize_elf(
     dwarf: Option<&ElfData>,
     with_inline: bool,
 ) -> Vec<AddrInfo> {
-    // Symbols and DWARF load side by side: each is a fair share of the work on libc.
+    // Symbols and DWARF load side by side (unless prepared already): each is a fair share of
+    // the work on libc.
     let (tables, loaded) = rayon::join(
-        || symbol_tables(elf, debug),
+        || symbols(elf, debug),
         || {
             let svmas: Vec<u64> = lookups.iter().map(Lookup::call_site).collect();
             dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas))
@@ -168,6 +169,37 @@ pub fn symbolize_elf(
             }
         })
         .collect()
+}
+
+/// What symbolizing a file needs that can be made before its lookups are known, kept with
+/// the file (see [`prepare`]).
+#[derive(Default)]
+pub struct Prepared {
+    /// Its symbol tables (with its debug file's), once built.
+    symbols: OnceLock<Vec<SymbolTable>>,
+    /// Its DWARF sections inflated whole, if asked for early.
+    dwarf: dwarf::Inflated,
+}
+
+/// Builds the symbol tables of `elf` and, `with_dwarf`, inflates the DWARF that answers for
+/// it ([`dwarf_file`]): what the driver starts for the files a recording lists while the
+/// recording is read.
+pub fn prepare(elf: &ElfData, debug: Option<&ElfData>, with_dwarf: bool) {
+    rayon::join(
+        || symbols(elf, debug),
+        || {
+            if let Some(file) = dwarf_file(elf, debug, with_dwarf, with_dwarf) {
+                dwarf::prefetch(file);
+            }
+        },
+    );
+}
+
+/// The symbol tables of `elf` (built once).
+fn symbols<'e>(elf: &'e ElfData, debug: Option<&ElfData>) -> &'e [SymbolTable] {
+    elf.prepared
+        .symbols
+        .get_or_init(|| symbol_tables(elf, debug))
 }
 
 /// The symbol tables of the debug file and of `elf`, with `elf`'s PLT entries.
