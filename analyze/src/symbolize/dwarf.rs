@@ -37,36 +37,50 @@ const SECTIONS: [gimli::SectionId; 9] = {
 
 type Slice<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 
+/// `.debug_info` and [`SECTIONS`]: what [`Inflated`] holds, in that order.
+const ALL: [gimli::SectionId; 10] = {
+    let mut all = [gimli::SectionId::DebugInfo; 10];
+    let mut i = 0;
+    while i < SECTIONS.len() {
+        all[i + 1] = SECTIONS[i];
+        i += 1;
+    }
+    all
+};
+
 /// A file's compressed DWARF sections inflated whole, when the driver asked for them early
 /// ([`prefetch`]): loaded while the recording is read, they cost the lookups nothing later.
+///
+/// One slot per section, filled once by whichever job gets there first, the others waiting.
+/// Filling one is sequential code: a rayon job that waits for a slot whose filler is itself
+/// waiting on rayon jobs could be the very job that filler waits for (a deadlock, seen).
 #[derive(Default)]
 pub(super) struct Inflated {
     requested: AtomicBool,
-    sections: OnceLock<Vec<(gimli::SectionId, Vec<u8>)>>,
+    /// `None` in a slot: the section is not compressed (or absent).
+    sections: [OnceLock<Option<Vec<u8>>>; ALL.len()],
 }
 
-/// Inflates the compressed DWARF sections of `file` whole (once; [`Loaded::load`] waits for
-/// it, or does it, if it is under way).
+/// Inflates the compressed DWARF sections of `file` whole, in parallel (once; [`Loaded::load`]
+/// waits for a section under way, or inflates it itself if it was not started).
 pub(super) fn prefetch(file: &ElfData) {
     file.prepared.dwarf.requested.store(true, Ordering::Release);
-    whole(file);
+    (0..ALL.len()).into_par_iter().for_each(|i| {
+        inflated(file, i);
+    });
 }
 
-fn whole(file: &ElfData) -> &[(gimli::SectionId, Vec<u8>)] {
-    file.prepared.dwarf.sections.get_or_init(|| {
-        let Ok(obj) = object::File::parse(&*file.bytes) else {
-            return Vec::new();
-        };
-        std::iter::once(gimli::SectionId::DebugInfo)
-            .chain(SECTIONS)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .filter_map(|id| match Section::open(&obj, id) {
-                s @ Section::Zlib { .. } => Some((id, s.full().into_owned())),
+/// Section `ALL[i]` of `file` inflated whole, if it is compressed.
+fn inflated(file: &ElfData, i: usize) -> Option<&[u8]> {
+    file.prepared.dwarf.sections[i]
+        .get_or_init(|| {
+            let obj = object::File::parse(&*file.bytes).ok()?;
+            match Section::open(&obj, ALL[i]) {
+                s @ Section::Zlib { .. } => Some(s.full().into_owned()),
                 Section::Ready(_) => None,
-            })
-            .collect()
-    })
+            }
+        })
+        .as_deref()
 }
 
 /// One file's DWARF sections, inflated as far as its lookups need.
@@ -100,7 +114,7 @@ impl<'a> Loaded<'a> {
     fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
         let obj = object::File::parse(&*file.bytes).ok()?;
         if file.prepared.dwarf.requested.load(Ordering::Acquire) {
-            return Some(Loaded::from_whole(&obj, whole(file), svmas));
+            return Some(Loaded::from_whole(file, &obj, svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
         let mut units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
@@ -115,7 +129,11 @@ impl<'a> Loaded<'a> {
                     for u in units.iter_mut() {
                         u.len = unit_length(info.bytes(), u.at).unwrap_or(0);
                     }
-                    let end = units.iter().map(|u| u.at + u.len).max().unwrap_or(0);
+                    let end = units
+                        .iter()
+                        .map(|u| u.at.saturating_add(u.len))
+                        .max()
+                        .unwrap_or(0);
                     info.inflate_to(end);
                 }
                 None => info.inflate_to(usize::MAX),
@@ -149,14 +167,11 @@ impl<'a> Loaded<'a> {
     }
 
     /// From sections inflated whole: no inflating left, only the choice of units.
-    fn from_whole(
-        obj: &object::File<'a>,
-        inflated: &'a [(gimli::SectionId, Vec<u8>)],
-        svmas: Option<&[u64]>,
-    ) -> Loaded<'a> {
+    fn from_whole(file: &'a ElfData, obj: &object::File<'a>, svmas: Option<&[u64]>) -> Loaded<'a> {
         let get = |id: gimli::SectionId| -> Cow<'a, [u8]> {
-            match inflated.iter().find(|(have, _)| *have == id) {
-                Some((_, bytes)) => Cow::Borrowed(&bytes[..]),
+            let i = ALL.iter().position(|&have| have == id).expect("one of ALL");
+            match inflated(file, i) {
+                Some(bytes) => Cow::Borrowed(bytes),
                 None => Section::open(obj, id).full(),
             }
         };
@@ -238,7 +253,8 @@ impl<'s> Frames<'s> {
                 let mut contexts = Vec::new();
                 let mut ranges = Vec::new();
                 for u in units {
-                    let Some(c) = context(&loaded.info[u.at..u.at + u.len], true) else {
+                    let unit = loaded.info.get(u.at..u.at.saturating_add(u.len));
+                    let Some(c) = unit.and_then(|unit| context(unit, true)) else {
                         continue;
                     };
                     ranges.extend(u.ranges.iter().map(|&(s, e)| (s, e, contexts.len())));
@@ -310,27 +326,27 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
     }
     wanted.sort_unstable();
     wanted.dedup();
-    Some(
-        wanted
-            .iter()
-            .map(|&at| Unit {
-                at,
-                len: 0,
-                ranges: all
-                    .iter()
-                    .filter(|r| r.2 == at)
-                    .map(|r| (r.0, r.1))
-                    .collect(),
-            })
-            .collect(),
-    )
+    let mut units: Vec<Unit> = wanted
+        .iter()
+        .map(|&at| Unit {
+            at,
+            len: 0,
+            ranges: Vec::new(),
+        })
+        .collect();
+    for &(start, end, at) in &all {
+        if let Ok(i) = wanted.binary_search(&at) {
+            units[i].ranges.push((start, end));
+        }
+    }
+    Some(units)
 }
 
 /// Whether each of `units` can be parsed alone: whole in `info`, and referring to no other
 /// unit.
 fn can_narrow(info: &[u8], abbrev: &[u8], units: &[Unit]) -> bool {
     units.iter().all(|u| {
-        let bytes = info.get(u.at..u.at + u.len).unwrap_or(&[]);
+        let bytes = info.get(u.at..u.at.saturating_add(u.len)).unwrap_or(&[]);
         u.len > 0 && abbrev_offset(bytes).is_some_and(|o| !refers_outside(abbrev, o))
     })
 }
@@ -395,17 +411,27 @@ impl<'a> Section<'a> {
             return Section::Ready(Cow::Borrowed(&[]));
         };
         match section.compressed_data() {
-            Ok(c) if c.format == object::CompressionFormat::Zlib => Section::Zlib {
-                input: c.data,
-                inflater: flate2::Decompress::new(true),
-                out: Vec::new(),
-                size: c.uncompressed_size as usize,
-            },
+            Ok(c) if c.format == object::CompressionFormat::Zlib => {
+                Section::zlib(c.data, c.uncompressed_size)
+            }
             _ => Section::Ready(
                 section
                     .uncompressed_data()
                     .unwrap_or(Cow::Borrowed(&[][..])),
             ),
+        }
+    }
+
+    /// A zlib stream that inflates to `size` bytes, as its header says, but no more than
+    /// deflate can give: a damaged header must not reserve more memory than exists.
+    fn zlib(input: &'a [u8], size: u64) -> Section<'a> {
+        Section::Zlib {
+            input,
+            inflater: flate2::Decompress::new(true),
+            out: Vec::new(),
+            size: usize::try_from(size)
+                .unwrap_or(usize::MAX)
+                .min(input.len().saturating_mul(1032)),
         }
     }
 
@@ -541,12 +567,8 @@ mod tests {
             svmas.iter().map(|&a| show(frames.find(a))).collect()
         };
         prefetch(&debug);
-        assert!(debug
-            .prepared
-            .dwarf
-            .sections
-            .get()
-            .is_some_and(|s| !s.is_empty()));
+        let info = debug.prepared.dwarf.sections[0].get();
+        assert!(info.is_some_and(|s| s.as_ref().is_some_and(|b| b.len() > 1 << 20)));
         let loaded = Loaded::load(&debug, &svmas).unwrap();
         assert!(
             loaded.narrowed_units().is_some(),
@@ -565,6 +587,29 @@ mod tests {
         };
         let loaded = Loaded::load(&debug, &[1]).unwrap();
         assert_eq!(loaded.narrowed_units(), None);
+    }
+
+    #[test]
+    fn a_compressed_section_inflates_in_steps_and_a_damaged_size_is_bounded() {
+        use std::io::Write;
+        let data: Vec<u8> = (0..1_000_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&data).unwrap();
+        let compressed = z.finish().unwrap();
+
+        let mut s = Section::zlib(&compressed, data.len() as u64);
+        s.inflate_to(1000);
+        assert!(s.bytes().len() >= 1000 && s.bytes().len() < data.len());
+        assert_eq!(s.bytes(), &data[..s.bytes().len()]);
+        assert_eq!(&*s.full(), &data[..]);
+        // A header claiming 2^64 bytes: what the stream holds, no huge reservation.
+        assert_eq!(&*Section::zlib(&compressed, u64::MAX).full(), &data[..]);
+        // A stream cut short: what it gave.
+        let cut = Section::zlib(&compressed[..compressed.len() / 2], data.len() as u64).full();
+        assert!(!cut.is_empty() && cut.len() < data.len());
+        assert_eq!(&*cut, &data[..cut.len()]);
     }
 
     #[test]

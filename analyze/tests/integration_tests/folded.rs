@@ -337,3 +337,52 @@ fn folded_output_is_the_same_at_any_thread_count() {
         );
     }
 }
+
+/// Jobs that prepare files while the recording is read and the jobs that symbolize them
+/// meet at OnceLocks. Filling one used to run rayon jobs; a worker that waited there could
+/// pick up a job that waited on the very OnceLock it was filling: a deadlock seen once in CI
+/// (debug build, tests running side by side). Many runs, three at a time at different thread
+/// counts, each with a deadline: this catches hangs of that kind by chance, not every time.
+#[test]
+fn analysis_never_hangs_whatever_the_thread_count() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("hang");
+    let file = dir.0.join("fp.data");
+    perf_record(
+        &file,
+        &["-F", "999", "-g"],
+        &fixture("busy-fp"),
+        &["0.2", "2"],
+    );
+    for round in 0..8 {
+        let children: Vec<_> = ["2", "3", "4"]
+            .iter()
+            .map(|threads| {
+                let child = Command::new(env!("CARGO_BIN_EXE_analyze"))
+                    .args(["report", "--folded", "-i", file.to_str().unwrap()])
+                    .env("RAYON_NUM_THREADS", threads)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                (threads, child)
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        for (threads, mut child) in children {
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    panic!("round {round}, {threads} threads: analyze hung for 60 s");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            };
+            assert!(status.success(), "round {round}, {threads} threads");
+        }
+    }
+}
