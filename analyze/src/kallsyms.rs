@@ -31,8 +31,8 @@ impl Kallsyms {
         }
         let k = Kallsyms { bytes, at, n };
         let mut last = 0;
-        for i in 0..n {
-            let (addr, start, end) = k.entry(i);
+        for e in k.entries() {
+            let (addr, start, end) = decode(e);
             if addr < last || start > end || end as usize > names_len {
                 return None;
             }
@@ -96,12 +96,14 @@ impl Kallsyms {
         &self.bytes[self.at..]
     }
 
+    /// The sorted entries, each as it lies in the table (see [`decode`]).
+    fn entries(&self) -> &[[u8; ENTRY]] {
+        let table = &self.bytes[self.at + HEADER..][..self.n * ENTRY];
+        table.as_chunks().0
+    }
+
     fn entry(&self, i: usize) -> (u64, u32, u32) {
-        let e = &self.bytes[self.at + HEADER + i * ENTRY..][..ENTRY];
-        let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
-        let start = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
-        let end = u32::from_le_bytes(e[12..].try_into().expect("4 bytes"));
-        (addr, start, end)
+        decode(&self.entries()[i])
     }
 
     fn name_bytes(&self, i: usize) -> &[u8] {
@@ -124,16 +126,18 @@ impl Kallsyms {
 
     /// The symbol containing `addr` and its start.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
-        let (mut lo, mut hi) = (0, self.n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= addr {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        let i = lo.checked_sub(1)?;
+        let i = self
+            .entries()
+            .partition_point(|e| decode(e).0 <= addr)
+            .checked_sub(1)?;
         Some((self.name(i), self.entry(i).0))
     }
+}
+
+/// An entry: address, and start and end of the name in the names.
+fn decode(e: &[u8; ENTRY]) -> (u64, u32, u32) {
+    let addr = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+    let start = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+    let end = u32::from_le_bytes(e[12..].try_into().expect("4 bytes"));
+    (addr, start, end)
 }

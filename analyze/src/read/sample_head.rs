@@ -1,5 +1,5 @@
 //! The fields of a sample record up to its callchain, read in place from a little-endian
-//! record: what merging identical samples needs, in 40 bytes and without the full parse
+//! record: what merging identical samples needs, in 48 bytes and without the full parse
 //! (linux-perf-event-reader's `SampleRecord` is 200 bytes; kept for 100k samples, the pages
 //! it filled were a fifth of a report's time). The layout is PERF_RECORD_SAMPLE's in
 //! perf_event.h: every field before the callchain has a fixed size but `read_format` values,
