@@ -120,8 +120,6 @@ enum Command {
 
 /// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
 fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
-    let timing = std::env::var_os("BPFPERF_TIMING").is_some();
-    let t0 = std::time::Instant::now();
     analyze::timing::mark("start");
     let loader = Loader::new();
     let options = select.options(addresses, lines);
@@ -150,7 +148,7 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
                 scope.spawn(|| {
                     let t = std::time::Instant::now();
                     loader.kallsyms();
-                    if timing {
+                    if analyze::timing::enabled() {
                         eprintln!(
                             "analyze: kernel symbols {:.1} ms (beside reading)",
                             t.elapsed().as_secs_f64() * 1e3
@@ -162,20 +160,10 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
             let merge = !(addresses || select.event == "wakeup");
             analyze::read::read_with(&select.input, merge, &mut files_known)
         })?;
-        if timing {
-            eprintln!("analyze: read {:.3} s", t0.elapsed().as_secs_f64());
-        }
         for n in &rec.notes {
             eprintln!("analyze: warning: {n}");
         }
-        let t1 = std::time::Instant::now();
         let s = pipeline::symbolize(&rec, &options, loader)?;
-        if timing {
-            eprintln!(
-                "analyze: unwind + symbolize + stacks {:.3} s",
-                t1.elapsed().as_secs_f64()
-            );
-        }
         Ok((rec, s))
     })?;
     for w in &s.stats.warnings {

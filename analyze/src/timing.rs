@@ -6,7 +6,8 @@ use std::time::Instant;
 
 static LAST: Mutex<Option<Instant>> = Mutex::new(None);
 
-fn enabled() -> bool {
+/// Whether `BPFPERF_TIMING` is set.
+pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("BPFPERF_TIMING").is_some())
 }
