@@ -87,12 +87,35 @@ impl ElfData {
         })
     }
 
-    /// The SVMA at file offset `offset`, through the PT_LOAD segments.
-    pub fn svma_of_offset(&self, offset: u64) -> Option<u64> {
-        self.segments
+    /// The bias (AVMA - SVMA) of a mapping of this file at `start..end` from file offset
+    /// `pgoff`: the one translation between process addresses and the file's own, used by
+    /// unwinding, symbolizing and every view after them.
+    ///
+    /// The mapping belongs to the PT_LOAD segment that covers most of its file range. Going by
+    /// the segment that holds `pgoff` is wrong where a linker starts a segment on the page where
+    /// the one before it ends (lld: R at offset 0 size 0x16368, R E at offset 0x16370 and SVMA
+    /// 0x17370): the R E mapping's page offset 0x16000 lies in both, and the R segment's delta
+    /// between offset and SVMA is one page off. `None` when no segment overlaps the mapping.
+    pub fn mapping_bias(&self, start: u64, end: u64, pgoff: u64) -> Option<u64> {
+        let file_end = pgoff.saturating_add(end.saturating_sub(start).max(1));
+        let overlap = |s: &Segment| {
+            let lo = pgoff.max(s.file_offset);
+            let hi = file_end.min(s.file_offset.saturating_add(s.file_size.max(1)));
+            hi.saturating_sub(lo)
+        };
+        // The first of equal overlaps: max_by_key would take the last.
+        let best = self
+            .segments
             .iter()
-            .find(|s| offset >= s.file_offset && offset < s.file_offset + s.file_size.max(1))
-            .map(|s| offset - s.file_offset + s.svma)
+            .fold(None::<(&Segment, u64)>, |best, s| match (best, overlap(s)) {
+                (_, 0) => best,
+                (Some((_, b)), o) if o <= b => best,
+                (_, o) => Some((s, o)),
+            })?
+            .0;
+        // File offset `pgoff` sits at `start`; in that segment it is at SVMA
+        // `pgoff - file_offset + svma`.
+        Some(start.wrapping_sub(pgoff.wrapping_sub(best.file_offset).wrapping_add(best.svma)))
     }
 
     /// The build id as lowercase hex.
@@ -392,6 +415,44 @@ mod tests {
         assert_eq!(m.lookup(0x1008), Some(("foo", 0x1000)));
         assert_eq!(m.lookup(0x1010), None);
         assert_eq!(m.lookup(0x201f), Some(("bar baz", 0x2000)));
+    }
+
+    fn elf_with(segments: Vec<Segment>) -> ElfData {
+        ElfData {
+            name: "x".into(),
+            bytes: Bytes::Owned(Vec::new()),
+            build_id: None,
+            segments,
+            debuglink: None,
+            has_debug_info: false,
+            prepared: Default::default(),
+        }
+    }
+
+    #[test]
+    fn mapping_bias_picks_the_segment_the_mapping_covers() {
+        // lld's layout: the R E segment starts on the R segment's last file page.
+        let elf = elf_with(vec![
+            Segment {
+                file_offset: 0,
+                file_size: 0x16368,
+                svma: 0,
+            },
+            Segment {
+                file_offset: 0x16370,
+                file_size: 0x45c70,
+                svma: 0x17370,
+            },
+        ]);
+        let (start, pgoff) = (0x5555_5556_b000, 0x16000);
+        let bias = elf.mapping_bias(start, start + 0x46000, pgoff).unwrap();
+        // AVMA start + 0x370 is file offset 0x16370, the R E segment's first byte.
+        assert_eq!(start + 0x370 - bias, 0x17370);
+        // The R mapping from offset 0 keeps SVMA = file offset.
+        let r = 0x5555_5555_5000;
+        assert_eq!(elf.mapping_bias(r, r + 0x17000, 0), Some(r));
+        // A mapping outside every segment has none.
+        assert_eq!(elf.mapping_bias(r, r + 0x1000, 0x100000), None);
     }
 
     #[test]

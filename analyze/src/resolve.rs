@@ -2,8 +2,8 @@
 //! to look up there.
 //!
 //! Terms: an *AVMA* is an address in the recorded process; an *SVMA* is the address the ELF
-//! file itself states. A mapping of file offset `pgoff` at `start` puts AVMA `a` at file offset
-//! `a - start + pgoff`, which the file's PT_LOAD segments turn into an SVMA. A return address
+//! file itself states. Each mapping has one bias, AVMA - SVMA, from
+//! [`ElfData::mapping_bias`] (the translation unwinding uses too). A return address
 //! keeps its flag: symbolize names it as perf does (by the symbol holding the address itself)
 //! and looks up its line and inline frames one byte back, at the call instruction.
 //!
@@ -61,7 +61,8 @@ pub type Key = (FileId, Lookup);
 pub struct Resolver<'r> {
     rec: &'r Recording,
     files: Vec<File>,
-    file_of_map: FxHashMap<MapId, FileId>,
+    /// The file of each mapping, and the mapping's bias (AVMA - SVMA) where it is an ELF file.
+    file_of_map: FxHashMap<MapId, (FileId, Option<u64>)>,
 }
 
 fn is_anonymous(path: &str) -> bool {
@@ -104,7 +105,11 @@ impl<'r> Resolver<'r> {
                 r.files.push(File { dso: name, source });
                 (r.files.len() - 1) as FileId
             });
-            r.file_of_map.insert(map, id);
+            let bias = match &r.files[id as usize].source {
+                Some(Source::Elf { elf, .. }) => elf.mapping_bias(m.start, m.end, m.pgoff),
+                _ => None,
+            };
+            r.file_of_map.insert(map, (id, bias));
         }
         r
     }
@@ -114,39 +119,27 @@ impl<'r> Resolver<'r> {
     }
 
     /// The lookup key of `loc`, or `None` when no file can tell (no mapping, unreadable file,
-    /// an offset outside the file's segments).
+    /// a mapping outside the file's segments).
     pub fn resolve(&self, loc: &Located) -> Option<Key> {
-        let map = loc.map?;
-        let file = *self.file_of_map.get(&map)?;
-        let is_return = loc.is_return;
-        match self.files[file as usize].source.as_ref()? {
-            Source::Jit(_) => Some((
-                file,
-                Lookup {
-                    addr: loc.addr,
-                    is_return,
-                },
-            )),
-            Source::Elf { elf, .. } => {
-                let m = &self.rec.mappings[map as usize];
-                let svma =
-                    elf.svma_of_offset(loc.addr.wrapping_sub(m.start).wrapping_add(m.pgoff))?;
-                Some((
-                    file,
-                    Lookup {
-                        addr: svma,
-                        is_return,
-                    },
-                ))
-            }
-        }
+        let (file, bias) = *self.file_of_map.get(&loc.map?)?;
+        let addr = match self.files[file as usize].source.as_ref()? {
+            Source::Jit(_) => loc.addr,
+            Source::Elf { .. } => loc.addr.wrapping_sub(bias?),
+        };
+        Some((
+            file,
+            Lookup {
+                addr,
+                is_return: loc.is_return,
+            },
+        ))
     }
 
     /// The dso name of the mapping of `loc`, for frames that cannot be resolved.
     pub fn dso_of(&self, loc: &Located) -> &str {
         match loc.map {
             Some(m) => match self.file_of_map.get(&m) {
-                Some(&f) => &self.files[f as usize].dso,
+                Some(&(f, _)) => &self.files[f as usize].dso,
                 None => &self.rec.mappings[m as usize].path,
             },
             None => crate::symbolize::UNKNOWN,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 
 use crate::loader::{ElfData, Loader};
 
@@ -36,8 +36,6 @@ impl Deref for MappedBytes {
 /// What framehop needs from one ELF file, read once and shared by every process mapping it.
 pub struct ElfUnwindData {
     elf: Arc<ElfData>,
-    /// (file offset, SVMA, file size) of each PT_LOAD segment.
-    segments: Vec<(u64, u64, u64)>,
     base_svma: u64,
     text: Option<(Range<u64>, Range<usize>)>,
     eh_frame: Option<(Range<u64>, Range<usize>)>,
@@ -58,16 +56,8 @@ impl ElfUnwindData {
                 off as usize..(off + size) as usize,
             ))
         };
-        let segments: Vec<(u64, u64, u64)> = obj
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, s.address(), size)
-            })
-            .collect();
-        let base_svma = segments.iter().map(|s| s.1).min().unwrap_or(0) & !0xfff;
+        let base_svma = elf.segments.iter().map(|s| s.svma).min().unwrap_or(0) & !0xfff;
         Some(ElfUnwindData {
-            segments,
             base_svma,
             text: section(".text"),
             eh_frame: section(".eh_frame"),
@@ -88,17 +78,6 @@ impl ElfUnwindData {
             elf: self.elf.clone(),
             range: range.clone(),
         }
-    }
-
-    /// The bias (AVMA - SVMA) of a mapping of this file at `start` from file offset `pgoff`.
-    pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
-        let (off, svma, _) = self
-            .segments
-            .iter()
-            .find(|(off, _, size)| pgoff >= off & !0xfff && pgoff < off + size.max(&1))
-            .or_else(|| self.segments.first())?;
-        // File offset `pgoff` sits at `start`; it belongs to the segment at SVMA `svma`.
-        Some(start.wrapping_sub(pgoff.wrapping_sub(*off).wrapping_add(*svma)))
     }
 
     fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<MappedBytes> {
@@ -231,7 +210,7 @@ impl ProcessUnwinder {
             if !elf.has_cfi() {
                 without_cfi.push(m.path.clone());
             }
-            let Some(bias) = elf.bias(m.start, m.pgoff) else {
+            let Some(bias) = elf.elf.mapping_bias(m.start, m.end, m.pgoff) else {
                 continue;
             };
             unwinder.add_module(elf.module(&m.path.to_string_lossy(), m.start..m.end, bias));
