@@ -100,17 +100,22 @@ impl<'r> Unwinder<'r> {
         };
         let mut out = Vec::new();
         let end = unwinder.unwind(cache, copy.regs, &copy.bytes, &mut out);
+        // A caller found by DWARF unwinding is its call instruction (return address - 1), as
+        // perf's DWARF unwinders (libunwind, libdw) report it: named, printed and looked up
+        // there. That names a call that ends a function (`_start` calling `_dl_start`) by its
+        // caller, where the kernel's frame-pointer chains, which stay return addresses, name the
+        // function after it, as perf does for those.
         let user = out
             .iter()
             .map(|f| {
-                let (addr, is_return) = match *f {
-                    UnwoundFrame::InstructionPointer(a) => (a, false),
-                    UnwoundFrame::ReturnAddress(a) => (a, true),
+                let addr = match *f {
+                    UnwoundFrame::InstructionPointer(a) => a,
+                    UnwoundFrame::ReturnAddress(a) => a - 1,
                 };
                 Located {
                     addr,
                     map: self.rec.find_map(s.pid, addr),
-                    is_return,
+                    is_return: false,
                 }
             })
             .collect();
