@@ -1,10 +1,12 @@
 //! Folded stacks, as stackcollapse-perf.pl prints them: `comm;root;...;leaf COUNT`, one line per
 //! unique stack, sorted bytewise.
 //!
-//! Frames are named by stackcollapse-perf.pl's rules (its defaults: `--tidy-generic`, no
-//! pid/tid): an unknown function in a known file is `[file name]`, `;` becomes `:`, an
-//! argument list `(...)` is cut (not `(anonymous namespace)`, not Go's `.(*T).`), quotes go;
-//! spaces in the command name become `_`.
+//! Frames are named as stackcollapse-perf.pl names them (its defaults, no pid/tid): an
+//! unknown function in a known file is `[file name]`, `;` becomes `:`, quotes go; spaces in
+//! the command name become `_`. Unlike stackcollapse-perf.pl, names are not cut at their first
+//! `(`: perf and we print names without parameters already (the demangler leaves them out), so
+//! what a `(` starts is part of the name: `std::_Function_handler<double (double), ...>`,
+//! `main::{lambda(double)#1}`, Go's `main.(*T).Run`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,32 +16,28 @@ use rustc_hash::FxHashMap;
 use crate::aggregate::Profile;
 use crate::symbolize::FrameInfo;
 
-/// A frame's name in folded output.
+/// A frame's name in folded output: an unknown function is named by its file, in brackets
+/// (`[libc.so.6]`), a file already in brackets as it is (`[kernel.kallsyms]`, `[vdso]`).
 pub fn frame_name(f: &FrameInfo) -> Cow<'_, str> {
     let name: Cow<str> = if f.is_unknown() && f.dso != crate::symbolize::UNKNOWN {
-        format!("[{}]", f.dso.rsplit('/').next().unwrap_or(&f.dso)).into()
+        let file = f.dso.rsplit('/').next().unwrap_or(&f.dso);
+        if file.starts_with('[') && file.ends_with(']') {
+            Cow::Owned(file.to_string())
+        } else {
+            format!("[{file}]").into()
+        }
     } else {
         Cow::Borrowed(&f.function)
     };
     tidy(name)
 }
 
-/// stackcollapse-perf.pl's `tidy_generic`.
+/// stackcollapse-perf.pl's `tidy_generic`, less its cut at `(`.
 fn tidy(name: Cow<'_, str>) -> Cow<'_, str> {
-    if !name.contains([';', '(', '"', '\'']) {
+    if !name.contains([';', '"', '\'']) {
         return name;
     }
     let mut s = name.replace(';', ":");
-    let go_method = s.find(".(").is_some_and(|i| s[i + 2..].contains(")."));
-    if !go_method {
-        let cut = s
-            .match_indices('(')
-            .map(|(i, _)| i)
-            .find(|&i| !s[i..].starts_with("(anonymous namespace)"));
-        if let Some(i) = cut {
-            s.truncate(i);
-        }
-    }
     s.retain(|c| c != '"' && c != '\'');
     s.into()
 }
@@ -95,9 +93,20 @@ mod tests {
             "[libc.so.6]"
         );
         assert_eq!(frame_name(&f("[unknown]", "[unknown]")), "[unknown]");
-        assert_eq!(frame_name(&f("foo(int, char)", "x")), "foo");
         assert_eq!(
-            frame_name(&f("(anonymous namespace)::bar(int)", "x")),
+            frame_name(&f("[unknown]", "[kernel.kallsyms]")),
+            "[kernel.kallsyms]"
+        );
+        assert_eq!(frame_name(&f("[unknown]", "[vdso]")), "[vdso]");
+        assert_eq!(
+            frame_name(&f(
+                "std::_Function_handler<double (double), main::{lambda(double)#1}>::_M_invoke",
+                "x"
+            )),
+            "std::_Function_handler<double (double), main::{lambda(double)#1}>::_M_invoke"
+        );
+        assert_eq!(
+            frame_name(&f("(anonymous namespace)::bar", "x")),
             "(anonymous namespace)::bar"
         );
         assert_eq!(frame_name(&f("main.(*T).Run", "x")), "main.(*T).Run");

@@ -67,8 +67,10 @@ pub fn demangle(name: &str) -> String {
         let parse =
             cpp_demangle::ParseOptions::default().recursion_limit(CPP_DEMANGLE_RECURSION_LIMIT);
         if let Ok(sym) = cpp_demangle::Symbol::new_with_options(name, &parse) {
+            // As perf prints C++ names: no parameters, no return type.
             let opts = cpp_demangle::DemangleOptions::default()
                 .no_params()
+                .no_return_type()
                 .recursion_limit(CPP_DEMANGLE_RECURSION_LIMIT);
             if let Ok(d) = sym.demangle_with_options(&opts) {
                 return d;

@@ -11,28 +11,23 @@ use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
 
 pub type Folded = BTreeMap<String, u64>;
 
-/// stackcollapse-perf.pl's `tidy_generic` and `[unknown]` rules for one frame.
-fn frame_name(raw: &str, module: &str) -> String {
+/// stackcollapse-perf.pl's `tidy_generic` and `[unknown]` rules for one frame, with two
+/// differences that analyze makes on purpose: a name is not cut at its first `(` (perf 6.1
+/// prints names without parameters, so a `(` is part of the name, as in
+/// `std::_Function_handler<double (double), main::{lambda(double)#1}>::_M_invoke`), and a file
+/// already in brackets is not bracketed again (`[kernel.kallsyms]`, not `[[kernel.kallsyms]]`).
+pub fn frame_name(raw: &str, module: &str) -> String {
     let mut f = if raw == "[unknown]" {
-        if module == "[unknown]" {
-            "[unknown]".to_string()
+        let file = module.rsplit('/').next().unwrap();
+        if file.starts_with('[') && file.ends_with(']') {
+            file.to_string()
         } else {
-            format!("[{}]", module.rsplit('/').next().unwrap())
+            format!("[{file}]")
         }
     } else {
         raw.to_string()
     };
     f = f.replace(';', ":");
-    let go_method = f.find(".(").is_some_and(|i| f[i + 2..].contains(")."));
-    if !go_method {
-        if let Some(i) = f
-            .match_indices('(')
-            .map(|(i, _)| i)
-            .find(|&i| !f[i..].starts_with("(anonymous namespace)"))
-        {
-            f.truncate(i);
-        }
-    }
     f.retain(|c| c != '"' && c != '\'');
     f
 }
@@ -96,7 +91,7 @@ pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
                 Some(i) if raw[i + 3..].chars().all(|c| c.is_ascii_hexdigit()) => &raw[..i],
                 _ => raw,
             };
-            if raw.starts_with('(') {
+            if raw.starts_with('(') && !raw.starts_with("(anonymous namespace)") {
                 continue;
             }
             stack.push(frame_name(raw, module));
