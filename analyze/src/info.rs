@@ -29,6 +29,8 @@ pub struct FileSummary {
     pub lost: u64,
     pub lost_records: u64,
     pub records: u64,
+    /// Records by type, as `perf report --stats` counts them.
+    pub record_types: std::collections::BTreeMap<u32, u64>,
     pub compressed_records: bool,
     /// First and last sample timestamp, in ns.
     pub time_span: Option<(u64, u64)>,
@@ -84,6 +86,62 @@ pub fn sample_type_words(sample_type: u64) -> String {
         words.push(format!("{:#x}", sample_type & !known));
     }
     words.join("|")
+}
+
+/// perf's name for a record type (`perf report --stats`), `TYPE_N` for one it does not name.
+pub fn record_type_name(t: u32) -> String {
+    const KERNEL: [&str; 22] = [
+        "TOTAL",
+        "MMAP",
+        "LOST",
+        "COMM",
+        "EXIT",
+        "THROTTLE",
+        "UNTHROTTLE",
+        "FORK",
+        "READ",
+        "SAMPLE",
+        "MMAP2",
+        "AUX",
+        "ITRACE_START",
+        "LOST_SAMPLES",
+        "SWITCH",
+        "SWITCH_CPU_WIDE",
+        "NAMESPACES",
+        "KSYMBOL",
+        "BPF_EVENT",
+        "CGROUP",
+        "TEXT_POKE",
+        "AUX_OUTPUT_HW_ID",
+    ];
+    const USER: [&str; 20] = [
+        "ATTR",
+        "EVENT_TYPE",
+        "TRACING_DATA",
+        "BUILD_ID",
+        "FINISHED_ROUND",
+        "ID_INDEX",
+        "AUXTRACE_INFO",
+        "AUXTRACE",
+        "AUXTRACE_ERROR",
+        "THREAD_MAP",
+        "CPU_MAP",
+        "STAT_CONFIG",
+        "STAT",
+        "STAT_ROUND",
+        "EVENT_UPDATE",
+        "TIME_CONV",
+        "FEATURE",
+        "COMPRESSED",
+        "FINISHED_INIT",
+        "COMPRESSED2",
+    ];
+    let name = match t {
+        1..=21 => KERNEL.get(t as usize),
+        64..=83 => USER.get(t as usize - 64),
+        _ => None,
+    };
+    name.map_or_else(|| format!("TYPE_{t}"), |n| n.to_string())
 }
 
 fn attr_type_word(t: u32) -> &'static str {
@@ -151,6 +209,11 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
 
     while let Some(record) = reader.next_record()? {
         s.records += 1;
+        let kind = match &record {
+            PerfFileRecord::EventRecord { record, .. } => record.record_type.0,
+            PerfFileRecord::UserRecord(r) => r.record_type.record_type().0,
+        };
+        *s.record_types.entry(kind).or_insert(0) += 1;
         match record {
             PerfFileRecord::EventRecord { attr_index, record } => match record.record_type {
                 RecordType::SAMPLE => {
@@ -182,6 +245,14 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
                 _ => {}
             },
             PerfFileRecord::UserRecord(_) => {}
+        }
+    }
+    // Records the iterator consumes: counted as they lie in the file.
+    const CONSUMED: [u32; 6] = [64, 66, 68, 80, 81, 83]; // ATTR, TRACING_DATA, FINISHED_ROUND,
+                                                         // FEATURE, COMPRESSED, COMPRESSED2
+    for (&kind, &n) in reader.record_counts() {
+        if CONSUMED.contains(&kind) {
+            *s.record_types.entry(kind).or_insert(0) += n;
         }
     }
     Ok(s)
@@ -259,6 +330,12 @@ impl FileSummary {
             }
         );
         let _ = writeln!(o, "samples:       {}", self.samples);
+        let by_type: Vec<String> = self
+            .record_types
+            .iter()
+            .map(|(&t, n)| format!("{} {n}", record_type_name(t)))
+            .collect();
+        let _ = writeln!(o, "by type:       {}", by_type.join(", "));
         let _ = writeln!(
             o,
             "lost events:   {} (in {} LOST records)",

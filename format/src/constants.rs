@@ -14,6 +14,8 @@ pub mod record_type {
     pub const HEADER_TRACING_DATA: u32 = 66;
     pub const HEADER_BUILD_ID: u32 = 67;
     pub const FINISHED_ROUND: u32 = 68;
+    /// Hardware trace bytes (Intel PT, CoreSight): they follow the record, outside its size.
+    pub const AUXTRACE: u32 = 71;
     pub const HEADER_FEATURE: u32 = 80;
     pub const FINISHED_INIT: u32 = 82;
 }

@@ -52,6 +52,7 @@ pub struct PerfFileReader {
     tracing_data: Option<Vec<u8>>,
     input_len: u64,
     records_range: std::ops::Range<u64>,
+    record_counts: std::collections::BTreeMap<u32, u64>,
     storage: Arc<Storage>,
 }
 
@@ -113,6 +114,7 @@ impl PerfFileReader {
             tracing_data,
             input_len,
             records_range: scanned.records,
+            record_counts: scanned.record_counts,
             storage,
         })
     }
@@ -165,6 +167,13 @@ impl PerfFileReader {
     /// that must outlive the reader (stack copies, say) without being copied.
     pub fn input(&self) -> InputBytes {
         InputBytes(self.storage.clone())
+    }
+
+    /// The records of the input by type, as they lie in it: FINISHED_ROUND and COMPRESSED
+    /// records (which [`PerfFileReader::next_record`] consumes) counted, the records inside
+    /// COMPRESSED ones not. Empty for big-endian files.
+    pub fn record_counts(&self) -> &std::collections::BTreeMap<u32, u64> {
+        &self.record_counts
     }
 
     /// What the reader had to repair (cut-short data, an interrupted recording): one sentence each.

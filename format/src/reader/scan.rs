@@ -6,6 +6,7 @@
 //! headers (not their bodies, so it costs little) and builds a view that linux-perf-data can read
 //! from start to end, plus notes that say what was repaired.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::splice::Piece;
@@ -30,6 +31,8 @@ pub(crate) struct Scanned {
     pub tracing_data: Option<Vec<u8>>,
     /// Where the records start and end in the input (end is after the last whole record).
     pub records: std::ops::Range<u64>,
+    /// The records walked, by type (those inside COMPRESSED records are not walked).
+    pub record_counts: BTreeMap<u32, u64>,
 }
 
 fn u16_at(b: &[u8], off: usize) -> u16 {
@@ -75,14 +78,54 @@ fn step(bytes: &[u8], off: u64, end: u64) -> Step {
         }
         let data_len = u32_at(bytes, o + 8) as u64;
         len = size + data_len.div_ceil(8) * 8;
+    } else if kind == record_type::AUXTRACE {
+        // `size` covers the record; the trace bytes follow, as many as its first field says.
+        if off + 16 > end {
+            return Step::Stop("AUXTRACE record cut short".into());
+        }
+        let trace_len = u64_at(bytes, o + 8);
+        len = match size.checked_add(trace_len) {
+            Some(len) => len,
+            None => {
+                return Step::Stop(format!(
+                    "AUXTRACE record says {trace_len} bytes of trace follow it"
+                ))
+            }
+        };
     }
-    if off + len > end {
+    if off.checked_add(len).is_none_or(|e| e > end) {
         return Step::Stop(format!(
             "record of type {kind} needs {len} bytes, only {} remain",
             end - off
         ));
     }
     Step::Record { len, kind }
+}
+
+/// The records the walk met, by type, and the bytes of hardware trace among them (AUXTRACE
+/// records, which are skipped, not decoded).
+#[derive(Default)]
+struct Tally {
+    by_type: BTreeMap<u32, u64>,
+    trace_bytes: u64,
+}
+
+impl Tally {
+    fn count(&mut self, kind: u32, len: u64) {
+        *self.by_type.entry(kind).or_insert(0) += 1;
+        if kind == record_type::AUXTRACE {
+            self.trace_bytes += len;
+        }
+    }
+
+    /// What to say of the hardware traces, once per file.
+    fn note(&self) -> Option<String> {
+        let records = *self.by_type.get(&record_type::AUXTRACE)?;
+        Some(format!(
+            "{records} AUXTRACE records ({} bytes) hold hardware traces (Intel PT, CoreSight) that are not decoded; every sample is read",
+            self.trace_bytes
+        ))
+    }
 }
 
 pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
@@ -132,6 +175,7 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
             notes: vec![],
             tracing_data: None,
             records: header_size..file_len,
+            record_counts: BTreeMap::new(),
         });
     }
     match mode {
@@ -147,9 +191,11 @@ fn scan_pipe(bytes: &[u8]) -> Scanned {
     let mut tracing_data = None;
     let mut piece_start = PIPE_HEADER_SIZE;
     let mut off = PIPE_HEADER_SIZE;
+    let mut tally = Tally::default();
     while off < end {
         match step(bytes, off, end) {
             Step::Record { len, kind } => {
+                tally.count(kind, len);
                 if kind == record_type::HEADER_TRACING_DATA {
                     let o = off as usize;
                     let data_len = u32_at(bytes, o + 8) as usize;
@@ -170,12 +216,14 @@ fn scan_pipe(bytes: &[u8]) -> Scanned {
     }
     pieces.push(Piece::Stored(piece_start as usize..off as usize));
     pieces.retain(|p| !matches!(p, Piece::Stored(r) if r.is_empty()));
+    notes.extend(tally.note());
     Scanned {
         mode: FileMode::Pipe,
         pieces,
         notes,
         tracing_data,
         records: PIPE_HEADER_SIZE..off,
+        record_counts: tally.by_type,
     }
 }
 
@@ -258,9 +306,13 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
     }
 
     let mut off = data_off;
+    let mut tally = Tally::default();
     while off < end {
         match step(bytes, off, end) {
-            Step::Record { len, .. } => off += len,
+            Step::Record { len, kind } => {
+                tally.count(kind, len);
+                off += len
+            }
             Step::Stop(why) => {
                 notes.push(format!(
                     "records end early at offset {off}: {why}; everything before it is read"
@@ -270,6 +322,8 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
             }
         }
     }
+
+    notes.extend(tally.note());
 
     // The feature sections that survive, as (bit, range in the input).
     let mut kept: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
@@ -340,6 +394,7 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         notes,
         tracing_data: None,
         records: data_off..off,
+        record_counts: tally.by_type,
     })
 }
 
