@@ -141,9 +141,10 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         ));
     }
     let magic = &bytes[..8];
-    let big_endian = match magic {
-        b"PERFILE2" => false,
-        b"2ELIFREP" => true,
+    let (big_endian, version1) = match magic {
+        b"PERFILE2" => (false, false),
+        b"2ELIFREP" => (true, false),
+        b"PERFFILE" => (version1_big_endian(path, bytes)?, true),
         _ => {
             return Err(Error::BadMagic {
                 path: path.into(),
@@ -159,6 +160,7 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
     let mode = match header_size {
         PIPE_HEADER_SIZE => FileMode::Pipe,
         FILE_HEADER_SIZE => FileMode::File,
+        VERSION1_SHORT_HEADER_SIZE if version1 => FileMode::File,
         other => {
             return Err(Error::damaged(
                 path,
@@ -178,16 +180,63 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
             record_counts: BTreeMap::new(),
         });
     }
-    match mode {
-        FileMode::Pipe => Ok(scan_pipe(bytes)),
-        FileMode::File => scan_file(path, bytes),
+    let mut scanned = match mode {
+        FileMode::Pipe => scan_pipe(bytes),
+        FileMode::File => scan_file(path, bytes, header_size)?,
+    };
+    if version1 {
+        // The view's header is rebuilt or copied first: give it the current magic.
+        match scanned.pieces.first_mut() {
+            Some(Piece::Owned(header)) => header[..8].copy_from_slice(b"PERFILE2"),
+            _ => unreachable!("the scans put the header in an owned piece first"),
+        }
+        scanned
+            .notes
+            .push("written by an early perf (PERFFILE, version 1 of the format)".into());
+    }
+    Ok(scanned)
+}
+
+/// The header of version 1 files from 2009-2010 perf: no feature bitmap.
+const VERSION1_SHORT_HEADER_SIZE: u64 = 72;
+
+/// Whether a version 1 (`PERFFILE`) file is big-endian. Its magic does not tell; perf tells
+/// by the attribute size, which must be one of the attr ABI sizes (VER0..VER4) plus the
+/// 16-byte id section, in one byte order or the other (pipe mode: the 16-byte header size).
+fn version1_big_endian(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
+    const ATTR_SIZES: [u64; 5] = [80, 88, 96, 112, 120];
+    let matches = |big: bool| {
+        let word = |off: usize| {
+            let v = u64_at(bytes, off);
+            if big {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        word(8) == PIPE_HEADER_SIZE || (bytes.len() >= 24 && ATTR_SIZES.contains(&word(16)))
+    };
+    if matches(false) {
+        Ok(false)
+    } else if matches(true) {
+        Err(Error::damaged(
+            path,
+            0,
+            "a big-endian PERFFILE (version 1) file: not supported",
+        ))
+    } else {
+        Err(Error::damaged(
+            path,
+            16,
+            "a PERFFILE (version 1) file whose attribute size is none of perf's (80, 88, 96, 112, 120)",
+        ))
     }
 }
 
 fn scan_pipe(bytes: &[u8]) -> Scanned {
     let end = bytes.len() as u64;
     let mut notes = Vec::new();
-    let mut pieces = vec![Piece::Stored(0..PIPE_HEADER_SIZE as usize)];
+    let mut pieces = vec![Piece::Owned(bytes[..PIPE_HEADER_SIZE as usize].to_vec())];
     let mut tracing_data = None;
     let mut piece_start = PIPE_HEADER_SIZE;
     let mut off = PIPE_HEADER_SIZE;
@@ -227,13 +276,14 @@ fn scan_pipe(bytes: &[u8]) -> Scanned {
     }
 }
 
-fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
+/// `header_size` is 104, or 72 for the early version 1 files without a feature bitmap.
+fn scan_file(path: &Path, bytes: &[u8], header_size: u64) -> Result<Scanned, Error> {
     let file_len = bytes.len() as u64;
-    if file_len < FILE_HEADER_SIZE {
+    if file_len < header_size {
         return Err(Error::damaged(
             path,
             0,
-            format!("file has {file_len} bytes, the perf.data header needs 104 (file cut short?)"),
+            format!("file has {file_len} bytes, the perf.data header needs {header_size} (file cut short?)"),
         ));
     }
     let attr_size = u64_at(bytes, 16);
@@ -276,7 +326,7 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
             ));
         }
     }
-    if data_off < FILE_HEADER_SIZE || data_off > file_len {
+    if data_off < header_size || data_off > file_len {
         return Err(Error::damaged(
             path,
             40,
@@ -285,7 +335,7 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
     }
 
     let mut notes = Vec::new();
-    let mut keep_features = true;
+    let mut keep_features = header_size == FILE_HEADER_SIZE;
     let declared_end = data_off.saturating_add(data_size);
     let mut end = declared_end;
     if data_size == 0 {
@@ -353,9 +403,19 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         kept.sort_by_key(|(bit, _)| *bit);
     }
 
-    // The view: patched header, the records, then a fresh feature table and the sections.
+    // The view: patched header, the records, then a fresh feature table and the sections. A
+    // 72-byte header grows to 104 bytes: what follows it moves by `shift`.
     let data_end = off as usize;
-    let mut header = bytes[..FILE_HEADER_SIZE as usize].to_vec();
+    let shift = FILE_HEADER_SIZE - header_size;
+    let mut header = bytes[..header_size as usize].to_vec();
+    header.resize(FILE_HEADER_SIZE as usize, 0);
+    header[8..16].copy_from_slice(&FILE_HEADER_SIZE.to_le_bytes());
+    for (offset_at, size_at) in [(24, 32), (40, 48), (56, 64)] {
+        if u64_at(&header, size_at) != 0 {
+            let moved = u64_at(&header, offset_at) + shift;
+            header[offset_at..offset_at + 8].copy_from_slice(&moved.to_le_bytes());
+        }
+    }
     header[48..56].copy_from_slice(&(off - data_off).to_le_bytes());
     let mut bitmap = [0u8; 32];
     for (bit, _) in &kept {
@@ -364,11 +424,11 @@ fn scan_file(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
     header[72..104].copy_from_slice(&bitmap);
     let mut pieces = vec![
         Piece::Owned(header),
-        Piece::Stored(FILE_HEADER_SIZE as usize..data_end),
+        Piece::Stored(header_size as usize..data_end),
     ];
     let mut table = Vec::new();
     let mut sections = Vec::new();
-    let mut at = data_end as u64 + kept.len() as u64 * 16;
+    let mut at = data_end as u64 + shift + kept.len() as u64 * 16;
     for (bit, range) in kept {
         let piece = if bit == EVENT_DESC_BIT && range.is_empty() {
             Piece::Owned(event_desc_from_attrs(
@@ -410,7 +470,17 @@ fn event_desc_from_attrs(bytes: &[u8], attr_size: u64, attrs_off: u64, attrs_siz
     out.extend_from_slice(&(attr_len as u32).to_le_bytes());
     for i in 0..count {
         let at = (attrs_off + i * attr_size) as usize;
+        let start = out.len();
         out.extend_from_slice(&bytes[at..at + attr_len as usize]);
+        // The attr's own size: early perf left it 0 (perf reads that as VER0, 64 bytes); it
+        // must not claim more than its slot.
+        let size = u32_at(&out, start + 4);
+        let size = if size == 0 {
+            64
+        } else {
+            size.min(attr_len as u32)
+        };
+        out[start + 4..start + 8].copy_from_slice(&size.to_le_bytes());
         let ids_at = at + attr_len as usize;
         let (ids_off, ids_size) = (
             u64_at(bytes, ids_at) as usize,
