@@ -3,7 +3,9 @@
 mod common;
 mod dwarf;
 mod errors;
+mod fidelity;
 mod folded;
+mod formats;
 mod info;
 mod inline;
 mod kallsyms_cache;
