@@ -170,7 +170,7 @@ fn worst_stacks(perf: &Folded, ours: &Folded) -> String {
         )
         .filter(|d| d.0 > 0)
         .collect();
-    d.sort_by(|a, b| b.0.cmp(&a.0));
+    d.sort_by_key(|d| std::cmp::Reverse(d.0));
     d.iter()
         .take(6)
         .map(|(n, k, who)| format!("  {who} +{n}  {k}\n"))
