@@ -107,10 +107,12 @@ impl ElfData {
         let best = self
             .segments
             .iter()
-            .fold(None::<(&Segment, u64)>, |best, s| match (best, overlap(s)) {
-                (_, 0) => best,
-                (Some((_, b)), o) if o <= b => best,
-                (_, o) => Some((s, o)),
+            .fold(None::<(&Segment, u64)>, |best, s| {
+                match (best, overlap(s)) {
+                    (_, 0) => best,
+                    (Some((_, b)), o) if o <= b => best,
+                    (_, o) => Some((s, o)),
+                }
             })?
             .0;
         // File offset `pgoff` sits at `start`; in that segment it is at SVMA

@@ -237,7 +237,8 @@ pub fn read_with(
             (rec.comms.len() - 1) as u32
         })
     };
-    let unknown_comm = intern(&mut rec, ":unknown");
+    // Samples of threads the recording never names get this, then `:TID` at the end.
+    let unknown_comm = u32::MAX;
     if std::env::var_os("BPFPERF_SEQUENTIAL_READ").is_none() {
         if let Some(bytes) = reader.record_bytes() {
             if parallel::read(
@@ -249,6 +250,7 @@ pub fn read_with(
                 unknown_comm,
                 merge,
             ) {
+                name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
                 return Ok(rec);
             }
         }
@@ -331,7 +333,27 @@ pub fn read_with(
         }
     }
     timeline.finish(&mut rec);
+    name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
     Ok(rec)
+}
+
+/// Samples of threads the recording never names (a child sampled between fork and its first
+/// COMM) get `:TID`, as perf names them.
+fn name_threads_without_comm(
+    rec: &mut Recording,
+    intern: &mut dyn FnMut(&mut Recording, &str) -> u32,
+    unknown: u32,
+) {
+    let unnamed: Vec<(usize, i32)> = rec
+        .samples
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.comm == unknown)
+        .map(|(i, s)| (i, s.tid))
+        .collect();
+    for (i, tid) in unnamed {
+        rec.samples[i].comm = intern(rec, &format!(":{tid}"));
+    }
 }
 
 impl Recording {

@@ -246,21 +246,36 @@ fn check_go_dwarf(program: &str, how: Recorder, perf: &Folded, ours: &Folded) {
     );
 }
 
-/// Each name perf prints, we print byte for byte; and across the four recordings the names in
-/// `must_have` show up in both, spelled alike.
+/// Each function name perf prints, we print byte for byte; and across the four recordings the
+/// names in `must_have` show up in both, spelled alike.
+///
+/// Frame-pointer files: the kernel walked the chains, so both tools have the same frames and
+/// every name must match. DWARF files: each unwinder walks the stack copies itself, and a name
+/// perf has that we lack may only sit in the stacks where the two unwound differently (the
+/// weight [`compare_all_ways`] allows).
 fn assert_names_equal(program: &str, results: &[(Recorder, Folded, Folded)], must_have: &[&str]) {
     for (how, perf, ours) in results {
         if program == "goprog" && how.dwarf() {
             continue;
         }
-        let ours = names(ours);
-        let missing: Vec<&str> = names(perf)
+        let our_names = names(ours);
+        // Functions only: a bracketed file name (`[stack]`, `[libstdc++.so.6.0.30]`) stands
+        // for an address no symbol holds.
+        let missing: BTreeSet<&str> = names(perf)
             .into_iter()
-            .filter(|n| !ours.contains(n))
+            .filter(|n| !n.starts_with('[') && !our_names.contains(n))
             .collect();
+        let total: u64 = perf.values().sum();
+        let unequal = total - (equal_share(perf, ours) * total as f64).round() as u64;
+        let in_missing: u64 = perf
+            .iter()
+            .filter(|(k, _)| k.split(';').skip(1).any(|f| missing.contains(f)))
+            .map(|(_, v)| v)
+            .sum();
+        let allowed = if how.dwarf() { unequal } else { 0 };
         assert!(
-            missing.is_empty(),
-            "{program} {how:?}: names perf prints that we do not: {missing:#?}"
+            in_missing <= allowed,
+            "{program} {how:?}: names perf prints that we do not, on {in_missing} samples: {missing:#?}"
         );
     }
     for want in must_have {

@@ -144,7 +144,10 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
     let (big_endian, version1) = match magic {
         b"PERFILE2" => (false, false),
         b"2ELIFREP" => (true, false),
-        b"PERFFILE" => (version1_big_endian(path, bytes)?, true),
+        b"PERFFILE" => {
+            check_version1_little_endian(path, bytes)?;
+            (false, true)
+        }
         _ => {
             return Err(Error::BadMagic {
                 path: path.into(),
@@ -200,10 +203,11 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
 /// The header of version 1 files from 2009-2010 perf: no feature bitmap.
 const VERSION1_SHORT_HEADER_SIZE: u64 = 72;
 
-/// Whether a version 1 (`PERFFILE`) file is big-endian. Its magic does not tell; perf tells
-/// by the attribute size, which must be one of the attr ABI sizes (VER0..VER4) plus the
-/// 16-byte id section, in one byte order or the other (pipe mode: the 16-byte header size).
-fn version1_big_endian(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
+/// Checks that a version 1 (`PERFFILE`) file is little-endian, the only kind read here. Its
+/// magic does not tell; perf tells by the attribute size, which must be one of the attr ABI
+/// sizes (VER0..VER4) plus the 16-byte id section, in one byte order or the other (pipe mode:
+/// the 16-byte header size).
+fn check_version1_little_endian(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     const ATTR_SIZES: [u64; 5] = [80, 88, 96, 112, 120];
     let matches = |big: bool| {
         let word = |off: usize| {
@@ -217,7 +221,7 @@ fn version1_big_endian(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
         word(8) == PIPE_HEADER_SIZE || (bytes.len() >= 24 && ATTR_SIZES.contains(&word(16)))
     };
     if matches(false) {
-        Ok(false)
+        Ok(())
     } else if matches(true) {
         Err(Error::damaged(
             path,
