@@ -15,8 +15,6 @@ use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Raw
 use format::linux_perf_data::PerfFileRecord;
 use format::PerfFileReader;
 
-use crate::unwind::dwarf::UserRegs;
-
 mod parallel;
 mod sample_head;
 mod timeline;
@@ -42,6 +40,14 @@ pub type MapId = u32;
 pub struct UserFrame {
     pub addr: u64,
     pub map: Option<MapId>,
+}
+
+/// A sample's user registers, as far as unwinding needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
 }
 
 /// A copied user stack to unwind with DWARF CFI.

@@ -18,6 +18,7 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection};
 
 use crate::loader::{ElfData, Loader};
+pub use crate::read::UserRegs;
 
 /// Bytes of a file the loader opened, shared, as framehop's section data.
 #[derive(Clone)]
@@ -139,14 +140,6 @@ pub struct ExecMapping {
     pub end: u64,
     pub pgoff: u64,
     pub path: PathBuf,
-}
-
-/// Registers of a sample, as far as unwinding needs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UserRegs {
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
 }
 
 /// Why a stack ended.
