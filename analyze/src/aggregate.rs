@@ -2,8 +2,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::pipeline::{Stats, Symbolized};
 use crate::symbolize::FrameInfo;
+use crate::symbolized::{Stats, Symbolized};
 
 /// A unique stack of one thread, root first, with its summed weight.
 #[derive(Debug, Clone, PartialEq, Eq)]

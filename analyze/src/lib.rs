@@ -8,6 +8,7 @@
 //! unwind     RawSample -> UnwoundStack (frame pointers pass through; DWARF via framehop)
 //! resolve    AVMA + mapping -> (file, SVMA)
 //! symbolize  (file, SVMA) -> functions, inline frames, file:line; kernel; [vdso]; JIT maps
+//! symbolized SymbolizedStack: the plain data every view consumes
 //! aggregate  SymbolizedStack -> Profile (unique stacks, summed weights)
 //! wakeups    off-CPU stacks joined with their wakers' (--event wakeup)
 //! output/    folded, report, script, flamegraph
@@ -39,6 +40,7 @@ pub mod pipeline;
 pub mod read;
 pub mod resolve;
 pub mod symbolize;
+pub mod symbolized;
 pub mod timing;
 pub mod unwind;
 pub mod wakeups;

@@ -6,7 +6,7 @@
 //! table of frames, in parallel again. Every merge is keyed and sorted, and results are
 //! collected in sample order, so the output does not depend on the thread count.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -15,6 +15,7 @@ use crate::loader::{self, Loader};
 use crate::read::{MapId, RawSample, Recording};
 use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo};
+pub use crate::symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack};
 use crate::unwind::{UnwindCache, Unwinder, UnwoundStack};
 use crate::Error;
 
@@ -90,58 +91,6 @@ impl Default for Options {
             progress: false,
         }
     }
-}
-
-/// A frame's address in the process and its offset in its symbol (for `script`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameAddr {
-    pub addr: u64,
-    pub offset: Option<u64>,
-}
-
-/// One sample's symbolized stack, root first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SymbolizedStack {
-    /// Index into [`Symbolized::comms`].
-    pub comm: u32,
-    pub pid: i32,
-    pub tid: i32,
-    pub time: u64,
-    pub cpu: u32,
-    /// Index into [`Symbolized::events`].
-    pub event: u32,
-    pub period: u64,
-    pub weight: u64,
-    /// Indices into [`Symbolized::frames`], root first: user frames, then kernel frames.
-    pub frames: Vec<u32>,
-    /// How many of `frames` are user frames.
-    pub user_len: u32,
-    /// Aligned with `frames` when [`Options::addresses`] is set, else empty.
-    pub addrs: Vec<FrameAddr>,
-}
-
-/// Counters of what could not be resolved, for the summary line.
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    pub samples: u64,
-    pub frames: u64,
-    pub unknown_frames: u64,
-    pub dwarf_samples: u64,
-    pub stack_ends: BTreeMap<String, u64>,
-    pub warnings: Vec<String>,
-}
-
-/// Every selected sample, symbolized, in file order.
-#[derive(Debug, Default)]
-pub struct Symbolized {
-    pub comms: Vec<String>,
-    pub events: Vec<String>,
-    /// The selected event, as reports name it.
-    pub event: String,
-    pub unit: &'static str,
-    pub frames: Vec<FrameInfo>,
-    pub stacks: Vec<SymbolizedStack>,
-    pub stats: Stats,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::pipeline::{Symbolized, SymbolizedStack};
 use crate::symbolize::FrameInfo;
+use crate::symbolized::{Symbolized, SymbolizedStack};
 
 /// The frame between the blocked stack and the waker's.
 pub const SEPARATOR: &str = "--";

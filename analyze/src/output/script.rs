@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use crate::pipeline::Symbolized;
+use crate::symbolized::Symbolized;
 
 pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
     for st in &s.stacks {
