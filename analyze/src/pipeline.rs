@@ -404,6 +404,11 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
                 .map(|&a| {
                     let mut i = symbolize::symbolize_kernel(k.as_deref(), a.wrapping_add(shift));
                     i.start = i.start.map(|s| s.wrapping_sub(shift));
+                    if let Some(module) = rec.kernel_module_name(a) {
+                        for f in &mut i.frames {
+                            f.dso.clone_from(&module);
+                        }
+                    }
                     i
                 })
                 .collect();

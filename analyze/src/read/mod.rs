@@ -343,8 +343,8 @@ pub fn read_with(
     Ok(rec)
 }
 
-/// Samples of threads the recording never names (a child sampled between fork and its first
-/// COMM) get `:TID`, as perf names them.
+/// Samples of threads the recording never names get perf's names: `swapper` for the idle
+/// thread (tid 0), `:TID` for the others (a child sampled between fork and its first COMM).
 fn name_threads_without_comm(
     rec: &mut Recording,
     intern: &mut dyn FnMut(&mut Recording, &str) -> u32,
@@ -358,7 +358,12 @@ fn name_threads_without_comm(
         .map(|(i, s)| (i, s.tid))
         .collect();
     for (i, tid) in unnamed {
-        rec.samples[i].comm = intern(rec, &format!(":{tid}"));
+        let name = if tid == 0 {
+            "swapper".to_string()
+        } else {
+            format!(":{tid}")
+        };
+        rec.samples[i].comm = intern(rec, &name);
     }
 }
 
@@ -371,10 +376,125 @@ impl Recording {
         })
     }
 
+    /// The file perf names for a kernel address inside a module's mapping (a `pid -1` MMAP
+    /// other than the kernel's): the module's path where the BUILD_ID list has it, else
+    /// `[name]`, the file name without `.ko` (and a compression suffix), `-` as `_`.
+    pub fn kernel_module_name(&self, addr: u64) -> Option<String> {
+        let m = self.mappings.iter().find(|m| {
+            m.pid == -1
+                && !m.path.starts_with("[kernel.kallsyms]")
+                && addr >= m.start
+                && addr < m.end
+        })?;
+        if self.build_ids.contains_key(&m.path) {
+            return Some(m.path.clone());
+        }
+        let file = m.path.rsplit('/').next().unwrap_or(&m.path);
+        if file.starts_with('[') {
+            return Some(file.to_string());
+        }
+        let mut name = file;
+        for suffix in [".gz", ".xz", ".zst"] {
+            name = name.strip_suffix(suffix).unwrap_or(name);
+        }
+        let name = name.strip_suffix(".ko").unwrap_or(name);
+        Some(format!("[{}]", name.replace('-', "_")))
+    }
+
     /// The kernel's mapping ([kernel.kallsyms]), if the file has one.
     pub fn kernel_mapping(&self) -> Option<&Mapping> {
         self.mappings
             .iter()
             .find(|m| m.pid == -1 && m.path.starts_with("[kernel.kallsyms]"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(start: u64, end: u64, path: &str) -> Mapping {
+        Mapping {
+            pid: -1,
+            start,
+            end,
+            pgoff: 0,
+            path: path.into(),
+            build_id: None,
+        }
+    }
+
+    #[test]
+    fn kernel_modules_are_named_as_perf_names_them() {
+        let mut rec = Recording {
+            mappings: vec![
+                mapping(
+                    0xffff_ffff_8100_0000,
+                    0xffff_ffff_8200_0000,
+                    "[kernel.kallsyms]_text",
+                ),
+                mapping(
+                    0xffff_ffff_c000_0000,
+                    0xffff_ffff_c000_6000,
+                    "/lib/modules/6.1/kernel/x/snd-seq.ko.xz",
+                ),
+                mapping(
+                    0xffff_ffff_c001_0000,
+                    0xffff_ffff_c002_0000,
+                    "/lib/modules/6.1/kernel/y/ath9k.ko",
+                ),
+            ],
+            ..Default::default()
+        };
+        rec.build_ids
+            .insert("/lib/modules/6.1/kernel/y/ath9k.ko".into(), vec![1; 20]);
+        assert_eq!(rec.kernel_module_name(0xffff_ffff_8100_0010), None);
+        assert_eq!(
+            rec.kernel_module_name(0xffff_ffff_c000_0010).as_deref(),
+            Some("[snd_seq]")
+        );
+        // Listed by BUILD_ID: perf names it by its path.
+        assert_eq!(
+            rec.kernel_module_name(0xffff_ffff_c001_0010).as_deref(),
+            Some("/lib/modules/6.1/kernel/y/ath9k.ko")
+        );
+        assert_eq!(rec.kernel_module_name(0xffff_ffff_c003_0000), None);
+    }
+
+    #[test]
+    fn threads_without_comm_get_perfs_names() {
+        let sample = |tid: i32| RawSample {
+            event: 0,
+            pid: tid,
+            tid,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            count: 1,
+            comm: u32::MAX,
+            kernel: Vec::new(),
+            user: Vec::new(),
+            stack_copy: None,
+        };
+        let mut rec = Recording {
+            samples: vec![sample(0), sample(4242), sample(4242)],
+            ..Default::default()
+        };
+        let mut intern = |rec: &mut Recording, s: &str| -> u32 {
+            match rec.comms.iter().position(|c| c == s) {
+                Some(i) => i as u32,
+                None => {
+                    rec.comms.push(s.into());
+                    (rec.comms.len() - 1) as u32
+                }
+            }
+        };
+        name_threads_without_comm(&mut rec, &mut intern, u32::MAX);
+        let names: Vec<&str> = rec
+            .samples
+            .iter()
+            .map(|s| rec.comms[s.comm as usize].as_str())
+            .collect();
+        assert_eq!(names, ["swapper", ":4242", ":4242"]);
     }
 }
