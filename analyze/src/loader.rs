@@ -345,6 +345,12 @@ impl Loader {
     }
 }
 
+/// Release of the running kernel (`uname -r`).
+pub fn running_kernel_release() -> Option<String> {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    Some(r.trim().to_string())
+}
+
 /// Build id of the running kernel, from /sys/kernel/notes.
 pub fn running_kernel_build_id() -> Option<Vec<u8>> {
     let notes = std::fs::read("/sys/kernel/notes").ok()?;

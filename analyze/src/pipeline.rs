@@ -252,8 +252,10 @@ fn progress_bar(o: &Options, len: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Kernel symbols, if the recording's kernel is the running one (same build id, when the file
-/// gives one), and the shift from recorded to running addresses (KASLR of another boot).
+/// Kernel symbols, if the recording's kernel is the running one, and the shift from recorded
+/// to running addresses (KASLR of another boot). The kernel is told by its build id where the
+/// file gives one, else by its release (pipe-mode and older files list no build ids): names
+/// from another kernel's symbol table would be wrong names, so its frames stay `[unknown]`.
 fn kernel_symbols(
     rec: &Recording,
     loader: &Loader,
@@ -262,25 +264,35 @@ fn kernel_symbols(
     u64,
     Option<String>,
 ) {
+    let other_kernel = |why: String| {
+        let warning = format!(
+            "the recording's kernel is not the running one ({why}); kernel frames are [unknown]"
+        );
+        (None, 0, Some(warning))
+    };
     let recorded = rec.build_ids.get("[kernel.kallsyms]");
     if let (Some(want), Some(have)) = (recorded, loader::running_kernel_build_id()) {
         if !loader::build_ids_match(want, &have) {
-            return (
-                None,
-                0,
-                Some("the recording's kernel is not the running one (build ids differ); kernel frames are [unknown]".into()),
-            );
+            return other_kernel("build ids differ".into());
+        }
+    } else if let (Some(theirs), Some(ours)) = (&rec.os_release, loader::running_kernel_release()) {
+        if *theirs != ours {
+            return other_kernel(format!("it ran {theirs}, this machine {ours}"));
         }
     }
     let Some(k) = loader.kallsyms() else {
         return (None, 0, None);
     };
-    let shift = match (rec.kernel_mapping(), k.address_of("_text")) {
-        (Some(m), Some(text)) if m.path.ends_with("_text") && m.pgoff != 0 => {
-            text.wrapping_sub(m.pgoff)
-        }
-        _ => 0,
-    };
+    // The kernel mapping is named after the symbol its page offset is the address of
+    // ("[kernel.kallsyms]_text", older perf "[kernel.kallsyms]_stext").
+    let shift = rec
+        .kernel_mapping()
+        .filter(|m| m.pgoff != 0)
+        .and_then(|m| {
+            let symbol = m.path.strip_prefix("[kernel.kallsyms]")?;
+            Some(k.address_of(symbol)?.wrapping_sub(m.pgoff))
+        })
+        .unwrap_or(0);
     (Some(k), shift, None)
 }
 

@@ -119,6 +119,8 @@ pub struct Recording {
     pub build_ids: BuildIds,
     pub notes: Vec<String>,
     pub lost: u64,
+    /// The recording machine's kernel release (OSRELEASE), if the file says.
+    pub os_release: Option<String>,
 }
 
 const KERNEL_MARK: u64 = format::callchain::KERNEL;
@@ -221,6 +223,12 @@ pub fn read_with(
     crate::timing::mark("read: open");
     let mut rec = Recording {
         notes: reader.notes().to_vec(),
+        os_release: reader
+            .perf_file()
+            .os_release()
+            .ok()
+            .flatten()
+            .map(str::to_string),
         ..Default::default()
     };
     rec.events = (0..reader.perf_file().event_attributes().len())
