@@ -188,6 +188,10 @@ fn compare_all_ways(dir: &Tmp, program: &str) -> Vec<(Recorder, Folded, Folded)>
         let (perf, ours) = (perf_folded(&file), our_folded(&file));
         let total: u64 = perf.values().sum();
         assert!(total >= 50, "{program} {how:?}: only {total} samples");
+        assert!(
+            !ours.keys().any(|k| k.contains("[[")),
+            "{program} {how:?}: doubled brackets in folded output"
+        );
         if program == "goprog" && how.dwarf() {
             check_go_dwarf(program, how, &perf, &ours);
         } else {

@@ -83,6 +83,9 @@ fn intel_pt_recording_counts_equal_perfs_and_its_samples_are_read() {
         folded.keys().all(|k| k.split(';').count() == 2),
         "{folded:?}"
     );
+    // Its kernel is not this one: unknown kernel frames, named once-bracketed.
+    assert!(folded.contains_key("echo;[kernel.kallsyms]"), "{folded:?}");
+    assert!(!folded.keys().any(|k| k.contains("[[")), "{folded:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr.matches("not decoded").count(),
