@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::common::{analyze, fixture, perf_ok, Tmp};
-use crate::folded::{fold_script, parse_folded, Folded};
+use crate::folded::{fold_script, parse_folded, perf_script_with, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Recorder {
@@ -107,13 +107,7 @@ fn record_with(how: Recorder, file: &Path, program: &Path) {
 }
 
 fn perf_folded(file: &Path) -> Folded {
-    let out = Command::new("perf")
-        .args(["script", "--no-inline", "-i"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "perf script -i {}", file.display());
-    fold_script(&String::from_utf8_lossy(&out.stdout), None)
+    fold_script(&perf_script_with(file, &["--no-inline"]), None)
 }
 
 fn our_folded(file: &Path) -> Folded {

@@ -102,8 +102,15 @@ pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
 }
 
 pub fn perf_script(file: &Path) -> String {
+    perf_script_with(file, &[])
+}
+
+/// `perf script ARGS -i FILE`'s output; asserts success.
+pub fn perf_script_with(file: &Path, args: &[&str]) -> String {
     let out = Command::new("perf")
-        .args(["script", "-i"])
+        .arg("script")
+        .args(args)
+        .arg("-i")
         .arg(file)
         .output()
         .unwrap();
