@@ -248,8 +248,15 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
         }
     }
     // Records the iterator consumes: counted as they lie in the file.
-    const CONSUMED: [u32; 6] = [64, 66, 68, 80, 81, 83]; // ATTR, TRACING_DATA, FINISHED_ROUND,
-                                                         // FEATURE, COMPRESSED, COMPRESSED2
+    use format::record_type as t;
+    const CONSUMED: [u32; 6] = [
+        t::HEADER_ATTR,
+        t::HEADER_TRACING_DATA,
+        t::FINISHED_ROUND,
+        t::HEADER_FEATURE,
+        t::COMPRESSED,
+        t::COMPRESSED2,
+    ];
     for (&kind, &n) in reader.record_counts() {
         if CONSUMED.contains(&kind) {
             *s.record_types.entry(kind).or_insert(0) += n;

@@ -17,6 +17,8 @@ pub mod record_type {
     /// Hardware trace bytes (Intel PT, CoreSight): they follow the record, outside its size.
     pub const AUXTRACE: u32 = 71;
     pub const HEADER_FEATURE: u32 = 80;
+    pub const COMPRESSED: u32 = 81;
+    pub const COMPRESSED2: u32 = 83;
     pub const FINISHED_INIT: u32 = 82;
 }
 

@@ -123,9 +123,7 @@ impl Rec {
 /// Walks the record headers; `None` if a record needs more than its bytes (compressed
 /// records, auxtrace data following its record).
 fn walk(bytes: &[u8]) -> Option<Vec<Rec>> {
-    const AUXTRACE: u32 = 71;
-    const COMPRESSED: u32 = 81;
-    const COMPRESSED2: u32 = 83;
+    use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2};
     let mut recs = Vec::with_capacity(bytes.len() / 64);
     let mut at = 0;
     while at + 8 <= bytes.len() {
