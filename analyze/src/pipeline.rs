@@ -320,6 +320,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
 
     // Unwind, then resolve each user frame to (file, address there).
     let unwinder = Unwinder::new(rec, samples.iter().map(|(s, _)| *s), loader);
+    stats.warnings.extend(unwinder.not_unwound.clone());
     let stacks: Vec<UnwoundStack> = if o.kernel_only {
         vec![UnwoundStack::default(); samples.len()]
     } else {

@@ -121,6 +121,8 @@ pub struct Recording {
     pub lost: u64,
     /// The recording machine's kernel release (OSRELEASE), if the file says.
     pub os_release: Option<String>,
+    /// The recording machine's architecture (ARCH: `x86_64`, `aarch64`, ...), if the file says.
+    pub arch: Option<String>,
 }
 
 const KERNEL_MARK: u64 = format::callchain::KERNEL;
@@ -229,6 +231,7 @@ pub fn read_with(
             .ok()
             .flatten()
             .map(str::to_string),
+        arch: reader.perf_file().arch().ok().flatten().map(str::to_string),
         ..Default::default()
     };
     rec.events = (0..reader.perf_file().event_attributes().len())

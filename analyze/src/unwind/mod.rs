@@ -38,7 +38,13 @@ pub struct UnwoundStack {
 pub struct Unwinder<'r> {
     rec: &'r Recording,
     processes: HashMap<i32, ProcessUnwinder>,
+    /// Why the recording's stack copies are not unwound, if they are not.
+    pub not_unwound: Option<String>,
 }
+
+/// The architecture whose stack copies [`dwarf`] unwinds (registers and stack words as
+/// x86-64 lays them out).
+const UNWOUND_ARCH: &str = "x86_64";
 
 impl<'r> Unwinder<'r> {
     /// Prepares DWARF unwinders for the processes of `samples` that copied user stacks.
@@ -52,6 +58,18 @@ impl<'r> Unwinder<'r> {
             .filter(|s| s.stack_copy.is_some())
             .map(|s| s.pid)
             .collect();
+        // A recording made elsewhere (aarch64, i686): its registers and stack words would be
+        // read as x86-64's, giving made-up frames. Its samples keep their kernel frames.
+        if let Some(arch) = rec.arch.as_deref().filter(|a| *a != UNWOUND_ARCH) {
+            let not_unwound = (!pids.is_empty()).then(|| {
+                format!("stack copies of an {arch} recording are not unwound (only {UNWOUND_ARCH}'s are); their user frames are missing")
+            });
+            return Unwinder {
+                rec,
+                processes: HashMap::new(),
+                not_unwound,
+            };
+        }
         pids.sort_unstable();
         pids.dedup();
         let mut elves = ElfUnwindCache::new(loader);
@@ -76,7 +94,11 @@ impl<'r> Unwinder<'r> {
                 (pid, ProcessUnwinder::new(&maps, &mut elves))
             })
             .collect();
-        Unwinder { rec, processes }
+        Unwinder {
+            rec,
+            processes,
+            not_unwound: None,
+        }
     }
 
     /// The user frames of `s`.

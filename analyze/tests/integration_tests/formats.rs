@@ -202,3 +202,75 @@ fn version1_files_read_as_perf_reads_them() {
         );
     }
 }
+
+/// Rewrites the ARCH feature of a perf.data file in place (`arch` no longer than the text it
+/// replaces, within the section's padding).
+fn set_arch(bytes: &mut [u8], arch: &str) {
+    const ARCH_BIT: usize = 6;
+    let (data_off, data_size) = (u64_at(bytes, 40) as usize, u64_at(bytes, 48) as usize);
+    assert!(
+        bytes[72 + ARCH_BIT / 8] & (1 << (ARCH_BIT % 8)) != 0,
+        "no ARCH feature"
+    );
+    let k = (0..ARCH_BIT)
+        .filter(|i| bytes[72 + i / 8] & (1 << (i % 8)) != 0)
+        .count();
+    let entry = data_off + data_size + 16 * k;
+    let (at, size) = (
+        u64_at(bytes, entry) as usize,
+        u64_at(bytes, entry + 8) as usize,
+    );
+    // u32 length, then the NUL-padded string.
+    let text = &mut bytes[at + 4..at + size];
+    assert!(arch.len() < text.len());
+    text.fill(0);
+    text[..arch.len()].copy_from_slice(arch.as_bytes());
+}
+
+/// Stack copies from another architecture are not unwound as if they were x86-64's: no
+/// made-up user frames, one warning saying so, kernel frames kept.
+#[test]
+fn foreign_arch_stack_copies_are_not_unwound() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("formats-arch");
+    let file = dir.0.join("dwarf.data");
+    perf_record(
+        &file,
+        &["-F", "499", "--call-graph", "dwarf"],
+        &fixture("busy-nofp"),
+        &["0.3", "2"],
+    );
+    let folded_of = |file: &Path| {
+        let out = analyze(&["report", "--folded", "-i", file.to_str().unwrap()]);
+        assert!(out.status.success());
+        (
+            parse_folded(&String::from_utf8_lossy(&out.stdout)),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (native, _) = folded_of(&file);
+    assert!(native.keys().any(|k| k.contains(";worker;")), "{native:?}");
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    set_arch(&mut bytes, "aarch64");
+    let foreign = dir.0.join("aarch64.data");
+    std::fs::write(&foreign, bytes).unwrap();
+    let (folded, stderr) = folded_of(&foreign);
+    assert_eq!(
+        folded.values().sum::<u64>(),
+        native.values().sum::<u64>(),
+        "every sample is still there"
+    );
+    assert!(
+        !folded
+            .keys()
+            .any(|k| k.contains("worker") || k.contains("spin_")),
+        "user frames made up from another architecture's registers: {folded:?}"
+    );
+    assert!(
+        stderr.contains("stack copies of an aarch64 recording are not unwound"),
+        "{stderr}"
+    );
+}
