@@ -412,14 +412,15 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
                 return (Vec::new(), None);
             }
             let (k, shift, warning) = kernel_symbols(rec, loader);
+            let modules = rec.kernel_modules();
             let infos: Vec<AddrInfo> = kernel_addrs
                 .iter()
                 .map(|&a| {
                     let mut i = symbolize::symbolize_kernel(k.as_deref(), a.wrapping_add(shift));
                     i.start = i.start.map(|s| s.wrapping_sub(shift));
-                    if let Some(module) = rec.kernel_module_name(a) {
+                    if let Some(module) = modules.name_of(a) {
                         for f in &mut i.frames {
-                            f.dso.clone_from(&module);
+                            module.clone_into(&mut f.dso);
                         }
                     }
                     i

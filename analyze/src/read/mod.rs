@@ -378,6 +378,18 @@ fn name_threads_without_comm(
     }
 }
 
+/// Kernel modules' address ranges and names, from [`Recording::kernel_modules`].
+pub struct KernelModules(Vec<(u64, u64, String)>);
+
+impl KernelModules {
+    /// The name of the module whose mapping holds kernel address `addr`.
+    pub fn name_of(&self, addr: u64) -> Option<&str> {
+        let i = self.0.partition_point(|m| m.0 <= addr).checked_sub(1)?;
+        let (_, end, name) = &self.0[i];
+        (addr < *end).then_some(name.as_str())
+    }
+}
+
 impl Recording {
     /// The mapping of process `pid` holding `addr` at the end of the recording.
     pub fn find_map(&self, pid: i32, addr: u64) -> Option<MapId> {
@@ -387,29 +399,34 @@ impl Recording {
         })
     }
 
-    /// The file perf names for a kernel address inside a module's mapping (a `pid -1` MMAP
-    /// other than the kernel's): the module's path where the BUILD_ID list has it, else
-    /// `[name]`, the file name without `.ko` (and a compression suffix), `-` as `_`.
-    pub fn kernel_module_name(&self, addr: u64) -> Option<String> {
-        let m = self.mappings.iter().find(|m| {
-            m.pid == -1
-                && !m.path.starts_with("[kernel.kallsyms]")
-                && addr >= m.start
-                && addr < m.end
-        })?;
-        if self.build_ids.contains_key(&m.path) {
-            return Some(m.path.clone());
+    /// The kernel modules' mappings (`pid -1` MMAPs other than the kernel's), sorted, each
+    /// with the file name perf gives its frames: the module's path where the BUILD_ID list has
+    /// it, else `[name]`, the file name without `.ko` (and a compression suffix), `-` as `_`.
+    pub fn kernel_modules(&self) -> KernelModules {
+        let mut modules: Vec<(u64, u64, String)> = self
+            .mappings
+            .iter()
+            .filter(|m| m.pid == -1 && !m.path.starts_with("[kernel.kallsyms]"))
+            .map(|m| (m.start, m.end, self.module_name(&m.path)))
+            .collect();
+        modules.sort_unstable();
+        KernelModules(modules)
+    }
+
+    fn module_name(&self, path: &str) -> String {
+        if self.build_ids.contains_key(path) {
+            return path.to_string();
         }
-        let file = m.path.rsplit('/').next().unwrap_or(&m.path);
+        let file = path.rsplit('/').next().unwrap_or(path);
         if file.starts_with('[') {
-            return Some(file.to_string());
+            return file.to_string();
         }
         let mut name = file;
         for suffix in [".gz", ".xz", ".zst"] {
             name = name.strip_suffix(suffix).unwrap_or(name);
         }
         let name = name.strip_suffix(".ko").unwrap_or(name);
-        Some(format!("[{}]", name.replace('-', "_")))
+        format!("[{}]", name.replace('-', "_"))
     }
 
     /// The kernel's mapping ([kernel.kallsyms]), if the file has one.
@@ -459,17 +476,16 @@ mod tests {
         };
         rec.build_ids
             .insert("/lib/modules/6.1/kernel/y/ath9k.ko".into(), vec![1; 20]);
-        assert_eq!(rec.kernel_module_name(0xffff_ffff_8100_0010), None);
-        assert_eq!(
-            rec.kernel_module_name(0xffff_ffff_c000_0010).as_deref(),
-            Some("[snd_seq]")
-        );
+        let modules = rec.kernel_modules();
+        assert_eq!(modules.name_of(0xffff_ffff_8100_0010), None);
+        assert_eq!(modules.name_of(0xffff_ffff_c000_0010), Some("[snd_seq]"));
         // Listed by BUILD_ID: perf names it by its path.
         assert_eq!(
-            rec.kernel_module_name(0xffff_ffff_c001_0010).as_deref(),
+            modules.name_of(0xffff_ffff_c001_0010),
             Some("/lib/modules/6.1/kernel/y/ath9k.ko")
         );
-        assert_eq!(rec.kernel_module_name(0xffff_ffff_c003_0000), None);
+        assert_eq!(modules.name_of(0xffff_ffff_c000_8000), None);
+        assert_eq!(modules.name_of(0xffff_ffff_c003_0000), None);
     }
 
     #[test]
