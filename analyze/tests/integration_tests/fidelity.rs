@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{analyze, fixture, perf_ok, Tmp};
-use crate::folded::{fold_script, parse_folded, perf_script_with, Folded};
+use crate::common::{fixture, perf_ok, Tmp};
+use crate::folded::{fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Recorder {
@@ -111,20 +111,13 @@ fn perf_folded(file: &Path) -> Folded {
 }
 
 fn our_folded(file: &Path) -> Folded {
-    let out = analyze(&[
+    parse_folded(&run_ok(&[
         "report",
         "--folded",
         "--no-inline",
         "-i",
         file.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "analyze -i {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_folded(&String::from_utf8_lossy(&out.stdout))
+    ]))
 }
 
 /// The share of `perf`'s weight that `ours` has on the same stacks.

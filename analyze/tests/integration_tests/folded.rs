@@ -131,7 +131,8 @@ pub fn parse_folded(text: &str) -> Folded {
         .collect()
 }
 
-fn run_ok(args: &[&str]) -> String {
+/// `analyze ARGS`'s standard output; asserts success.
+pub fn run_ok(args: &[&str]) -> String {
     let out = analyze(args);
     assert!(
         out.status.success(),

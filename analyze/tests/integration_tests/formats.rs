@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::{analyze, fixture, perf_ok, perf_record, root, Tmp};
-use crate::folded::{fold_script, parse_folded, perf_script};
+use crate::folded::{fold_script, parse_folded, perf_script, run_ok};
 
 /// Record counts by type from `perf report --stats` (the "Aggregated stats" block).
 fn perf_stats(file: &Path) -> BTreeMap<String, u64> {
@@ -43,14 +43,7 @@ fn perf_stats(file: &Path) -> BTreeMap<String, u64> {
 
 /// Record counts by type from `analyze info`'s "by type:" line.
 fn info_stats(file: &Path) -> BTreeMap<String, u64> {
-    let out = analyze(&["info", "-i", file.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "analyze info -i {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run_ok(&["info", "-i", file.to_str().unwrap()]);
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix("by type:"))
@@ -187,19 +180,14 @@ fn version1_files_read_as_perf_reads_them() {
         assert_eq!(perf, perf_stats(&modern), "short header: {short_header}");
         assert_eq!(info_stats(&file), perf, "short header: {short_header}");
         let theirs = fold_script(&perf_script(&file), None);
-        let out = analyze(&[
+        let ours = run_ok(&[
             "report",
             "--folded",
             "--no-inline",
             "-i",
             file.to_str().unwrap(),
         ]);
-        assert!(out.status.success());
-        assert_eq!(
-            parse_folded(&String::from_utf8_lossy(&out.stdout)),
-            theirs,
-            "short header: {short_header}"
-        );
+        assert_eq!(parse_folded(&ours), theirs, "short header: {short_header}");
     }
 }
 
