@@ -1,0 +1,156 @@
+//! Which samples a view is about, and what each weighs (`--event`, `--pid`, `--tid`, `--comm`);
+//! and identical stacks merged into one before the costly stages.
+
+use rustc_hash::FxHashMap;
+
+use super::{EventSel, Options};
+use crate::read::{RawSample, Recording};
+use crate::Error;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Sampling,
+    OffCpu,
+    Io,
+    Wakeup,
+}
+
+pub(super) fn kind_of(name: &str) -> Kind {
+    match name {
+        format::events::OFFCPU_EVENT => Kind::OffCpu,
+        format::events::BLOCK_IO_EVENT => Kind::Io,
+        format::events::WAKEUP_EVENT => Kind::Wakeup,
+        _ => Kind::Sampling,
+    }
+}
+
+/// A selected sample and its weight.
+pub type Weighed<'a> = (&'a RawSample, u64);
+/// The weight of a sample of an event (index), or `None` if it is not selected.
+type Weigh<'a> = dyn Fn(usize, &RawSample) -> Option<u64> + Sync + 'a;
+
+/// The samples `o` selects, with their weights, and the name of what was selected.
+pub(super) fn select<'a>(
+    rec: &'a Recording,
+    o: &Options,
+) -> Result<(Vec<Weighed<'a>>, String), Error> {
+    let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
+    let kinds = &kinds;
+    let mut counts = vec![0u64; rec.events.len()];
+    for s in &rec.samples {
+        if let Some(c) = counts.get_mut(s.event) {
+            *c += 1;
+        }
+    }
+    // The sampling event: the first on-CPU event that has samples. Several events are never
+    // merged (as perf and stackcollapse-perf.pl keep them apart): name the others.
+    let sampling = (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && counts[i] > 0);
+    let named = |want: &str| -> Result<usize, Error> {
+        let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
+        rec.events
+            .iter()
+            .position(|n| n == want)
+            .or_else(|| rec.events.iter().position(|n| base(n) == want))
+            .ok_or_else(|| Error::NoSuchEvent {
+                name: want.to_string(),
+                available: rec.events.join(", "),
+            })
+    };
+    let (weigh, label): (Box<Weigh>, String) = match &o.event {
+        EventSel::Cpu => {
+            let i = sampling;
+            (
+                Box::new(move |e, s| (Some(e) == i).then_some(s.count)),
+                i.map_or("cpu".into(), |i| rec.events[i].clone()),
+            )
+        }
+        EventSel::Named(n) => {
+            let i = named(n)?;
+            let off = kinds[i] != Kind::Sampling;
+            (
+                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { s.count })),
+                rec.events[i].clone(),
+            )
+        }
+        EventSel::OffCpu => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)),
+            "off-CPU".into(),
+        ),
+        EventSel::Io => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),
+            "block I/O".into(),
+        ),
+        EventSel::Wakeup => (
+            Box::new(|e, s| {
+                matches!(kinds.get(e), Some(Kind::OffCpu | Kind::Wakeup)).then_some(s.period)
+            }),
+            "off-CPU with wakers".into(),
+        ),
+        EventSel::Wall => {
+            let i = sampling;
+            (
+                Box::new(move |e, s| {
+                    (Some(e) == i || kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)
+                }),
+                "wall clock".into(),
+            )
+        }
+    };
+    // Filters pick threads; a waker is whoever woke them, so its samples pass.
+    let waker = |s: &RawSample| kinds.get(s.event) == Some(&Kind::Wakeup);
+    let samples = rec
+        .samples
+        .iter()
+        .filter(|s| {
+            waker(s) || o.pid.is_none_or(|p| p == s.pid) && o.tid.is_none_or(|t| t == s.tid)
+        })
+        .filter(|s| {
+            waker(s)
+                || o.comm
+                    .as_ref()
+                    .is_none_or(|c| *c == rec.comms[s.comm as usize])
+        })
+        .filter_map(|s| Some((s, weigh(s.event, s)?)))
+        .collect();
+    Ok((samples, label))
+}
+
+/// Samples of one thread, event and command whose stacks are the same frame for frame (and
+/// that carry no stack copy to unwind) become one, weighing their sum: a profile's samples
+/// are mostly repeats (100k samples, a few thousand stacks), and everything after this works
+/// per stack. Returns the kept samples, in order of first appearance, and how many each
+/// stands for.
+pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
+    type Key<'a> = (
+        usize,
+        i32,
+        i32,
+        u32,
+        &'a [u64],
+        &'a [crate::read::UserFrame],
+    );
+    let mut index: FxHashMap<Key<'_>, usize> = FxHashMap::default();
+    let mut kept: Vec<Weighed<'_>> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
+    for (s, weight) in samples {
+        if s.stack_copy.is_some() {
+            kept.push((s, weight));
+            counts.push(s.count);
+            continue;
+        }
+        let key = (s.event, s.pid, s.tid, s.comm, &s.kernel[..], &s.user[..]);
+        match index.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let i = *e.get();
+                kept[i].1 += weight;
+                counts[i] += s.count;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(kept.len());
+                kept.push((s, weight));
+                counts.push(s.count);
+            }
+        }
+    }
+    (kept, counts)
+}

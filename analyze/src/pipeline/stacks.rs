@@ -1,0 +1,188 @@
+//! The last stage: each resolved sample's frames as ids into one table of frames, root first
+//! ([`Symbolized`], what report, script, flame graphs and wakeups consume).
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::{EventSel, Options, Resolved, Symbols};
+use crate::read::Recording;
+use crate::symbolize::FrameInfo;
+use crate::symbolized::{FrameAddr, Symbolized, SymbolizedStack};
+
+/// Frame ids: given in file order, then address order, so that the table does not depend on
+/// the thread count.
+struct FrameIds {
+    /// Per file, aligned with [`Symbols::per_file`]: the ids of the frames at each address.
+    files: Vec<Vec<Vec<u32>>>,
+    /// Aligned with [`Symbols::kernel_addrs`].
+    kernel: Vec<u32>,
+    /// The `[unknown]` frame of each dso that has unresolved frames.
+    unknown: FxHashMap<String, u32>,
+}
+
+fn intern_frames(r: &Resolved<'_>, symbols: &Symbols, table: &mut Vec<FrameInfo>) -> FrameIds {
+    let mut interned: FxHashMap<FrameInfo, u32> = FxHashMap::default();
+    let mut intern = |f: &FrameInfo, table: &mut Vec<FrameInfo>| -> u32 {
+        if let Some(&id) = interned.get(f) {
+            return id;
+        }
+        table.push(f.clone());
+        let id = (table.len() - 1) as u32;
+        interned.insert(f.clone(), id);
+        id
+    };
+    let files = symbols
+        .file_infos
+        .iter()
+        .map(|infos| {
+            infos
+                .iter()
+                .map(|i| i.frames.iter().map(|f| intern(f, table)).collect())
+                .collect()
+        })
+        .collect();
+    let kernel = symbols
+        .kernel_infos
+        .iter()
+        .map(|i| intern(&i.frames[0], table))
+        .collect();
+    let mut unknown: FxHashMap<String, u32> = FxHashMap::default();
+    for st in &r.stacks {
+        for l in &st.user {
+            let dso = r.resolver.dso_of(l);
+            if !unknown.contains_key(dso) {
+                let id = intern(&FrameInfo::unknown(dso), table);
+                unknown.insert(dso.to_string(), id);
+            }
+        }
+    }
+    FrameIds {
+        files,
+        kernel,
+        unknown,
+    }
+}
+
+/// Builds every sample's stack from the symbols of its addresses.
+pub(super) fn symbolized(
+    rec: &Recording,
+    r: Resolved<'_>,
+    symbols: &Symbols,
+    o: &Options,
+) -> Symbolized {
+    let mut out = Symbolized {
+        comms: rec.comms.clone(),
+        events: rec.events.clone(),
+        event: r.label.clone(),
+        unit: o.event.unit(),
+        ..Default::default()
+    };
+    let ids = intern_frames(&r, symbols, &mut out.frames);
+    let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
+    crate::timing::mark("intern frames");
+
+    if let Some(b) = &r.bar {
+        b.set_message("stacks");
+    }
+    let built: Vec<(SymbolizedStack, u64, u64)> = r
+        .samples
+        .par_iter()
+        .zip(r.stacks.par_iter().zip(r.keys.par_iter()))
+        .map(|((s, weight), (st, keys))| {
+            let mut frames = Vec::new();
+            let mut addrs = Vec::new();
+            for (loc, key) in st.user.iter().zip(keys).rev() {
+                let found = key.and_then(|(f, a)| {
+                    let i = symbols.per_file[f as usize].binary_search(&a).ok()?;
+                    Some((
+                        &ids.files[f as usize][i],
+                        &symbols.file_infos[f as usize][i],
+                    ))
+                });
+                match found {
+                    Some((frame_ids, info)) => {
+                        frames.extend_from_slice(frame_ids);
+                        if o.addresses {
+                            let (_, a) = key.expect("found means resolved");
+                            let offset = info.start.map(|st| a.addr.wrapping_sub(st));
+                            for k in 0..frame_ids.len() {
+                                addrs.push(FrameAddr {
+                                    addr: loc.addr,
+                                    // Only the real (outer) function has an offset.
+                                    offset: if k == 0 { offset } else { None },
+                                });
+                            }
+                        }
+                    }
+                    None => {
+                        frames.push(ids.unknown[r.resolver.dso_of(loc)]);
+                        if o.addresses {
+                            addrs.push(FrameAddr {
+                                addr: loc.addr,
+                                offset: None,
+                            });
+                        }
+                    }
+                }
+            }
+            let user_len = frames.len() as u32;
+            if !o.user_only {
+                for &a in s.kernel.iter().rev() {
+                    let i = symbols
+                        .kernel_addrs
+                        .binary_search(&a)
+                        .expect("every kernel address was looked up");
+                    frames.push(ids.kernel[i]);
+                    if o.addresses {
+                        let start = symbols.kernel_infos[i].start;
+                        addrs.push(FrameAddr {
+                            addr: a,
+                            offset: start.map(|st| a.wrapping_sub(st)),
+                        });
+                    }
+                }
+            }
+            let n = frames.len() as u64;
+            let unknown_n = frames.iter().filter(|&&f| unknown[f as usize]).count() as u64;
+            (
+                SymbolizedStack {
+                    comm: s.comm,
+                    pid: s.pid,
+                    tid: s.tid,
+                    time: s.time,
+                    cpu: s.cpu,
+                    event: s.event as u32,
+                    period: s.period,
+                    weight: *weight,
+                    frames,
+                    user_len,
+                    addrs,
+                },
+                n,
+                unknown_n,
+            )
+        })
+        .collect();
+    let mut stats = r.stats;
+    stats.warnings.extend(symbols.warnings.iter().cloned());
+    for ((st, n, u), count) in built.into_iter().zip(&r.counts) {
+        stats.frames += n * count;
+        stats.unknown_frames += u * count;
+        out.stacks.push(st);
+    }
+    crate::timing::mark("stacks");
+    if let Some(b) = r.bar {
+        b.finish_and_clear();
+    }
+    out.stats = stats;
+    if o.event == EventSel::Wakeup {
+        let index = |name: &str| out.events.iter().position(|e| e == name);
+        if let (Some(offcpu), Some(wakeup)) = (
+            index(format::events::OFFCPU_EVENT),
+            index(format::events::WAKEUP_EVENT),
+        ) {
+            crate::wakeups::join(&mut out, offcpu as u32, wakeup as u32);
+        }
+    }
+    out
+}
