@@ -30,6 +30,7 @@
 //! ```
 
 pub mod aggregate;
+pub mod annotate;
 pub mod info;
 pub mod io;
 mod kallsyms;

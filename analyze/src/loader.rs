@@ -120,6 +120,19 @@ impl ElfData {
         Some(start.wrapping_sub(pgoff.wrapping_sub(best.file_offset).wrapping_add(best.svma)))
     }
 
+    /// The file's bytes at SVMAs `start..end`, where a PT_LOAD segment holds all of them
+    /// (code, for annotate); `None` where the file does not (a debug file's `.text` is empty).
+    pub fn bytes_at(&self, start: u64, end: u64) -> Option<&[u8]> {
+        let s = self
+            .segments
+            .iter()
+            .find(|s| s.svma <= start && end <= s.svma.saturating_add(s.file_size))?;
+        let from = s.file_offset.checked_add(start - s.svma)?;
+        let to = from.checked_add(end.checked_sub(start)?)?;
+        self.bytes
+            .get(usize::try_from(from).ok()?..usize::try_from(to).ok()?)
+    }
+
     /// The build id as lowercase hex.
     pub fn build_id_hex(&self) -> Option<String> {
         self.build_id.as_deref().map(hex)

@@ -8,6 +8,7 @@ use analyze::aggregate::{self, Profile};
 use analyze::loader::Loader;
 use analyze::output;
 use analyze::pipeline::{self, EventSel, Symbolized};
+use analyze::read::Recording;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -108,6 +109,9 @@ enum Command {
         #[arg(short, long, default_value = "flamegraph.svg")]
         output: PathBuf,
     },
+    /// Which source lines and instructions of a function its samples fell on (without
+    /// SYMBOL: the hottest functions to choose from).
+    Annotate(Box<AnnotateArgs>),
     /// Block I/O: latency histogram, per device and process, slowest requests.
     Io {
         #[arg(short, long, default_value = "perf.data")]
@@ -118,16 +122,56 @@ enum Command {
     },
 }
 
-/// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
-fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
+#[derive(ClapArgs, Debug)]
+struct AnnotateArgs {
+    /// The function: its name as reports print it, its mangled name, or a unique part of it.
+    symbol: Option<String>,
+    #[command(flatten)]
+    select: Select,
+    /// Source lines only, each once with its counts.
+    #[arg(long, conflicts_with = "asm")]
+    source: bool,
+    /// Instructions only.
+    #[arg(long)]
+    asm: bool,
+    /// Plain text: no colors (as when the output is not a terminal).
+    #[arg(long)]
+    stdio: bool,
+    /// Color hot lines: auto (on a terminal), always, never.
+    #[arg(long, default_value = "auto", value_name = "auto|always|never")]
+    color: String,
+    /// Intel syntax instead of AT&T (objdump's and perf's default).
+    #[arg(long)]
+    intel: bool,
+    /// Where to look for source files whose recorded paths are not here (repeatable): the
+    /// recorded path is tried under DIR, then with its leading directories dropped.
+    #[arg(long, value_name = "DIR")]
+    source_dir: Vec<PathBuf>,
+    /// perf's --prefix: put before source paths, after --prefix-strip components are dropped.
+    #[arg(long, value_name = "DIR")]
+    prefix: Option<PathBuf>,
+    /// perf's --prefix-strip: how many leading components of source paths to drop.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    prefix_strip: usize,
+    /// How many functions the list without SYMBOL shows.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+/// Reads the recording `select` names (the files it lists loading meanwhile) and runs
+/// `stages` on it; the recording's notes on stderr.
+fn with_recording<T>(
+    select: &Select,
+    options: &pipeline::Options,
+    stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     analyze::timing::mark("start");
     let loader = Loader::new();
-    let options = select.options(addresses, lines);
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
     // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
     let wants_dwarf = options.inline || options.lines;
-    let (rec, s) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
+    let (rec, out) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
         let loader = &loader;
         let mut files_known = |ids: &analyze::read::BuildIds| {
             if options.kernel_only {
@@ -157,18 +201,37 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
                 });
             }
             // Per-sample output (script's times, wakeups matched by time) needs every sample.
-            let merge = !(addresses || select.event == "wakeup");
+            let merge = !(options.addresses || options.event == EventSel::Wakeup);
             analyze::read::read_with(&select.input, merge, &mut files_known)
         })?;
         for n in &rec.notes {
             eprintln!("analyze: warning: {n}");
         }
-        let s = pipeline::symbolize(&rec, &options, loader)?;
-        Ok((rec, s))
+        let out = stages(&rec, loader)?;
+        Ok((rec, out))
     })?;
-    for w in &s.stats.warnings {
-        eprintln!("analyze: warning: {w}");
-    }
+    // The recording and the loaded files are not needed any more: the process exit frees
+    // them at once, instead of a walk over every sample and mapping (a tenth of a run).
+    std::mem::forget(rec);
+    std::mem::forget(loader);
+    Ok(out)
+}
+
+/// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
+fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
+    let options = select.options(addresses, lines);
+    with_recording(select, &options, |rec, loader| {
+        let s = pipeline::symbolize(rec, &options, loader)?;
+        for w in &s.stats.warnings {
+            eprintln!("analyze: warning: {w}");
+        }
+        summary(&s, rec.lost);
+        Ok(s)
+    })
+}
+
+/// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events.
+fn summary(s: &Symbolized, lost: u64) {
     let st = &s.stats;
     let pct = if st.frames == 0 {
         0.0
@@ -191,15 +254,10 @@ fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<S
             ends.join(", ")
         ));
     }
-    if rec.lost > 0 {
-        line.push_str(&format!("; {} events lost while recording", rec.lost));
+    if lost > 0 {
+        line.push_str(&format!("; {lost} events lost while recording"));
     }
     eprintln!("{line}");
-    // The recording and the loaded files are not needed any more: the process exit frees
-    // them at once, instead of a walk over every sample and mapping (a tenth of a run).
-    std::mem::forget(rec);
-    std::mem::forget(loader);
-    Ok(s)
 }
 
 fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
@@ -263,11 +321,109 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
+        Command::Annotate(args) => annotate(&args, &mut stdout)?,
         Command::Io { input, slowest } => {
             let reqs = analyze::io::read_requests(&input)?;
             write!(stdout, "{}", analyze::io::report(&reqs, slowest))?;
         }
     }
+    Ok(())
+}
+
+/// `analyze annotate`: the resolve and symbolize stages (function names only), then the one
+/// function's instructions and lines.
+fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
+    use analyze::annotate::{self, disasm, source};
+    use output::annotate::{Style, View};
+    use std::io::IsTerminal;
+    // Names need no DWARF; the chosen function's lines are looked up on their own.
+    let options = args.select.options(false, false);
+    let options = pipeline::Options {
+        inline: false,
+        ..options
+    };
+    let color = match args.color.as_str() {
+        _ if args.stdio => false,
+        "always" => true,
+        "never" => false,
+        "auto" => std::io::stdout().is_terminal(),
+        other => anyhow::bail!("--color {other}: not one of auto, always, never"),
+    };
+    let view = if args.source {
+        View::Source
+    } else if args.asm {
+        View::Asm
+    } else {
+        View::Interleaved
+    };
+    let syntax = if args.intel {
+        disasm::Syntax::Intel
+    } else {
+        disasm::Syntax::Att
+    };
+    let mut sources = source::Sources::new(source::SourceDirs {
+        dirs: args.source_dir.clone(),
+        prefix: args.prefix.clone(),
+        prefix_strip: args.prefix_strip,
+    });
+    let mut out = std::io::BufWriter::new(stdout);
+    with_recording(&args.select, &options, |rec, loader| {
+        let resolved = pipeline::resolve(rec, &options, loader)?;
+        let symbols = pipeline::symbolize_addresses(rec, &resolved, &options, loader);
+        for w in resolved.stats.warnings.iter().chain(&symbols.warnings) {
+            eprintln!("analyze: warning: {w}");
+        }
+        if rec.lost > 0 {
+            eprintln!("analyze: warning: {} events lost while recording", rec.lost);
+        }
+        let functions = annotate::function_costs(&resolved, &symbols);
+        let style = Style {
+            view,
+            color,
+            event: resolved.label.clone(),
+            unit: options.event.unit(),
+        };
+        let Some(query) = &args.symbol else {
+            let weight = resolved.samples.iter().map(|s| s.1).sum();
+            output::annotate::write_hottest(&functions, weight, &style, args.limit, &mut out)?;
+            return Ok(());
+        };
+        let matches = annotate::find(&functions, query).map_err(|close| {
+            anyhow::anyhow!(
+                "no function named {query} has {} samples in {}; closest: {}",
+                resolved.label,
+                args.select.input.display(),
+                close.join(", ")
+            )
+        })?;
+        // Several functions of that name (a static function in two files, one name in two
+        // libraries): each, as perf annotates each. Several different names: say which.
+        let names: std::collections::BTreeSet<&str> =
+            matches.iter().map(|f| f.name.as_str()).collect();
+        if names.len() > 1 {
+            let list: Vec<String> = matches
+                .iter()
+                .take(20)
+                .map(|f| format!("{} [{}]", f.name, f.dso))
+                .collect();
+            anyhow::bail!(
+                "{query} matches {} functions; name one of them:\n  {}",
+                names.len(),
+                list.join("\n  ")
+            );
+        }
+        for (n, function) in matches.iter().enumerate() {
+            let a = annotate::annotate(&resolved, &symbols, function, annotate::Style { syntax })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if n > 0 {
+                writeln!(out)?;
+            }
+            output::annotate::write_annotation(&a, &mut sources, &style, &mut out)?;
+        }
+        Ok(())
+    })?;
+    out.flush()?;
+    output::annotate::report_missing_sources(&sources);
     Ok(())
 }
 

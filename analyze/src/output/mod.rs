@@ -1,5 +1,6 @@
 //! Stage 5, output: one module per way of showing a profile.
 
+pub mod annotate;
 pub mod flamegraph;
 pub mod folded;
 pub mod report;

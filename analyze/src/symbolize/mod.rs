@@ -173,6 +173,52 @@ pub fn symbolize_elf(
         .collect()
 }
 
+/// The function symbol holding `svma` of `elf`: its name (demangled), start and end (the next
+/// symbol's start where the table gives no size).
+pub fn function_at(
+    elf: &ElfData,
+    debug: Option<&ElfData>,
+    svma: u64,
+) -> Option<(String, u64, u64)> {
+    symbols(elf, debug).iter().find_map(|t| t.bounds(svma))
+}
+
+/// One level of the source location of an instruction: the function (demangled) and the
+/// `file:line` there. For an inlined function's code, the levels below it give the call site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFrame {
+    pub function: Option<String>,
+    /// The path DWARF gives (compilation directory joined).
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// The source locations of instructions at `svmas` of `elf`, innermost (inlined) first, from
+/// the DWARF that answers for it; empty where there is none.
+pub fn source_locations(
+    elf: &ElfData,
+    debug: Option<&ElfData>,
+    svmas: &[u64],
+) -> Vec<Vec<SourceFrame>> {
+    let loaded = dwarf_file(elf, debug, true, true).and_then(|d| dwarf::Loaded::load(d, svmas));
+    let frames = loaded.as_ref().and_then(dwarf::Frames::new);
+    svmas
+        .iter()
+        .map(|&a| match &frames {
+            Some(f) => f
+                .find(a)
+                .into_iter()
+                .map(|f| SourceFrame {
+                    function: f.name.as_deref().map(demangle),
+                    file: f.file,
+                    line: f.line,
+                })
+                .collect(),
+            None => Vec::new(),
+        })
+        .collect()
+}
+
 /// What symbolizing a file needs that can be made before its lookups are known, kept with
 /// the file (see [`prepare`]).
 #[derive(Default)]

@@ -133,6 +133,19 @@ impl SymbolTable {
             .collect()
     }
 
+    /// The symbol holding `svma`: name, start, and end (where a sizeless symbol runs to the
+    /// next one; the last sizeless one is a single byte).
+    pub(super) fn bounds(&self, svma: u64) -> Option<(String, u64, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
+        let (start, end, name) = &self.syms[i];
+        let end = if end == start {
+            self.syms.get(i + 1).map_or(start + 1, |next| next.0)
+        } else {
+            *end
+        };
+        (svma < end).then(|| (name.clone(), *start, end))
+    }
+
     pub(super) fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
         let (start, end, name) = &self.syms[i];

@@ -83,3 +83,36 @@ pub fn perf_record(file: &Path, perf_args: &[&str], program: &Path, args: &[&str
         .unwrap();
     assert!(st.success(), "perf record {perf_args:?} failed");
 }
+
+/// `record`, built beside analyze by the workspace build (scripts/test builds every target).
+pub fn record_bin() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_analyze")).with_file_name("record")
+}
+
+/// Whether both perf and record (BPF, as root) can record here; under CI they must.
+pub fn can_record() -> bool {
+    if !perf_ok() {
+        return false;
+    }
+    // SAFETY: no preconditions.
+    let root = unsafe { geteuid() } == 0;
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let bin = record_bin().exists();
+    if root && btf && bin {
+        return true;
+    }
+    let why = format!(
+        "root: {root}, BTF: {btf}, {}: {bin}",
+        record_bin().display()
+    );
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "these tests need root, BTF and the record binary under CI ({why})"
+    );
+    eprintln!("skipping: {why}");
+    false
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}

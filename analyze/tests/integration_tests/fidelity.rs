@@ -12,10 +12,10 @@
 //!   leaves agree and ours reach `runtime.goexit`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{fixture, perf_ok, Tmp};
+use crate::common::{can_record, fixture, record_bin, Tmp};
 use crate::folded::{fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,39 +32,6 @@ impl Recorder {
     fn dwarf(self) -> bool {
         matches!(self, PerfDwarf | RecordDwarf)
     }
-}
-
-/// `record`, built beside analyze by the workspace build (scripts/test builds every target).
-fn record_bin() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_analyze")).with_file_name("record")
-}
-
-/// Whether both perf and record (BPF, as root) can record here; under CI they must.
-fn can_record() -> bool {
-    if !perf_ok() {
-        return false;
-    }
-    // SAFETY: no preconditions.
-    let root = unsafe { geteuid() } == 0;
-    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-    let bin = record_bin().exists();
-    if root && btf && bin {
-        return true;
-    }
-    let why = format!(
-        "root: {root}, BTF: {btf}, {}: {bin}",
-        record_bin().display()
-    );
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "fidelity tests need root, BTF and the record binary under CI ({why})"
-    );
-    eprintln!("skipping: {why}");
-    false
-}
-
-extern "C" {
-    fn geteuid() -> u32;
 }
 
 /// Records `program 0.4 2` (0.4 s in each of two threads) into `file`.

@@ -1,5 +1,6 @@
 //! analyze's integration tests: one test binary (see style.md).
 
+mod annotate;
 mod common;
 mod dwarf;
 mod errors;
