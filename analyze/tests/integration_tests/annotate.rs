@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{analyze, can_record, fixture, perf_record, record_bin, root, Tmp};
+use crate::common::{analyze, can_record, fixture, perf_record, record_ours, root, Tmp};
+use crate::folded::run_ok;
 
 /// An instruction row of ours: address -> (percent, self, total).
 type Rows = BTreeMap<u64, (f64, u64, u64)>;
@@ -66,16 +67,6 @@ fn perf_annotate(file: &Path, symbol: &str) -> BTreeMap<u64, f64> {
         .collect()
 }
 
-fn ok(args: &[&str]) -> String {
-    let out = analyze(args);
-    assert!(
-        out.status.success(),
-        "analyze {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn hottest(rows: &Rows) -> u64 {
     *rows
         .iter()
@@ -91,7 +82,7 @@ fn check_c(file: &Path) {
 
     // Instructions: every one perf lists, counts summing to the function's Self samples, the
     // hottest within 3 points of perf's percent.
-    let asm = ok(&["annotate", "hot_loop", "--asm", "-i", f]);
+    let asm = run_ok(&["annotate", "hot_loop", "--asm", "-i", f]);
     let ours = instruction_rows(&asm);
     let perf = perf_annotate(file, "hot_loop");
     assert!(
@@ -120,7 +111,7 @@ fn check_c(file: &Path) {
 
     // Lines: each once, Self summing to the function's; the helper's lines marked inlined
     // with its name, the source text found through --source-dir.
-    let source = ok(&[
+    let source = run_ok(&[
         "annotate",
         "hot_loop",
         "--source",
@@ -153,7 +144,7 @@ fn check_c(file: &Path) {
     );
 
     // Interleaved: source lines, instructions under them, inline ranges headed.
-    let both = ok(&["annotate", "hot_loop", "--source-dir", sources, "-i", f]);
+    let both = run_ok(&["annotate", "hot_loop", "--source-dir", sources, "-i", f]);
     let header = both.find("[inlined] mix_step").expect("inline header");
     let helper_line = both.find("x ^= x >> 33;").expect("helper line");
     assert!(header < helper_line, "{both}");
@@ -171,7 +162,7 @@ fn check_c(file: &Path) {
     assert!(String::from_utf8_lossy(&out.stdout).contains("inline.c:15"));
 
     // Hot rows in color on request (a terminal's default), none with --stdio.
-    let color = ok(&[
+    let color = run_ok(&[
         "annotate", "hot_loop", "--asm", "--color", "always", "-i", f,
     ]);
     let hot = format!("{:x}:", hottest(&ours));
@@ -192,17 +183,12 @@ fn c_function_with_inlined_helper_matches_perf_annotate() {
     check_c(&perf_file);
 
     let ours = dir.0.join("record.data");
-    let st = Command::new(record_bin())
-        .args(["-F", "999", "--no-off-cpu", "--no-io", "--no-wakeups", "-o"])
-        .arg(&ours)
-        .arg("--")
-        .arg(&program)
-        .arg("1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    record_ours(
+        &ours,
+        &["-F", "999", "--no-off-cpu", "--no-io", "--no-wakeups"],
+        &program,
+        &["1"],
+    );
     check_c(&ours);
 }
 
@@ -217,14 +203,14 @@ fn rust_names_lines_and_inlined_std_code() {
     perf_record(&file, &["-F", "999", "-g"], &program, &["1"]);
     let f = file.to_str().unwrap();
 
-    let list = ok(&["annotate", "-i", f]);
+    let list = run_ok(&["annotate", "-i", f]);
     assert!(
         list.contains("<rsprog::XorShift as rsprog::Kernel>::run"),
         "{list}"
     );
     assert!(list.contains("rsprog::count_words"), "{list}");
 
-    let text = ok(&["annotate", "rsprog::count_words", "-i", f]);
+    let text = run_ok(&["annotate", "rsprog::count_words", "-i", f]);
     assert!(text.contains("rsprog::count_words in "), "{text}");
     assert!(text.contains("rsprog.rs:"), "main file's lines:\n{text}");
     assert!(
@@ -241,10 +227,16 @@ fn rust_names_lines_and_inlined_std_code() {
         .find(|s| s.starts_with("_ZN6rsprog11count_words") && s.ends_with('E'))
         .map(str::to_string)
         .expect("count_words's mangled name in the symbol table");
-    let by_mangled = ok(&["annotate", &mangled, "--asm", "-i", f]);
+    let by_mangled = run_ok(&["annotate", &mangled, "--asm", "-i", f]);
     assert_eq!(
         instruction_rows(&by_mangled),
-        instruction_rows(&ok(&["annotate", "rsprog::count_words", "--asm", "-i", f]))
+        instruction_rows(&run_ok(&[
+            "annotate",
+            "rsprog::count_words",
+            "--asm",
+            "-i",
+            f
+        ]))
     );
 
     // Several functions match a part of their names: listed, exit 1.
@@ -272,4 +264,37 @@ fn a_missing_symbol_names_the_closest() {
         err.contains("hot_lop") && err.contains("closest: hot_loop"),
         "{err}"
     );
+}
+
+#[test]
+fn off_cpu_time_annotates_where_threads_blocked() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("annotate-offcpu");
+    let file = dir.0.join("record.data");
+    record_ours(
+        &file,
+        &["--no-io", "--no-wakeups"],
+        &fixture("sleeper-nofp"),
+        &["2", "10"],
+    );
+    let f = file.to_str().unwrap();
+    // sleep_step tail-calls usleep: sleeper_thread's call of it is where the time went.
+    let text = run_ok(&[
+        "annotate",
+        "sleeper_thread",
+        "--event",
+        "offcpu",
+        "--asm",
+        "-i",
+        f,
+    ]);
+    let call = text
+        .lines()
+        .find(|l| l.contains("call") && l.contains("<sleep_step>"))
+        .and_then(counts)
+        .unwrap_or_else(|| panic!("the call of sleep_step:\n{text}"));
+    // 2 threads x 10 x 10 ms asked for: at least that, in ns, passed through the call.
+    assert!(call.2 >= 190_000_000 && call.0 > 99.0, "{text}");
 }

@@ -89,6 +89,26 @@ pub fn record_bin() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_analyze")).with_file_name("record")
 }
 
+/// Records `program args` with `record` into `file`.
+pub fn record_ours(file: &Path, record_args: &[&str], program: &Path, args: &[&str]) {
+    let out = Command::new(record_bin())
+        .args(record_args)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record {record_args:?} {}: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Whether both perf and record (BPF, as root) can record here; under CI they must.
 pub fn can_record() -> bool {
     if !perf_ok() {
