@@ -5,7 +5,6 @@ use std::path::Path;
 
 use format::linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
 use format::linux_perf_data::PerfFileRecord;
-use format::PerfFileReader;
 
 /// One event of the file and what its records add up to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,8 +40,37 @@ pub struct FileSummary {
     pub nr_cpus: Option<(u32, u32)>,
     pub cmdline: Option<Vec<String>>,
     pub build_ids: Vec<(String, String)>,
+    /// Which source serves each file of `build_ids` (path -> source or `missing`), once
+    /// [`FileSummary::find_sources`] asked.
+    pub sources: std::collections::BTreeMap<String, String>,
     pub features: Vec<String>,
     pub notes: Vec<String>,
+}
+
+impl FileSummary {
+    /// Asks `loader` for every file the recording lists, so that the summary says which
+    /// source serves each (the archive, --symfs, a build-id cache, its path, debuginfod) and
+    /// which stayed missing.
+    pub fn find_sources(&mut self, loader: &crate::loader::Loader) {
+        for (id, path) in &self.build_ids {
+            if !(path.starts_with('/') || path == "[vdso]") {
+                continue;
+            }
+            let bytes: Vec<u8> = (0..id.len() / 2)
+                .filter_map(|i| u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect();
+            loader.elf(path, Some(&bytes));
+        }
+        self.sources = loader.served();
+        if self.build_ids.iter().any(|(_, p)| p == "[kernel.kallsyms]") {
+            let from = match loader.kallsyms_origin() {
+                crate::loader::KallsymsOrigin::Running => "this machine's /proc/kallsyms".into(),
+                crate::loader::KallsymsOrigin::Archive(_) => "archive".into(),
+                crate::loader::KallsymsOrigin::File(p) => p.display().to_string(),
+            };
+            self.sources.insert("[kernel.kallsyms]".into(), from);
+        }
+    }
 }
 
 /// Names of the sample_type bits, in the order of their fields.
@@ -158,7 +186,7 @@ fn attr_type_word(t: u32) -> &'static str {
 
 /// Reads the whole file and counts what it holds.
 pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
-    let mut reader = PerfFileReader::open(path)?;
+    let mut reader = crate::input::open(path)?.reader;
     let pf = reader.perf_file();
     let mut s = FileSummary {
         path: path.display().to_string(),
@@ -367,7 +395,28 @@ impl FileSummary {
         if !self.build_ids.is_empty() {
             let _ = writeln!(o, "build ids:");
             for (id, path) in &self.build_ids {
-                let _ = writeln!(o, "  {id}  {path}");
+                match self.sources.get(path) {
+                    Some(from) => {
+                        let _ = writeln!(o, "  {id}  {path}  ({from})");
+                    }
+                    None => {
+                        let _ = writeln!(o, "  {id}  {path}");
+                    }
+                }
+            }
+            let missing: Vec<&str> = self
+                .sources
+                .iter()
+                .filter(|(_, from)| *from == "missing")
+                .map(|(p, _)| p.as_str())
+                .collect();
+            if !missing.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "missing: {} files: {}",
+                    missing.len(),
+                    missing.join(", ")
+                );
             }
         }
         for n in &self.notes {

@@ -9,7 +9,6 @@ use std::path::Path;
 use format::events::{BlockIo, BLOCK_IO_EVENT};
 use format::linux_perf_data::linux_perf_event_reader::EventRecord;
 use format::linux_perf_data::PerfFileRecord;
-use format::PerfFileReader;
 
 /// One completed request with who issued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +31,7 @@ impl Request {
 
 /// Every block I/O request of a recording, in completion order.
 pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
-    let mut reader = PerfFileReader::open(path)?;
+    let mut reader = crate::input::open(path)?.reader;
     let io_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i) == BLOCK_IO_EVENT)
         .collect();

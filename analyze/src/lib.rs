@@ -31,7 +31,10 @@
 
 pub mod aggregate;
 pub mod annotate;
+pub mod archive;
+pub mod debuginfod;
 pub mod info;
+pub mod input;
 pub mod io;
 mod kallsyms;
 mod kallsyms_cache;

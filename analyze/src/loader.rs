@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 
 use object::{Object, ObjectSection, ObjectSegment};
 
-/// The bytes of a file: memory-mapped, or owned where the image came from memory (`[vdso]`).
+/// The bytes of a file: memory-mapped, owned where the image came from memory (`[vdso]`), or
+/// shared with the archive that holds it.
 pub enum Bytes {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    Shared(Arc<[u8]>),
 }
 
 impl Deref for Bytes {
@@ -24,6 +26,7 @@ impl Deref for Bytes {
         match self {
             Bytes::Mapped(m) => m,
             Bytes::Owned(v) => v,
+            Bytes::Shared(v) => v,
         }
     }
 }
@@ -123,14 +126,19 @@ impl ElfData {
     /// The file's bytes at SVMAs `start..end`, where a PT_LOAD segment holds all of them
     /// (code, for annotate); `None` where the file does not (a debug file's `.text` is empty).
     pub fn bytes_at(&self, start: u64, end: u64) -> Option<&[u8]> {
+        self.bytes.get(self.file_range(start, end)?)
+    }
+
+    /// Where SVMAs `start..end` lie in the file, if one PT_LOAD segment holds all of them.
+    pub fn file_range(&self, start: u64, end: u64) -> Option<std::ops::Range<usize>> {
         let s = self
             .segments
             .iter()
             .find(|s| s.svma <= start && end <= s.svma.saturating_add(s.file_size))?;
         let from = s.file_offset.checked_add(start - s.svma)?;
         let to = from.checked_add(end.checked_sub(start)?)?;
-        self.bytes
-            .get(usize::try_from(from).ok()?..usize::try_from(to).ok()?)
+        let range = usize::try_from(from).ok()?..usize::try_from(to).ok()?;
+        (range.end <= self.bytes.len()).then_some(range)
     }
 
     /// The build id as lowercase hex.
@@ -189,6 +197,56 @@ pub use crate::kallsyms::Kallsyms;
 
 type Cached<T> = Mutex<HashMap<String, Option<Arc<T>>>>;
 
+/// Where files are looked for, besides the paths the recording names. For a binary of a known
+/// build id, in order: the archive being read, `--symfs`, perf's build-id caches, the
+/// original path (if its build id matches), a debuginfod server; for its symbols and DWARF,
+/// its separate debug file: the archive, the build-id caches, `/usr/lib/debug/.build-id`,
+/// `.gnu_debuglink`, debuginfod. A file with another build id is never used.
+#[derive(Default)]
+pub struct Sources {
+    pub archive: Option<Arc<crate::archive::Archive>>,
+    /// perf's `--symfs`: a directory prefixed to every path.
+    pub symfs: Option<PathBuf>,
+    /// perf's build-id caches (`$PERF_BUILDID_DIR`, else `~/.debug`).
+    pub buildid_dirs: Vec<PathBuf>,
+    /// Where separate debug files live (`/usr/lib/debug`).
+    pub debug_root: PathBuf,
+    pub debuginfod: Option<crate::debuginfod::Client>,
+    /// Kernel symbols from this file (`/proc/kallsyms` text) instead of the running kernel's
+    /// (`$BPFPERF_KALLSYMS`).
+    pub kallsyms: Option<PathBuf>,
+}
+
+impl Sources {
+    /// The sources the environment names: `PERF_BUILDID_DIR` (else `~/.debug`),
+    /// `DEBUGINFOD_URLS`, `BPFPERF_KALLSYMS`.
+    pub fn from_env() -> Sources {
+        let buildid_dirs = std::env::var_os("PERF_BUILDID_DIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug")))
+            .into_iter()
+            .collect();
+        Sources {
+            buildid_dirs,
+            debug_root: PathBuf::from("/usr/lib/debug"),
+            debuginfod: crate::debuginfod::Client::from_env(),
+            kallsyms: std::env::var_os("BPFPERF_KALLSYMS").map(PathBuf::from),
+            ..Default::default()
+        }
+    }
+}
+
+/// Where the kernel symbols in use came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KallsymsOrigin {
+    /// The running kernel (`/proc/kallsyms`, through the per-boot cache).
+    Running,
+    /// The archive: the kernel of that build id (hex).
+    Archive(String),
+    /// A file the user named.
+    File(PathBuf),
+}
+
 /// Opens files for the stages, once each.
 #[derive(Default)]
 pub struct Loader {
@@ -196,8 +254,9 @@ pub struct Loader {
     debug: Cached<ElfData>,
     jit: Cached<JitMap>,
     kallsyms: Mutex<Option<Option<Arc<Kallsyms>>>>,
-    /// Where separate debug files live (`/usr/lib/debug` unless changed).
-    pub debug_root: Option<PathBuf>,
+    pub sources: Sources,
+    /// Which source served each file (path -> source), for `analyze info`.
+    served: Mutex<std::collections::BTreeMap<String, String>>,
     /// Why files could not be used, one line per file, in the order met.
     problems: Mutex<Vec<String>>,
 }
@@ -217,8 +276,26 @@ fn cached<T>(cache: &Cached<T>, key: &str, open: impl FnOnce() -> Option<T>) -> 
 }
 
 impl Loader {
+    /// A loader for the sources the environment names.
     pub fn new() -> Loader {
-        Loader::default()
+        Loader::with_sources(Sources::from_env())
+    }
+
+    pub fn with_sources(sources: Sources) -> Loader {
+        Loader {
+            sources,
+            ..Default::default()
+        }
+    }
+
+    /// Which source served each file asked for so far (path -> where from), and the files
+    /// that stayed missing.
+    pub fn served(&self) -> std::collections::BTreeMap<String, String> {
+        self.served.lock().unwrap().clone()
+    }
+
+    fn serve(&self, path: &str, from: String) {
+        self.served.lock().unwrap().insert(path.to_string(), from);
     }
 
     fn problem(&self, line: String) {
@@ -235,50 +312,157 @@ impl Loader {
 
     /// The ELF file a mapping names: a path, or `[vdso]` (taken from this process: the same
     /// image when the recording was made on the running kernel, which the build id checks).
-    /// `expected` is the build id the recording gives; a file with another id is not used.
+    /// `expected` is the build id the recording gives: the file is looked for in the
+    /// [`Sources`] in order, and one with another id is not used.
     pub fn elf(&self, name: &str, expected: Option<&[u8]>) -> Option<Arc<ElfData>> {
-        let elf = cached(&self.elves, name, || {
-            let r = if name == "[vdso]" {
-                vdso_image().and_then(|b| ElfData::parse(name.into(), Bytes::Owned(b)))
-            } else {
-                map_file(Path::new(name)).and_then(|b| ElfData::parse(name.into(), b))
-            };
-            r.map_err(|e| self.problem(format!("{e}; its frames are [unknown]")))
-                .ok()
-        })?;
-        if let (Some(want), Some(have)) = (expected, elf.build_id.as_deref()) {
-            if !build_ids_match(want, have) {
-                self.problem(format!(
-                    "{name}: build id {} differs from the recording's {}; its frames are [unknown]",
-                    hex(have),
-                    hex(want)
-                ));
-                return None;
+        let key = match expected {
+            Some(id) => format!("{name}\0{}", hex(id)),
+            None => name.to_string(),
+        };
+        cached(&self.elves, &key, || {
+            let found = self.find_elf(name, expected);
+            match &found {
+                Some((_, from)) => self.serve(name, from.clone()),
+                None => self.serve(name, "missing".into()),
             }
-        }
-        Some(elf)
+            found.map(|(elf, _)| elf)
+        })
     }
 
-    /// The separate debug file of `elf`: by build id under `<debug root>/.build-id/`, else by
-    /// `.gnu_debuglink` next to it, in its `.debug/` directory, or under the debug root. A
-    /// candidate whose build id differs from the binary's is skipped.
+    /// Looks for `name` of build id `expected` in every source; the file and where it was.
+    fn find_elf(&self, name: &str, expected: Option<&[u8]>) -> Option<(ElfData, String)> {
+        let matches = |elf: &ElfData| match (expected, elf.build_id.as_deref()) {
+            (Some(want), Some(have)) => build_ids_match(want, have),
+            _ => true,
+        };
+        let id = expected
+            .map(hex)
+            .map(|h| h.trim_end_matches("00000000").to_string());
+        let id = id.as_deref().filter(|h| h.len() > 2);
+        let mut why_not: Vec<String> = Vec::new();
+        let mut try_path = |path: &Path, from: &str| -> Option<(ElfData, String)> {
+            let bytes = map_file(path).ok()?;
+            match ElfData::parse(name.into(), bytes) {
+                Ok(elf) if matches(&elf) => Some((elf, from.to_string())),
+                Ok(elf) => {
+                    why_not.push(format!(
+                        "{}: build id {} differs from the recording's {}",
+                        path.display(),
+                        elf.build_id_hex().unwrap_or_default(),
+                        expected.map(hex).unwrap_or_default()
+                    ));
+                    None
+                }
+                Err(e) => {
+                    why_not.push(e);
+                    None
+                }
+            }
+        };
+        if name == "[vdso]" {
+            if let Some(found) = id
+                .and_then(|id| self.sources.archive.as_ref()?.elf(id))
+                .and_then(|b| ElfData::parse(name.into(), Bytes::Shared(b)).ok())
+            {
+                return Some((found, "archive".into()));
+            }
+            let vdso = vdso_image().and_then(|b| ElfData::parse(name.into(), Bytes::Owned(b)));
+            return match vdso {
+                Ok(elf) if matches(&elf) => Some((elf, "this process".into())),
+                Ok(_) => None,
+                Err(e) => {
+                    self.problem(format!("{e}; its frames are [unknown]"));
+                    None
+                }
+            };
+        }
+        if let Some(archive) = &self.sources.archive {
+            if let Some(b) = id.and_then(|id| archive.elf(id)) {
+                if let Ok(elf) = ElfData::parse(name.into(), Bytes::Shared(b)) {
+                    return Some((elf, format!("archive {}", archive.path.display())));
+                }
+            }
+        }
+        let relative = name.trim_start_matches('/');
+        if let Some(symfs) = &self.sources.symfs {
+            let at = symfs.join(relative);
+            if let Some(found) = try_path(&at, &format!("--symfs {}", symfs.display())) {
+                return Some(found);
+            }
+        }
+        if let Some(id) = id {
+            for dir in &self.sources.buildid_dirs {
+                let at = dir.join(crate::archive::cache_dir(name, id)).join("elf");
+                if let Some(found) = try_path(&at, &format!("build-id cache {}", dir.display())) {
+                    return Some(found);
+                }
+            }
+        }
+        if let Some(found) = try_path(Path::new(name), "its path") {
+            return Some(found);
+        }
+        if let (Some(id), Some(client)) = (id, &self.sources.debuginfod) {
+            let cached = client.cached(id, crate::debuginfod::Kind::Executable);
+            if let Some(found) = try_path(&cached, "debuginfod") {
+                return Some(found);
+            }
+        }
+        // Last: the separate debug file alone (symbols and lines, no code or unwind tables).
+        if let Some(id) = id {
+            let at = self.debug_by_id(&self.sources.debug_root, id);
+            if let Some(found) = try_path(&at, "its debug file (no code)") {
+                return Some(found);
+            }
+        }
+        let why = why_not
+            .pop()
+            .unwrap_or_else(|| format!("{name}: not found"));
+        self.problem(format!("{why}; its frames are [unknown]"));
+        None
+    }
+
+    fn debug_by_id(&self, root: &Path, id: &str) -> PathBuf {
+        root.join(".build-id")
+            .join(&id[..2])
+            .join(format!("{}.debug", &id[2..]))
+    }
+
+    /// The separate debug file of `elf`: the archive's, the build-id caches', by build id
+    /// under `/usr/lib/debug/.build-id/`, by `.gnu_debuglink` (next to it, in its `.debug/`
+    /// directory, under the debug root), then debuginfod's. A candidate whose build id
+    /// differs from the binary's is skipped.
     pub fn debug_file(&self, elf: &ElfData) -> Option<Arc<ElfData>> {
-        let root = self
-            .debug_root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/usr/lib/debug"));
+        let id = elf.build_id_hex().filter(|h| h.len() > 2);
+        if let (Some(id), Some(archive)) = (&id, &self.sources.archive) {
+            if let Some(b) = archive.debug(id) {
+                let key = format!("{}\0archive debug", id);
+                return cached(&self.debug, &key, || {
+                    ElfData::parse(
+                        format!("{} (archived debug file)", elf.name),
+                        Bytes::Shared(b),
+                    )
+                    .ok()
+                });
+            }
+        }
+        let root = &self.sources.debug_root;
         let mut candidates: Vec<PathBuf> = Vec::new();
-        if let Some(id) = elf.build_id_hex().filter(|h| h.len() > 2) {
-            candidates.push(
-                root.join(".build-id")
-                    .join(&id[..2])
-                    .join(format!("{}.debug", &id[2..])),
-            );
+        if let Some(id) = &id {
+            for dir in &self.sources.buildid_dirs {
+                candidates.push(
+                    dir.join(crate::archive::cache_dir(&elf.name, id))
+                        .join("debug"),
+                );
+            }
+            candidates.push(self.debug_by_id(root, id));
         }
         if let (Some(link), Some(dir)) = (&elf.debuglink, Path::new(&elf.name).parent()) {
             candidates.push(dir.join(link));
             candidates.push(dir.join(".debug").join(link));
             candidates.push(root.join(dir.strip_prefix("/").unwrap_or(dir)).join(link));
+        }
+        if let (Some(id), Some(client)) = (&id, &self.sources.debuginfod) {
+            candidates.push(client.cached(id, crate::debuginfod::Kind::DebugInfo));
         }
         for c in candidates {
             let key = c.to_string_lossy().into_owned();
@@ -305,24 +489,89 @@ impl Loader {
         None
     }
 
+    /// Fetches from debuginfod, in parallel, the binaries of `build_ids` (path -> id) that no
+    /// local source has, and their debug files: afterwards [`Loader::elf`] finds them in the
+    /// cache. A progress bar on a terminal; nothing without `DEBUGINFOD_URLS`.
+    pub fn fetch_missing(&self, build_ids: &std::collections::HashMap<String, Vec<u8>>) {
+        use rayon::prelude::*;
+        let Some(client) = &self.sources.debuginfod else {
+            return;
+        };
+        let missing: Vec<(&String, String)> = build_ids
+            .iter()
+            .filter(|(path, _)| path.starts_with('/'))
+            .filter_map(|(path, id)| {
+                let id = hex(id).trim_end_matches("00000000").to_string();
+                (id.len() > 2 && !self.found_locally(path, &id)).then_some((path, id))
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let bar = {
+            use std::io::IsTerminal;
+            std::io::stderr().is_terminal().then(|| {
+                let b = indicatif::ProgressBar::new(missing.len() as u64);
+                b.set_message("debuginfod");
+                b
+            })
+        };
+        missing.par_iter().for_each(|(_, id)| {
+            if client
+                .fetch(id, crate::debuginfod::Kind::Executable)
+                .is_some()
+            {
+                client.fetch(id, crate::debuginfod::Kind::DebugInfo);
+            }
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        });
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        for p in client.problems.lock().unwrap().iter() {
+            self.problem(p.clone());
+        }
+    }
+
+    /// Whether a local source has the binary `path` of build id `id` (hex).
+    fn found_locally(&self, path: &str, id: &str) -> bool {
+        let has_id = |p: &Path| {
+            map_file(p)
+                .ok()
+                .and_then(|b| ElfData::parse(path.into(), b).ok())
+                .and_then(|e| e.build_id_hex())
+                .is_some_and(|h| h.starts_with(id))
+        };
+        self.sources
+            .archive
+            .as_ref()
+            .is_some_and(|a| a.elf(id).is_some())
+            || self
+                .sources
+                .symfs
+                .as_ref()
+                .is_some_and(|s| has_id(&s.join(path.trim_start_matches('/'))))
+            || self.sources.buildid_dirs.iter().any(|d| {
+                d.join(crate::archive::cache_dir(path, id))
+                    .join("elf")
+                    .is_file()
+            })
+            || has_id(Path::new(path))
+    }
+
     /// Opens the file at `path` (if it is there and has build id `build_id`) and its debug
     /// file, and prepares what symbolizing it needs (symbol tables; `with_dwarf`, its DWARF
     /// inflated): what the driver starts while the recording is read, for the files the
     /// recording lists.
     pub fn prepare(&self, path: &str, build_id: &[u8], with_dwarf: bool) {
-        if !path.starts_with('/') || !Path::new(path).is_file() {
+        if !path.starts_with('/') {
             return;
         }
-        let Some(elf) = self.elf(path, None) else {
+        let Some(elf) = self.elf(path, Some(build_id)) else {
             return;
         };
-        if elf
-            .build_id
-            .as_deref()
-            .is_some_and(|have| !build_ids_match(build_id, have))
-        {
-            return;
-        }
         let debug = self.debug_file(&elf);
         crate::symbolize::prepare(&elf, debug.as_deref(), with_dwarf);
     }
@@ -336,10 +585,35 @@ impl Loader {
         })
     }
 
-    /// Kernel symbols of the running kernel.
+    /// Kernel symbols: the archive's, else those of the file `$BPFPERF_KALLSYMS` names, else
+    /// the running kernel's.
     pub fn kallsyms(&self) -> Option<Arc<Kallsyms>> {
         let mut k = self.kallsyms.lock().unwrap();
         k.get_or_insert_with(|| {
+            let parse_text = |bytes: &[u8], from: &str| {
+                let k = Kallsyms::parse(&String::from_utf8_lossy(bytes));
+                if k.is_none() {
+                    self.problem(format!(
+                        "{from}: no kernel symbols; kernel frames are [unknown]"
+                    ));
+                }
+                k.map(Arc::new)
+            };
+            if let Some((_, text)) = self.sources.archive.as_ref().and_then(|a| a.kallsyms()) {
+                return parse_text(&text, "the archive's kallsyms");
+            }
+            if let Some(path) = &self.sources.kallsyms {
+                return match std::fs::read(path) {
+                    Ok(text) => parse_text(&text, &path.display().to_string()),
+                    Err(e) => {
+                        self.problem(format!(
+                            "{}: {e}; kernel frames are [unknown]",
+                            path.display()
+                        ));
+                        None
+                    }
+                };
+            }
             if let Some(k) = crate::kallsyms_cache::load() {
                 return Some(Arc::new(k));
             }
@@ -355,6 +629,17 @@ impl Loader {
             k.map(Arc::new)
         })
         .clone()
+    }
+
+    /// Where [`Loader::kallsyms`] takes the kernel's symbols from.
+    pub fn kallsyms_origin(&self) -> KallsymsOrigin {
+        if let Some((id, _)) = self.sources.archive.as_ref().and_then(|a| a.kallsyms()) {
+            return KallsymsOrigin::Archive(id);
+        }
+        match &self.sources.kallsyms {
+            Some(path) => KallsymsOrigin::File(path.clone()),
+            None => KallsymsOrigin::Running,
+        }
     }
 }
 

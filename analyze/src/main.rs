@@ -56,6 +56,9 @@ struct Select {
     /// Leave out inlined functions.
     #[arg(long)]
     no_inline: bool,
+    /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
 }
 
 impl Select {
@@ -79,9 +82,24 @@ impl Select {
 enum Command {
     /// What the file holds: events, counts, lost events, time span, features.
     Info {
-        /// The recording (`-` reads a pipe-mode stream from standard input).
+        /// The recording or its archive (`-` reads a pipe-mode stream from standard input).
         #[arg(short, long, default_value = "perf.data")]
         input: PathBuf,
+        /// Look for every file under DIR first (perf's --symfs).
+        #[arg(long, value_name = "DIR")]
+        symfs: Option<PathBuf>,
+    },
+    /// One zstd tar with the recording and what analyzing it elsewhere needs of every file its
+    /// samples touched (laid out as perf's build-id cache), and the kernel's symbols.
+    Archive {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// The archive [default: INPUT.tar.zst].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Look for every file under DIR first (perf's --symfs).
+        #[arg(long, value_name = "DIR")]
+        symfs: Option<PathBuf>,
     },
     /// Where the time went: a top table, or folded stacks with --folded.
     Report {
@@ -158,6 +176,21 @@ struct AnnotateArgs {
     limit: usize,
 }
 
+/// A loader for `input`'s files: its archive's first, if it is one.
+fn loader_for(input: &Path, symfs: Option<PathBuf>) -> anyhow::Result<Loader> {
+    let archive = if analyze::archive::is_archive(input) {
+        let a = analyze::archive::Archive::open(input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Some(std::sync::Arc::new(a))
+    } else {
+        None
+    };
+    Ok(Loader::with_sources(analyze::loader::Sources {
+        archive,
+        symfs,
+        ..analyze::loader::Sources::from_env()
+    }))
+}
+
 /// Reads the recording `select` names (the files it lists loading meanwhile) and runs
 /// `stages` on it; the recording's notes on stderr.
 fn with_recording<T>(
@@ -166,7 +199,12 @@ fn with_recording<T>(
     stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     analyze::timing::mark("start");
-    let loader = Loader::new();
+    let input = analyze::input::open(&select.input)?;
+    let loader = Loader::with_sources(analyze::loader::Sources {
+        archive: input.archive.clone(),
+        symfs: select.symfs.clone(),
+        ..analyze::loader::Sources::from_env()
+    });
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
     // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
@@ -177,6 +215,9 @@ fn with_recording<T>(
             if options.kernel_only {
                 return;
             }
+            // Files no local source has, from debuginfod (when the user named servers),
+            // before anything asks for them.
+            loader.fetch_missing(ids);
             let mut files: Vec<(String, Vec<u8>)> =
                 ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
             files.sort();
@@ -202,7 +243,7 @@ fn with_recording<T>(
             }
             // Per-sample output (script's times, wakeups matched by time) needs every sample.
             let merge = !(options.addresses || options.event == EventSel::Wakeup);
-            analyze::read::read_with(&select.input, merge, &mut files_known)
+            analyze::read::read_with(input.reader, merge, &mut files_known)
         })?;
         for n in &rec.notes {
             eprintln!("analyze: warning: {n}");
@@ -267,8 +308,11 @@ fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
 fn run(args: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match args.command {
-        Command::Info { input } => {
-            let summary = analyze::info::summarize(&input)?;
+        Command::Info { input, symfs } => {
+            let mut summary = analyze::info::summarize(&input)?;
+            if input.as_os_str() != "-" {
+                summary.find_sources(&loader_for(&input, symfs)?);
+            }
             for n in &summary.notes {
                 eprintln!("analyze: warning: {n}");
             }
@@ -322,6 +366,24 @@ fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
         Command::Annotate(args) => annotate(&args, &mut stdout)?,
+        Command::Archive {
+            input,
+            output,
+            symfs,
+        } => {
+            let output = output.unwrap_or_else(|| {
+                let mut o = input.clone().into_os_string();
+                o.push(".tar.zst");
+                PathBuf::from(o)
+            });
+            let loader = loader_for(&input, symfs)?;
+            let summary = analyze::archive::write::write(&input, &output, &loader)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            for w in loader.problems() {
+                eprintln!("analyze: warning: {w}");
+            }
+            write!(stdout, "{}", summary.to_text(&output))?;
+        }
         Command::Io { input, slowest } => {
             let reqs = analyze::io::read_requests(&input)?;
             write!(stdout, "{}", analyze::io::report(&reqs, slowest))?;

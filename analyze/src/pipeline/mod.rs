@@ -37,6 +37,8 @@ pub enum EventSel {
     Wakeup,
     /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1.
     Named(String),
+    /// Every sample of every event, weight 1 (what an archive must cover).
+    All,
 }
 
 impl EventSel {
@@ -47,6 +49,7 @@ impl EventSel {
             "io" => EventSel::Io,
             "wall" => EventSel::Wall,
             "wakeup" => EventSel::Wakeup,
+            "all" => EventSel::All,
             other => EventSel::Named(other.to_string()),
         }
     }
@@ -54,7 +57,7 @@ impl EventSel {
     /// What the weights count.
     pub fn unit(&self) -> &'static str {
         match self {
-            EventSel::Cpu | EventSel::Named(_) => "samples",
+            EventSel::Cpu | EventSel::Named(_) | EventSel::All => "samples",
             _ => "ns",
         }
     }
@@ -110,7 +113,8 @@ fn progress_bar(o: &Options, len: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Kernel symbols, if the recording's kernel is the running one, and the shift from recorded
+/// Kernel symbols, if the recording's kernel is the one they are of (the running one, or the
+/// archive's), and the shift from recorded
 /// to running addresses (KASLR of another boot). The kernel is told by its build id where the
 /// file gives one, else by its release (pipe-mode and older files list no build ids): names
 /// from another kernel's symbol table would be wrong names, so its frames stay `[unknown]`.
@@ -129,14 +133,27 @@ fn kernel_symbols(
         (None, 0, Some(warning))
     };
     let recorded = rec.build_ids.get("[kernel.kallsyms]");
-    if let (Some(want), Some(have)) = (recorded, loader::running_kernel_build_id()) {
-        if !loader::build_ids_match(want, &have) {
-            return other_kernel("build ids differ".into());
+    match loader.kallsyms_origin() {
+        loader::KallsymsOrigin::Running => {
+            if let (Some(want), Some(have)) = (recorded, loader::running_kernel_build_id()) {
+                if !loader::build_ids_match(want, &have) {
+                    return other_kernel("build ids differ".into());
+                }
+            } else if let (Some(theirs), Some(ours)) =
+                (&rec.os_release, loader::running_kernel_release())
+            {
+                if *theirs != ours {
+                    return other_kernel(format!("it ran {theirs}, this machine {ours}"));
+                }
+            }
         }
-    } else if let (Some(theirs), Some(ours)) = (&rec.os_release, loader::running_kernel_release()) {
-        if *theirs != ours {
-            return other_kernel(format!("it ran {theirs}, this machine {ours}"));
+        loader::KallsymsOrigin::Archive(id) => {
+            if recorded.is_some_and(|want| !loader::hex(want).starts_with(&id)) {
+                return other_kernel("the archive's kernel symbols are another kernel's".into());
+            }
         }
+        // The user named the file: theirs to choose.
+        loader::KallsymsOrigin::File(_) => {}
     }
     let Some(k) = loader.kallsyms() else {
         return (None, 0, None);

@@ -72,6 +72,7 @@ pub(super) fn select<'a>(
                 rec.events[i].clone(),
             )
         }
+        EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
         EventSel::OffCpu => (
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)),
             "off-CPU".into(),

@@ -130,13 +130,13 @@ const USER_MARK: u64 = format::callchain::USER;
 
 /// Reads `path` whole, every sample on its own (times, CPUs and periods kept).
 pub fn read(path: &Path) -> Result<Recording, format::Error> {
-    read_with(path, false, &mut |_| {})
+    read_with(crate::input::open(path)?.reader, false, &mut |_| {})
 }
 
 /// Reads `path` whole, merging identical samples (see [`RawSample::count`]): what a profile
 /// needs, at a fraction of the cost (100k samples are typically a few thousand stacks).
 pub fn read_merged(path: &Path) -> Result<Recording, format::Error> {
-    read_with(path, true, &mut |_| {})
+    read_with(crate::input::open(path)?.reader, true, &mut |_| {})
 }
 
 /// Whether `chain` (a callchain, or the ip when there is none), split as [`read_with`]
@@ -213,15 +213,14 @@ fn stack_copy(
     })
 }
 
-/// Reads `path`, merging identical samples if `merge`; `files_known` is told the build ids
-/// (the files perf lists as hit) before the records are read, so that the caller can start
-/// loading those files meanwhile.
+/// Reads the recording `reader` opened, merging identical samples if `merge`; `files_known`
+/// is told the build ids (the files perf lists as hit) before the records are read, so that
+/// the caller can start loading those files meanwhile.
 pub fn read_with(
-    path: &Path,
+    mut reader: PerfFileReader,
     merge: bool,
     files_known: &mut dyn FnMut(&BuildIds),
 ) -> Result<Recording, format::Error> {
-    let mut reader = PerfFileReader::open(path)?;
     crate::timing::mark("read: open");
     let mut rec = Recording {
         notes: reader.notes().to_vec(),
@@ -278,7 +277,7 @@ pub fn read_with(
     let mut sample_version: Vec<u64> = Vec::new();
     let mut chain: Vec<u64> = Vec::new();
     // Samples are most of the records: room for them up front, not by doubling and copying.
-    let file_size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let file_size = reader.input_len();
     rec.samples.reserve((file_size / 128).min(1 << 22) as usize);
 
     while let Some(record) = reader.next_record()? {

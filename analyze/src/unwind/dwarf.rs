@@ -107,10 +107,13 @@ impl ElfUnwindData {
     }
 }
 
+/// A file by path and the build id the recording gives for it.
+type FileKey = (PathBuf, Option<Vec<u8>>);
+
 /// Unwind data of each ELF file, found once; the files come from the [`Loader`].
 pub struct ElfUnwindCache<'l> {
     loader: &'l Loader,
-    files: HashMap<PathBuf, Option<Arc<ElfUnwindData>>>,
+    files: HashMap<FileKey, Option<Arc<ElfUnwindData>>>,
 }
 
 impl<'l> ElfUnwindCache<'l> {
@@ -121,12 +124,14 @@ impl<'l> ElfUnwindCache<'l> {
         }
     }
 
-    pub fn get(&mut self, path: &Path) -> Option<Arc<ElfUnwindData>> {
+    /// The unwind data of the file at `path` whose build id is `build_id` (where the
+    /// recording gives one: the loader finds that file, wherever it is now).
+    pub fn get(&mut self, path: &Path, build_id: Option<&[u8]>) -> Option<Arc<ElfUnwindData>> {
         let loader = self.loader;
         self.files
-            .entry(path.to_path_buf())
+            .entry((path.to_path_buf(), build_id.map(<[u8]>::to_vec)))
             .or_insert_with(|| {
-                let elf = loader.elf(&path.to_string_lossy(), None)?;
+                let elf = loader.elf(&path.to_string_lossy(), build_id)?;
                 ElfUnwindData::new(elf).map(Arc::new)
             })
             .clone()
@@ -140,6 +145,8 @@ pub struct ExecMapping {
     pub end: u64,
     pub pgoff: u64,
     pub path: PathBuf,
+    /// The build id the recording gives for the file.
+    pub build_id: Option<Vec<u8>>,
 }
 
 /// Why a stack ended.
@@ -196,7 +203,7 @@ impl ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut without_cfi = Vec::new();
         for m in mappings {
-            let Some(elf) = elves.get(&m.path) else {
+            let Some(elf) = elves.get(&m.path, m.build_id.as_deref()) else {
                 without_cfi.push(m.path.clone());
                 continue;
             };

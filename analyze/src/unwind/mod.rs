@@ -88,6 +88,10 @@ impl<'r> Unwinder<'r> {
                             end: m.end,
                             pgoff: m.pgoff,
                             path: m.path.clone().into(),
+                            build_id: m
+                                .build_id
+                                .clone()
+                                .or_else(|| rec.build_ids.get(&m.path).cloned()),
                         }
                     })
                     .collect();

@@ -44,9 +44,18 @@ pub fn perf_ok() -> bool {
     ok
 }
 
+/// Runs analyze with `args`; the environment's debuginfod servers are not asked (tests that
+/// want one say so with [`analyze_env`]).
 pub fn analyze(args: &[&str]) -> std::process::Output {
+    analyze_env(args, &[])
+}
+
+/// Runs analyze with `args` and the environment variables `env`.
+pub fn analyze_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_analyze"))
         .args(args)
+        .env_remove("DEBUGINFOD_URLS")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }

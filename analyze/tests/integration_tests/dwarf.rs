@@ -80,6 +80,7 @@ fn dwarf_unwinding_matches_perf_on_perf_recording() {
                     end: m.address + m.length,
                     pgoff: m.page_offset,
                     path: PathBuf::from(String::from_utf8_lossy(&m.path.as_slice()).into_owned()),
+                    build_id: None,
                 });
             }
             EventRecord::Sample(s) => {

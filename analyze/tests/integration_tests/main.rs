@@ -1,6 +1,7 @@
 //! analyze's integration tests: one test binary (see style.md).
 
 mod annotate;
+mod archive;
 mod common;
 mod dwarf;
 mod errors;

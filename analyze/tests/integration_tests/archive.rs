@@ -1,0 +1,295 @@
+//! Symbols when the binaries are gone: archives, --symfs, perf's build-id cache layout,
+//! debuginfod. Programs run from a temporary path, recorded by record, then deleted or
+//! replaced; what the archive or the other sources give must equal what the report gave
+//! while the programs were there.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::{analyze_env, can_record, fixture, record_ours, Tmp};
+use crate::folded::parse_folded;
+
+/// `analyze ARGS` with `env`; its standard output and standard error, asserting success.
+fn run(args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let out = analyze_env(args, env);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "analyze {args:?}: {err}");
+    (String::from_utf8(out.stdout).unwrap(), err)
+}
+
+fn folded(input: &Path, event: &str, env: &[(&str, &str)]) -> String {
+    let input = input.to_str().unwrap();
+    run(&["report", "--folded", "--event", event, "-i", input], env).0
+}
+
+/// Kernel symbols pointed away from /proc/kallsyms (and its cache).
+const NO_KALLSYMS: (&str, &str) = ("BPFPERF_KALLSYMS", "/nonexistent/kallsyms");
+
+/// Two programs copied to `dir`: one with an inlined helper (on-CPU), one that sleeps
+/// (off-CPU, kernel frames), recorded by record in one command.
+fn record_programs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let hot = dir.join("hot");
+    let sleepy = dir.join("sleepy");
+    std::fs::copy(fixture("inline-nofp"), &hot).unwrap();
+    std::fs::copy(fixture("sleeper-nofp"), &sleepy).unwrap();
+    let file = dir.join("rec.data");
+    let script = format!(
+        "{} 0.5; {} 2 10 10000 1 {}",
+        hot.display(),
+        sleepy.display(),
+        dir.display()
+    );
+    record_ours(&file, &["--no-io"], Path::new("/bin/sh"), &["-c", &script]);
+    (file, hot, sleepy)
+}
+
+#[test]
+fn an_archive_resolves_deleted_and_rebuilt_programs_and_the_kernel() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("archive");
+    let (file, hot, sleepy) = record_programs(&dir.0);
+    let on_cpu = folded(&file, "cpu", &[]);
+    let off_cpu = folded(&file, "offcpu", &[]);
+    assert!(on_cpu.contains(";hot_loop;mix_step "), "{on_cpu}");
+    assert!(
+        off_cpu.contains("sleeper_thread") && off_cpu.contains("schedule"),
+        "{off_cpu}"
+    );
+
+    let archive = dir.0.join("rec.tar.zst");
+    let (summary, _) = run(
+        &[
+            "archive",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            archive.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        summary.contains("wrote ") && summary.contains(hot.to_str().unwrap()),
+        "{summary}"
+    );
+    eprintln!("{summary}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the archive holds stack copies");
+
+    // The programs gone: the recording alone has no names for them, the archive has them
+    // all, inline frames included; kernel frames from the archived kallsyms.
+    std::fs::remove_file(&hot).unwrap();
+    std::fs::remove_file(&sleepy).unwrap();
+    let gone = folded(&file, "cpu", &[]);
+    assert!(!gone.contains("hot_loop"), "{gone}");
+    assert_eq!(
+        parse_folded(&folded(&archive, "cpu", &[])),
+        parse_folded(&on_cpu)
+    );
+    assert_eq!(
+        parse_folded(&folded(&archive, "offcpu", &[NO_KALLSYMS])),
+        parse_folded(&off_cpu),
+        "off-CPU stacks, kernel frames from the archive"
+    );
+    let no_kernel = folded(&file, "offcpu", &[NO_KALLSYMS]);
+    assert!(
+        !no_kernel.contains("schedule"),
+        "kallsyms pointed away: {no_kernel}"
+    );
+
+    // Another program at the same path: the recording's build ids keep it out; the archive
+    // still shows the old symbols.
+    std::fs::copy(fixture("busy-nofp"), &hot).unwrap();
+    let rebuilt = folded(&file, "cpu", &[]);
+    assert!(
+        !rebuilt.contains("hot_loop") && !rebuilt.contains("spin_"),
+        "{rebuilt}"
+    );
+    assert_eq!(
+        parse_folded(&folded(&archive, "cpu", &[])),
+        parse_folded(&on_cpu)
+    );
+
+    // analyze info says where each file came from.
+    let (info, _) = run(&["info", "-i", archive.to_str().unwrap()], &[]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("  ") && l.contains(hot.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(line.contains("(archive "), "{line}");
+
+    // perf reads the unpacked archive as a build-id cache.
+    let unpacked = dir.0.join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let st = Command::new("tar")
+        .args(["--zstd", "-xf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .unwrap();
+    assert!(st.success(), "tar --zstd -xf");
+    let perf = Command::new("perf")
+        .arg("--buildid-dir")
+        .arg(&unpacked)
+        .args(["report", "--stdio", "--sort", "sym", "-i"])
+        .arg(unpacked.join("perf.data"))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let perf = String::from_utf8_lossy(&perf.stdout);
+    assert!(
+        perf.contains("hot_loop"),
+        "perf --buildid-dir report:\n{perf}"
+    );
+}
+
+#[test]
+fn symfs_finds_a_binary_moved_under_another_root() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("symfs");
+    let (file, hot, sleepy) = record_programs(&dir.0);
+    let on_cpu = folded(&file, "cpu", &[]);
+    let root = dir.0.join("root");
+    for p in [&hot, &sleepy] {
+        let moved = root.join(p.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+        std::fs::rename(p, &moved).unwrap();
+    }
+    assert!(!folded(&file, "cpu", &[]).contains("hot_loop"));
+    let f = file.to_str().unwrap();
+    let (text, _) = run(
+        &[
+            "report",
+            "--folded",
+            "--symfs",
+            root.to_str().unwrap(),
+            "-i",
+            f,
+        ],
+        &[],
+    );
+    assert_eq!(parse_folded(&text), parse_folded(&on_cpu));
+}
+
+/// A TCP port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Debian's debuginfod, serving the ELF files under `dir` on a loopback port; killed when
+/// dropped.
+struct Server(std::process::Child, u16);
+
+impl Server {
+    fn start(dir: &Path, db: &Path) -> Option<Server> {
+        let port = free_port();
+        let child = Command::new("debuginfod")
+            .args(["-F", "-d"])
+            .arg(db)
+            .args(["-p", &port.to_string(), "-t", "1"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(child) = child else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "debuginfod must be installed under CI (scripts/setup)"
+            );
+            return None;
+        };
+        Some(Server(child, port))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn debuginfod_serves_a_removed_binary_and_a_dead_server_costs_a_timeout() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("debuginfod");
+    let (file, hot, sleepy) = record_programs(&dir.0);
+    let on_cpu = folded(&file, "cpu", &[]);
+    let served = dir.0.join("served");
+    std::fs::create_dir(&served).unwrap();
+    std::fs::rename(&hot, served.join("hot")).unwrap();
+    std::fs::rename(&sleepy, served.join("sleepy")).unwrap();
+    let Some(server) = Server::start(&served, &dir.0.join("db.sqlite")) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}", server.1);
+    let cache = dir.0.join("cache");
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", cache.to_str().unwrap()),
+    ];
+    // The server scans its directory once started: wait until it serves the binary.
+    let id = build_id_of(&served.join("hot"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (text, err) = run(&["report", "--folded", "-i", file.to_str().unwrap()], &env);
+        if text.contains("hot_loop") {
+            assert_eq!(parse_folded(&text), parse_folded(&on_cpu), "{err}");
+            break;
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "debuginfod never served {id}: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(
+        cache.join(&id).join("executable").is_file(),
+        "cached as elfutils caches"
+    );
+    let (info, _) = run(&["info", "-i", file.to_str().unwrap()], &env);
+    assert!(info.contains("(debuginfod)"), "{info}");
+
+    // A server that accepts connections and never answers: the timeout, and a warning.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let empty = dir.0.join("empty-cache");
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", empty.to_str().unwrap()),
+        ("DEBUGINFOD_TIMEOUT", "2"),
+    ];
+    let t = std::time::Instant::now();
+    let (_, err) = run(&["report", "--folded", "-i", file.to_str().unwrap()], &env);
+    let took = t.elapsed().as_secs_f64();
+    assert!(
+        err.contains("debuginfod") && err.contains("not asked again"),
+        "{err}"
+    );
+    assert!(took < 2.0 + 3.0, "a silent server cost {took:.1} s");
+}
+
+fn build_id_of(path: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap()
+        .to_string()
+}
