@@ -65,6 +65,15 @@ pub struct Resolver<'r> {
     file_of_map: FxHashMap<MapId, (FileId, Option<u64>)>,
 }
 
+/// The jitdump file process `pid` mapped (`.../jit-PID.dump`), if it did.
+fn jitdump_of(rec: &Recording, pid: i32) -> Option<&str> {
+    let name = format!("jit-{pid}.dump");
+    rec.mappings
+        .iter()
+        .find(|m| m.pid == pid && m.path.rsplit('/').next() == Some(name.as_str()))
+        .map(|m| m.path.as_str())
+}
+
 fn is_anonymous(path: &str) -> bool {
     path == "//anon" || path.starts_with("[anon") || path.starts_with("/memfd:")
 }
@@ -91,7 +100,9 @@ impl<'r> Resolver<'r> {
             }
             let id = *by_name.entry(name.clone()).or_insert_with(|| {
                 let source = if jit {
-                    loader.jit_map(m.pid).map(Source::Jit)
+                    loader
+                        .jit_map(m.pid, jitdump_of(rec, m.pid))
+                        .map(Source::Jit)
                 } else {
                     let expected = m
                         .build_id

@@ -10,4 +10,5 @@ mod folded;
 mod formats;
 mod info;
 mod inline;
+mod jit;
 mod kallsyms_cache;
