@@ -342,6 +342,51 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
     Some(units)
 }
 
+/// Where in `.debug_info` the compilation units lie that `.debug_aranges` says hold `svmas`,
+/// if each of them can be read alone (no references into other units); `None` otherwise.
+pub(crate) fn units_alone(
+    info: &[u8],
+    abbrev: &[u8],
+    aranges: &[u8],
+    svmas: &[u64],
+) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut units = units_holding(aranges, svmas)?;
+    for u in &mut units {
+        u.len = unit_length(info, u.at)?;
+    }
+    can_narrow(info, abbrev, &units).then(|| units.iter().map(|u| u.at..u.at + u.len).collect())
+}
+
+/// Where in `.debug_line` the line programs of the units in `info` lie (by their
+/// `DW_AT_stmt_list`).
+pub(crate) fn line_programs(
+    info: &[u8],
+    abbrev: &[u8],
+    line: &[u8],
+) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let abbrev = gimli::DebugAbbrev::new(abbrev, gimli::LittleEndian);
+    let mut headers = gimli::DebugInfo::new(info, gimli::LittleEndian).units();
+    while let Ok(Some(h)) = headers.next() {
+        let Ok(abbrevs) = h.abbreviations(&abbrev) else {
+            continue;
+        };
+        let mut entries = h.entries(&abbrevs);
+        let Ok(Some(root)) = entries.next_dfs() else {
+            continue;
+        };
+        let at = match root.attr_value(gimli::DW_AT_stmt_list) {
+            Some(gimli::AttributeValue::DebugLineRef(o)) => o.0,
+            Some(gimli::AttributeValue::SecOffset(o)) => o,
+            _ => continue,
+        };
+        if let Some(len) = unit_length(line, at) {
+            out.push(at..at + len);
+        }
+    }
+    out
+}
+
 /// Whether each of `units` can be parsed alone: whole in `info`, and referring to no other
 /// unit.
 fn can_narrow(info: &[u8], abbrev: &[u8], units: &[Unit]) -> bool {

@@ -183,6 +183,22 @@ pub fn function_at(
     symbols(elf, debug).iter().find_map(|t| t.bounds(svma))
 }
 
+/// The compilation units of `.debug_info` (uncompressed, as are `abbrev` and `aranges`) that
+/// hold `svmas`, if they can be read without the others: what an archive keeps of DWARF.
+pub fn dwarf_units_alone(
+    info: &[u8],
+    abbrev: &[u8],
+    aranges: &[u8],
+    svmas: &[u64],
+) -> Option<Vec<std::ops::Range<usize>>> {
+    dwarf::units_alone(info, abbrev, aranges, svmas)
+}
+
+/// Where in `.debug_line` the line programs of the units in `info` lie.
+pub fn dwarf_line_programs(info: &[u8], abbrev: &[u8], line: &[u8]) -> Vec<std::ops::Range<usize>> {
+    dwarf::line_programs(info, abbrev, line)
+}
+
 /// One level of the source location of an instruction: the function (demangled) and the
 /// `file:line` there. For an inlined function's code, the levels below it give the call site.
 #[derive(Debug, Clone, PartialEq, Eq)]

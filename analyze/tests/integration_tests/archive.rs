@@ -293,3 +293,60 @@ fn build_id_of(path: &Path) -> String {
         .unwrap()
         .to_string()
 }
+
+#[test]
+fn the_archive_of_tar_xf_is_at_most_a_quarter_of_the_recording_and_its_files() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("archive-size");
+    let tarball = dir.0.join("src.tar");
+    let st = Command::new("tar")
+        .arg("-cf")
+        .arg(&tarball)
+        .args(["-C", "/usr/share", "doc", "common-licenses"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = dir.0.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let file = dir.0.join("tar.data");
+    record_ours(
+        &file,
+        &[],
+        Path::new("/usr/bin/tar"),
+        &[
+            "-xf",
+            tarball.to_str().unwrap(),
+            "-C",
+            out.to_str().unwrap(),
+        ],
+    );
+    let archive = dir.0.join("tar.tar.zst");
+    let (summary, _) = run(
+        &[
+            "archive",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            archive.to_str().unwrap(),
+        ],
+        &[],
+    );
+    eprintln!("{summary}");
+    let pct: f64 = summary
+        .split("% of the recording plus its ELF files")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        pct <= 25.0,
+        "{pct}% of the recording and its files:\n{summary}"
+    );
+    assert!(summary.contains("/usr/bin/tar"), "{summary}");
+    // And it still gives what the recording gave.
+    let a = folded(&file, "cpu", &[]);
+    let b = folded(&archive, "cpu", &[]);
+    assert_eq!(parse_folded(&a), parse_folded(&b));
+}
