@@ -72,6 +72,10 @@ struct Args {
     /// Say how long start-up and finishing took, phase by phase.
     #[arg(short, long)]
     verbose: bool,
+    /// Also write OUTPUT.tar.zst: the recording with what analyzing it elsewhere needs of
+    /// every file its samples touched (`analyze archive`, run when recording ends).
+    #[arg(long)]
+    archive: bool,
     /// The command to run and record.
     #[arg(last = true)]
     command: Vec<String>,
@@ -150,8 +154,28 @@ impl Args {
     }
 }
 
+/// Runs `analyze archive` (the binary beside this one) on the recording at `path`.
+fn archive(path: &std::path::Path) -> anyhow::Result<()> {
+    let analyze = std::env::current_exe()?.with_file_name("analyze");
+    let mut out = path.as_os_str().to_owned();
+    out.push(".tar.zst");
+    let out = PathBuf::from(out);
+    let status = std::process::Command::new(&analyze)
+        .arg("archive")
+        .arg("-i")
+        .arg(path)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .map_err(|e| anyhow::anyhow!("--archive: cannot run {}: {e}", analyze.display()))?;
+    anyhow::ensure!(status.success(), "--archive: analyze archive failed ({status})");
+    host::chown_to_invoking_user(&out);
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    let want_archive = args.archive;
     let result = args.into_config().and_then(|cfg| session::record(&cfg));
     match result {
         Ok(s) => {
@@ -171,6 +195,12 @@ fn main() -> ExitCode {
                     "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",
                     s.missed_wakers
                 );
+            }
+            if want_archive {
+                if let Err(e) = archive(&s.path) {
+                    eprintln!("record: {e:#}");
+                    return ExitCode::from(255);
+                }
             }
             ExitCode::from(s.exit_status.unwrap_or(0).clamp(0, 255) as u8)
         }
