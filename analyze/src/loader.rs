@@ -631,15 +631,22 @@ impl Loader {
     /// The names of a process's JIT code: /tmp/perf-PID.map if it wrote one, else the
     /// jitdump file it mapped (`jitdump`, the path its mapping gives), read directly.
     pub fn jit_map(&self, pid: i32, jitdump: Option<&str>) -> Option<Arc<JitMap>> {
+        // The archive's copy first, then the file.
+        let read = |path: &str| -> Option<Vec<u8>> {
+            match self.sources.archive.as_ref().and_then(|a| a.file_at(path)) {
+                Some(b) => Some(b.to_vec()),
+                None => std::fs::read(path).ok(),
+            }
+        };
         let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
         let map = cached(&self.jit, &path.to_string_lossy(), || {
-            let text = std::fs::read_to_string(&path).ok()?;
-            Some(JitMap::parse(path.clone(), &text))
+            let text = read(&path.to_string_lossy())?;
+            Some(JitMap::parse(path.clone(), &String::from_utf8_lossy(&text)))
         });
         map.or_else(|| {
             let dump = jitdump?;
             cached(&self.jit, dump, || {
-                let bytes = std::fs::read(dump).ok()?;
+                let bytes = read(dump)?;
                 let map = JitMap::parse_jitdump(PathBuf::from(dump), &bytes);
                 if map.is_none() {
                     self.problem(format!(

@@ -168,7 +168,10 @@ fn archive(path: &std::path::Path) -> anyhow::Result<()> {
         .arg(&out)
         .status()
         .map_err(|e| anyhow::anyhow!("--archive: cannot run {}: {e}", analyze.display()))?;
-    anyhow::ensure!(status.success(), "--archive: analyze archive failed ({status})");
+    anyhow::ensure!(
+        status.success(),
+        "--archive: analyze archive failed ({status})"
+    );
     host::chown_to_invoking_user(&out);
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! usr/bin/tar/7e68e3.../elf                  the binary, what analysis does not read zeroed
 //! usr/lib/.../libc.so.6/<id>/debug           its separate debug file, if there was one
 //! [kernel.kallsyms]/<id>/kallsyms            the kernel's symbols when it was recorded
+//! tmp/perf-PID.map, .../jit-PID.dump         JIT code's names, at their own paths
 //! ```
 //!
 //! Read in place: the tar is inflated into memory entry by entry (never to disk), with a
@@ -122,6 +123,11 @@ impl Archive {
             let id = rest.strip_suffix("/kallsyms")?;
             Some((id.to_string(), bytes.clone()))
         })
+    }
+
+    /// A file archived by its original path (JIT maps and jitdump files: `tmp/perf-PID.map`).
+    pub fn file_at(&self, path: &str) -> Option<Arc<[u8]>> {
+        self.files.get(path.trim_start_matches('/')).cloned()
     }
 
     pub fn manifest(&self) -> Option<&[u8]> {

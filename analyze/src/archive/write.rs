@@ -72,7 +72,7 @@ fn kept_section(name: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub build_id: String,
-    /// `elf`, `debug` or `kallsyms`.
+    /// `elf`, `debug`, `kallsyms` or `jit`.
     pub kind: &'static str,
     pub path: String,
     pub size: u64,
@@ -473,13 +473,32 @@ pub fn write(input: &Path, output: &Path, loader: &Loader) -> Result<Summary, St
     let mut w = Writer::create(output)?;
     w.file(PERF_DATA, &recording_bytes)?;
     for (f, file) in files.iter().enumerate() {
-        let Some(Source::Elf { elf, debug }) = &file.source else {
-            if !file.dso.starts_with("/tmp/perf-") {
+        let (elf, debug) = match &file.source {
+            Some(Source::Elf { elf, debug }) => (elf, debug),
+            Some(Source::Jit(map)) => {
+                // JIT code's names, at their own path (a perf map or a jitdump file).
+                let path = map.path.to_string_lossy();
+                match std::fs::read(&map.path) {
+                    Ok(bytes) => {
+                        w.file(path.trim_start_matches('/'), &bytes)?;
+                        summary.entries.push(Entry {
+                            build_id: "-".into(),
+                            kind: "jit",
+                            path: path.into_owned(),
+                            size: bytes.len() as u64,
+                            kept: bytes.len() as u64,
+                        });
+                    }
+                    Err(e) => summary.missing.push(format!("{path}: {e}")),
+                }
+                continue;
+            }
+            None => {
                 summary
                     .missing
                     .push(format!("{}: not found here", file.dso));
+                continue;
             }
-            continue;
         };
         let Some(id) = elf.build_id_hex() else {
             summary
