@@ -6,8 +6,12 @@ use object::{Object, ObjectSection};
 
 /// The build id of an ELF file, if it has one.
 pub fn of_file(path: &Path) -> Option<Vec<u8>> {
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
+    of_bytes(&std::fs::read(path).ok()?)
+}
+
+/// The build id of an ELF file's bytes, if it has one.
+pub fn of_bytes(data: &[u8]) -> Option<Vec<u8>> {
+    let obj = object::File::parse(data).ok()?;
     if let Ok(Some(id)) = obj.build_id() {
         return Some(id.to_vec());
     }

@@ -2,6 +2,7 @@
 
 mod buildid;
 mod events;
+mod foreign;
 mod host;
 mod kernel;
 mod phases;

@@ -1,6 +1,6 @@
 //! Writing what a recording saw: BPF events and side-band facts, merged by time into rounds.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use format::{callchain, misc, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand};
 
@@ -68,8 +68,9 @@ pub struct Recorder {
     pub wakeup_attr: Option<usize>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
-    /// Files of executable mappings written, for BUILD_ID.
-    pub mapped_files: BTreeSet<String>,
+    /// Files of executable mappings written, for BUILD_ID; for files of other mount
+    /// namespaces, their build id, read while their process lived (see [`crate::foreign`]).
+    pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
     pub callchain: Vec<u64>,
 }
 
@@ -96,7 +97,7 @@ impl Recorder {
             io_attr: events.io,
             wakeup_attr: events.wakeup,
             named: HashSet::new(),
-            mapped_files: BTreeSet::new(),
+            mapped_files: BTreeMap::new(),
             callchain: Vec::new(),
         }
     }
@@ -131,8 +132,14 @@ impl Recorder {
                 flags,
                 filename,
             } => {
-                if prot & 4 != 0 && filename.starts_with('/') {
-                    self.mapped_files.insert(filename.clone());
+                if prot & 4 != 0
+                    && filename.starts_with('/')
+                    && !self.mapped_files.contains_key(filename)
+                {
+                    let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
+                        .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
+                        .flatten();
+                    self.mapped_files.insert(filename.clone(), id);
                 }
                 let record = SideBand::Mmap2 {
                     misc: misc::USER,

@@ -273,8 +273,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             filename: "[kernel.kallsyms]".into(),
         });
     }
-    for file in &rec.mapped_files {
-        if let Some(id) = buildid::of_file(Path::new(file)) {
+    for (file, foreign_id) in &rec.mapped_files {
+        if let Some(id) = foreign_id
+            .clone()
+            .or_else(|| buildid::of_file(Path::new(file)))
+        {
             build_ids.push(BuildIdEntry {
                 pid: -1,
                 kernel: false,

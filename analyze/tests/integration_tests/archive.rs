@@ -351,3 +351,59 @@ fn the_archive_of_tar_xf_is_at_most_a_quarter_of_the_recording_and_its_files() {
     let by_record = dir.0.join("tar.data.tar.zst");
     assert_eq!(parse_folded(&folded(&by_record, "cpu", &[])), a);
 }
+
+#[test]
+fn a_program_in_another_mount_namespace_resolves_and_archives() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("mntns");
+    // The program lives on a tmpfs mounted in its own mount namespace: its path is empty here.
+    let inside = dir.0.join("inside");
+    std::fs::create_dir(&inside).unwrap();
+    let cache = dir.0.join("buildid-cache");
+    let file = dir.0.join("ns.data");
+    let script = r#"mount -t tmpfs none "$1" && cp "$2" "$1/prog" && exec "$1/prog" 0.5"#;
+    let out = Command::new(crate::common::record_bin())
+        .args(["--no-io", "--no-off-cpu", "--no-wakeups", "-o"])
+        .arg(&file)
+        .args([
+            "--", "unshare", "--mount", "--fork", "sh", "-c", script, "sh",
+        ])
+        .arg(&inside)
+        .arg(fixture("inline-nofp"))
+        .env("PERF_BUILDID_DIR", &cache)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !inside.join("prog").exists(),
+        "the program is not on this side"
+    );
+    let env = [("PERF_BUILDID_DIR", cache.to_str().unwrap())];
+    let text = folded(&file, "cpu", &env);
+    assert!(text.contains(";main;hot_loop;mix_step "), "{text}");
+    // Archived from the build-id cache record filled, read without it.
+    let archive = dir.0.join("ns.tar.zst");
+    run(
+        &[
+            "archive",
+            "-i",
+            file.to_str().unwrap(),
+            "-o",
+            archive.to_str().unwrap(),
+        ],
+        &env,
+    );
+    std::fs::remove_dir_all(&cache).unwrap();
+    assert!(!folded(&file, "cpu", &env).contains("hot_loop"));
+    assert_eq!(
+        parse_folded(&folded(&archive, "cpu", &env)),
+        parse_folded(&text)
+    );
+}
