@@ -72,7 +72,7 @@ fn kept_section(name: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub build_id: String,
-    /// `elf`, `debug`, `kallsyms` or `jit`.
+    /// `elf`, `debug`, `kallsyms`, `vmlinux` or `jit`.
     pub kind: &'static str,
     pub path: String,
     pub size: u64,
@@ -555,6 +555,26 @@ pub fn write(input: &Path, output: &Path, loader: &Loader) -> Result<Summary, St
             }
             Err(why) => summary.missing.push(format!("[kernel.kallsyms]: {why}")),
         }
+        if let Some(Vmlinux {
+            path,
+            elf: vmlinux,
+            functions,
+        }) = vmlinux(&rec, loader)
+        {
+            let id = vmlinux.build_id_hex().unwrap_or_default();
+            let (bytes, kept) = reduce(&vmlinux, &functions);
+            w.file(
+                &format!("{}/vmlinux", cache_dir("[kernel.kallsyms]", &id)),
+                &bytes,
+            )?;
+            summary.entries.push(Entry {
+                build_id: id,
+                kind: "vmlinux",
+                path,
+                size: vmlinux.bytes.len() as u64,
+                kept,
+            });
+        }
     }
     let mut manifest = String::from(
         "# bpfperf archive: build id, kind, size, bytes kept (the rest zeroed), original path\n",
@@ -618,6 +638,59 @@ fn kallsyms_subset(kallsyms: &[u8], rec: &crate::read::Recording) -> Vec<u8> {
         }
     }
     out.into_bytes()
+}
+
+/// A vmlinux with debug info, and the functions of it the kernel frames are in.
+struct Vmlinux {
+    path: String,
+    elf: std::sync::Arc<ElfData>,
+    functions: Vec<(u64, u64)>,
+}
+
+/// The recording kernel's vmlinux, if one of its usual places has it (with the recording's
+/// kernel build id).
+fn vmlinux(rec: &crate::read::Recording, loader: &Loader) -> Option<Vmlinux> {
+    let release = rec.os_release.clone()?;
+    let id = rec.build_ids.get("[kernel.kallsyms]")?;
+    let candidates = [
+        format!("/usr/lib/debug/boot/vmlinux-{release}"),
+        format!("/usr/lib/debug/lib/modules/{release}/vmlinux"),
+        format!("/boot/vmlinux-{release}"),
+        format!("/lib/modules/{release}/build/vmlinux"),
+    ];
+    let (path, elf) = candidates.iter().find_map(|p| {
+        if !Path::new(p).is_file() {
+            return None;
+        }
+        Some((p.clone(), loader.elf(p, Some(id))?))
+    })?;
+    // Recorded addresses to the file's: the recording names `_text`'s address as the kernel
+    // mapping's page offset.
+    let text_in_file = {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
+        object::Object::symbols(&obj)
+            .find(|s| object::ObjectSymbol::name(s) == Ok("_text"))
+            .map(|s| object::ObjectSymbol::address(&s))?
+    };
+    let shift = rec
+        .kernel_mapping()
+        .map_or(0, |m| m.pgoff.wrapping_sub(text_in_file));
+    let mut functions: Vec<(u64, u64)> = rec
+        .samples
+        .iter()
+        .flat_map(|s| s.kernel.iter())
+        .filter_map(|&a| {
+            let (_, start, end) = crate::symbolize::function_at(&elf, None, a.wrapping_sub(shift))?;
+            Some((start, end))
+        })
+        .collect();
+    functions.sort_unstable();
+    functions.dedup();
+    Some(Vmlinux {
+        path,
+        elf,
+        functions,
+    })
 }
 
 /// The kernel symbols to archive: the build id (hex) they are filed under, and their text.
