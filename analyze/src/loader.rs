@@ -350,7 +350,8 @@ impl Loader {
         self.served.lock().unwrap().insert(path.to_string(), from);
     }
 
-    fn problem(&self, line: String) {
+    /// Notes a problem with a file, said once (see [`Loader::problems`]).
+    pub(crate) fn problem(&self, line: String) {
         let mut p = self.problems.lock().unwrap();
         if !p.contains(&line) {
             p.push(line);

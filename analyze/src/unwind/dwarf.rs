@@ -43,19 +43,28 @@ pub struct ElfUnwindData {
     eh_frame_hdr: Option<(Range<u64>, Range<usize>)>,
     debug_frame: Option<Range<usize>>,
     got: Option<Range<u64>>,
+    /// Sections whose headers point outside the file (left out).
+    pub damaged: Vec<String>,
 }
 
 impl ElfUnwindData {
     /// Finds the unwind sections of an ELF file the loader opened.
     pub fn new(elf: Arc<ElfData>) -> Option<ElfUnwindData> {
         let obj = object::File::parse(&*elf.bytes).ok()?;
+        // Section headers are not trusted: a section whose bytes are not all in the file is
+        // left out (its frames unwind as if it had none).
+        let len = elf.bytes.len() as u64;
+        let bad = std::cell::RefCell::new(Vec::new());
         let section = |name: &str| {
             let s = obj.section_by_name(name)?;
             let (off, size) = s.file_range()?;
-            Some((
-                s.address()..s.address() + s.size(),
-                off as usize..(off + size) as usize,
-            ))
+            let end = off.checked_add(size).filter(|&e| e <= len);
+            let svma_end = s.address().checked_add(s.size());
+            let (Some(end), Some(svma_end)) = (end, svma_end) else {
+                bad.borrow_mut().push(name.to_string());
+                return None;
+            };
+            Some((s.address()..svma_end, off as usize..end as usize))
         };
         let base_svma = elf.segments.iter().map(|s| s.svma).min().unwrap_or(0) & !0xfff;
         Some(ElfUnwindData {
@@ -65,6 +74,7 @@ impl ElfUnwindData {
             eh_frame_hdr: section(".eh_frame_hdr"),
             debug_frame: section(".debug_frame").map(|(_, r)| r),
             got: section(".got").map(|(svma, _)| svma),
+            damaged: bad.into_inner(),
             elf: elf.clone(),
         })
     }
@@ -132,7 +142,16 @@ impl<'l> ElfUnwindCache<'l> {
             .entry((path.to_path_buf(), build_id.map(<[u8]>::to_vec)))
             .or_insert_with(|| {
                 let elf = loader.elf(&path.to_string_lossy(), build_id)?;
-                ElfUnwindData::new(elf).map(Arc::new)
+                let data = ElfUnwindData::new(elf)?;
+                if !data.damaged.is_empty() {
+                    loader.problem(format!(
+                        "{}: damaged: the section headers of {} point outside the file; \
+                         not unwound through it",
+                        path.display(),
+                        data.damaged.join(", ")
+                    ));
+                }
+                Some(Arc::new(data))
             })
             .clone()
     }

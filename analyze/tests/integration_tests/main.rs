@@ -3,6 +3,7 @@
 mod annotate;
 mod archive;
 mod common;
+mod damaged;
 mod dwarf;
 mod errors;
 mod fidelity;
