@@ -31,6 +31,9 @@ pub enum Error {
     },
     #[error("{path}: cannot write: {what}")]
     Write { path: PathBuf, what: String },
+    /// The filesystem holding the file is full.
+    #[error("{path}: no space left on device")]
+    NoSpace { path: PathBuf },
 }
 
 impl Error {

@@ -80,6 +80,38 @@ pub fn chown_to_invoking_user(path: &Path) {
     let _ = std::os::unix::fs::chown(path, Some(uid), Some(gid));
 }
 
+/// The filesystem `path` is on, as people name it: its source and mount point
+/// (`/dev/vda1 at /`, `tmpfs at /mnt/small`), from /proc/self/mountinfo.
+pub fn device_of(path: &Path) -> String {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return dir.display().to_string();
+    };
+    // 36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+    let best = info
+        .lines()
+        .filter_map(|l| {
+            let mount_point = l.split(' ').nth(4)?;
+            let (_, tail) = l.split_once(" - ")?;
+            let mut t = tail.split(' ');
+            let (fstype, source) = (t.next()?, t.next()?);
+            dir.starts_with(mount_point)
+                .then_some((mount_point.len(), mount_point, fstype, source))
+        })
+        .max_by_key(|m| m.0);
+    match best {
+        Some((_, mount_point, fstype, source)) if source != fstype => {
+            format!("{source} ({fstype} at {mount_point})")
+        }
+        Some((_, mount_point, fstype, _)) => format!("{fstype} at {mount_point}"),
+        None => dir.display().to_string(),
+    }
+}
+
 pub fn uname() -> (String, String) {
     // SAFETY: zeroed utsname is a valid out buffer.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };

@@ -200,6 +200,10 @@ fn main() -> ExitCode {
                     s.missed_wakers
                 );
             }
+            if let Some(why) = &s.stopped {
+                eprintln!("record: {why}");
+                return ExitCode::from(1);
+            }
             if want_archive {
                 if let Err(e) = archive(&s.path) {
                     eprintln!("record: {e:#}");

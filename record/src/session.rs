@@ -65,6 +65,9 @@ pub struct Summary {
     pub path: PathBuf,
     /// The workload's exit status (code, or 128 + signal).
     pub exit_status: Option<i32>,
+    /// Why recording stopped early: the filesystem filled (the file holds every round that
+    /// fit; the workload was left running).
+    pub stopped: Option<String>,
 }
 
 /// How far behind "now" a round ends, so that events still being written on other CPUs
@@ -235,10 +238,23 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             (Target::Pids(pids), None) => pids.iter().all(|&p| procfs::has_exited(p)),
             _ => false,
         };
-        if done {
+        if done || rec.writer.is_full() {
             break;
         }
     }
+    let stopped = rec.writer.is_full().then(|| {
+        format!(
+            "no space left on {} after {:.1} MB: recording stopped there, {} holds every \
+             round that fit{}",
+            host::device_of(&cfg.output),
+            rec.writer.bytes_written() as f64 / 1e6,
+            cfg.output.display(),
+            match (child_pid, exit_status) {
+                (Some(pid), None) => format!("; the workload (pid {pid}) keeps running"),
+                _ => String::new(),
+            }
+        )
+    });
     phases.mark("recording");
     // Last events: the workload's own are published before it can be reaped (the kernel
     // writes them in do_exit); a BPF program still running on another CPU needs microseconds.
@@ -320,5 +336,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         bytes,
         path: cfg.output.clone(),
         exit_status,
+        stopped,
     })
 }

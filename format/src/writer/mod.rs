@@ -35,6 +35,10 @@ const GROW_MIN: u64 = 4 << 20;
 /// ...and at most this many, so a long recording does not reserve gigabytes at once.
 const GROW_MAX: u64 = 256 << 20;
 
+/// Kept free at the end of the file for the feature sections `finish` writes, so that a
+/// recording that filled its filesystem can still be finished.
+const FINISH_RESERVE: u64 = 1 << 20;
+
 /// Header offset of the attribute section.
 const ATTRS_OFFSET: u64 = FILE_HEADER_SIZE;
 /// One attribute section entry: the attr and the (offset, size) of its ids.
@@ -58,6 +62,8 @@ pub struct PerfFileWriter {
     compressor: Option<Compressor>,
     /// Its output, before it goes into the map.
     packed: Vec<u8>,
+    /// The filesystem is full: records are dropped from the round that did not fit on.
+    full: bool,
 }
 
 impl EventAttr {
@@ -145,6 +151,7 @@ impl PerfFileWriter {
             records_in_round: 0,
             compressor: None,
             packed: Vec::new(),
+            full: false,
         };
         w.ensure(data_offset + GROW_MIN)?;
         w.map[..head.len()].copy_from_slice(&head);
@@ -170,14 +177,29 @@ impl PerfFileWriter {
         Ok(w)
     }
 
-    /// Grows the file and its map so that `need` bytes fit.
+    /// Grows the file and its map so that `need` bytes fit. The file's blocks are reserved
+    /// first (fallocate): a page of a shared map that the filesystem cannot back is SIGBUS
+    /// when touched, where a reservation fails with ENOSPC. When the usual step does not fit,
+    /// just `need` is tried.
     fn ensure(&mut self, need: u64) -> Result<(), Error> {
         if need <= self.map.len() as u64 {
             return Ok(());
         }
         let cap = self.map.len() as u64;
         let step = cap.clamp(GROW_MIN, GROW_MAX).max(need - cap);
-        let new_cap = (cap + step).div_ceil(4096) * 4096;
+        let wanted = (cap + step).div_ceil(4096) * 4096;
+        let least = need.div_ceil(4096) * 4096;
+        let new_cap = match self.reserve(cap, wanted) {
+            Ok(()) => wanted,
+            Err(Error::NoSpace { .. }) if least < wanted && self.reserve(cap, least).is_ok() => {
+                least
+            }
+            Err(e) => {
+                // Give back what a failed reservation may have taken.
+                let _ = self.file.set_len(cap);
+                return Err(e);
+            }
+        };
         self.file
             .set_len(new_cap)
             .map_err(|e| Error::io(&self.path, e))?;
@@ -187,8 +209,42 @@ impl PerfFileWriter {
         Ok(())
     }
 
+    /// Reserves the file's blocks from `from` to `to`. Filesystems that cannot reserve are
+    /// left to allocate as pages are written.
+    fn reserve(&self, from: u64, to: u64) -> Result<(), Error> {
+        use std::os::fd::AsRawFd;
+        let (Ok(at), Ok(len)) = (i64::try_from(from), i64::try_from(to - from)) else {
+            return Err(Error::NoSpace {
+                path: self.path.clone(),
+            });
+        };
+        // SAFETY: fallocate on our own open file descriptor.
+        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, at, len) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => Err(Error::NoSpace {
+                path: self.path.clone(),
+            }),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
+            _ => Err(Error::io(&self.path, e)),
+        }
+    }
+
+    /// Whether the filesystem filled: every record since the last finished round was dropped,
+    /// and later ones are. [`PerfFileWriter::finish`] still writes a whole file.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
     /// Appends the encoded record: to the map, or to the compressor with `-z`.
     fn append_encoded(&mut self) -> Result<(), Error> {
+        if self.full {
+            self.encoder.buf.clear();
+            return Ok(());
+        }
         self.records_in_round += 1;
         let Some(c) = &mut self.compressor else {
             return self.append_to_map(false);
@@ -209,11 +265,26 @@ impl PerfFileWriter {
             std::mem::take(&mut self.encoder.buf)
         };
         let n = buf.len() as u64;
-        let r = self.ensure(self.len + n);
-        if r.is_ok() {
-            let at = self.len as usize;
-            self.map[at..at + n as usize].copy_from_slice(&buf);
-            self.len += n;
+        let mut r = if self.full {
+            Ok(())
+        } else {
+            self.ensure(self.len + n + FINISH_RESERVE)
+        };
+        match r {
+            Ok(()) if !self.full => {
+                let at = self.len as usize;
+                self.map[at..at + n as usize].copy_from_slice(&buf);
+                self.len += n;
+            }
+            Err(Error::NoSpace { .. }) => {
+                // The round that does not fit is dropped whole: the file ends at the last
+                // finished round, as the header already says.
+                self.full = true;
+                self.len = self.committed;
+                self.records_in_round = 0;
+                r = Ok(());
+            }
+            _ => {}
         }
         // Keep the buffers' capacity.
         let mut buf = buf;
@@ -307,7 +378,7 @@ impl PerfFileWriter {
     /// Ends a round: everything written so far may be sorted and flushed by readers, and is
     /// now covered by the header. Later records must not be older than this round's newest.
     pub fn finish_round(&mut self) -> Result<(), Error> {
-        if self.records_in_round == 0 {
+        if self.records_in_round == 0 || self.full {
             return Ok(());
         }
         self.append_packed(true)?;

@@ -55,3 +55,67 @@ fn without_privileges_one_line_says_what_to_do() {
     assert!(stderr.contains("root"), "{stderr}");
     assert!(!marker.exists(), "the workload ran although record failed");
 }
+
+#[test]
+fn a_full_filesystem_stops_recording_with_every_round_that_fit() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("fulldisk");
+    let small = dir.path("small");
+    std::fs::create_dir(&small).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m", "bpfperf-full"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount a small tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.clone());
+    let file = small.join("full.data");
+    // DWARF stack copies of a busy program fill 6 MB in well under its 3 seconds.
+    let busy = fixture("busy-nofp");
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[busy.to_str().unwrap(), "3", "2"],
+    );
+    let stderr = stderr_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !matches!(out.status.code(), None | Some(135)),
+        "no SIGBUS: {:?}\n{stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains("no space left on bpfperf-full (tmpfs at ")
+            && stderr.contains("holds every round that fit"),
+        "{stderr}"
+    );
+    // "[ record: ... 0 lost, 1.23 s, ..." (the workload, left running, holds the pipes
+    // open until it ends: record's own account says when it stopped).
+    let seconds: f64 = stderr
+        .split(" lost, ")
+        .nth(1)
+        .and_then(|s| s.split(" s,").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        seconds < 2.9,
+        "recording stopped when the disk filled, not with the workload: {seconds} s"
+    );
+    // The file is whole: perf and analyze read the rounds that fit.
+    let script = perf_script_clean(&file);
+    let samples = script.lines().filter(|l| l.contains("cpu-clock")).count();
+    assert!(samples > 100, "{samples} samples in the file");
+    let folded = analyze_folded(&file, &[]);
+    assert!(
+        folded.keys().any(|k| k.contains("spin_inner")),
+        "{folded:?}"
+    );
+}
