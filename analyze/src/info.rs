@@ -201,11 +201,7 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
             .ok()
             .flatten()
             .map(|n| (n.nr_cpus_available, n.nr_cpus_online)),
-        cmdline: pf
-            .cmdline()
-            .ok()
-            .flatten()
-            .map(|v| v.iter().map(|s| s.to_string()).collect()),
+        cmdline: format::cmdline(pf),
         compressed_records: pf.compression_info().ok().flatten().is_some(),
         features: pf.features().iter().map(|f| format!("{f:?}")).collect(),
         notes: reader.notes().to_vec(),
@@ -258,7 +254,7 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
                 }
                 RecordType::LOST => {
                     s.lost_records += 1;
-                    if let Ok(EventRecord::Lost(l)) = record.parse() {
+                    if let Ok(EventRecord::Lost(l)) = format::parse_record(&record) {
                         s.lost += l.count;
                     }
                 }

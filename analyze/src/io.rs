@@ -43,7 +43,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
         if !io_attrs.get(attr_index).copied().unwrap_or(false) {
             continue;
         }
-        let Ok(EventRecord::Sample(s)) = record.parse() else {
+        let Ok(EventRecord::Sample(s)) = format::parse_record(&record) else {
             continue;
         };
         let Some(io) = s.raw.and_then(|raw| BlockIo::from_raw(&raw.as_slice())) else {

@@ -284,7 +284,9 @@ pub fn read_with(
         let PerfFileRecord::EventRecord { attr_index, record } = record else {
             continue;
         };
-        let Ok(parsed) = record.parse() else { continue };
+        let Ok(parsed) = format::parse_record(&record) else {
+            continue;
+        };
         let version = timeline.version;
         match parsed {
             EventRecord::Sample(s) => {

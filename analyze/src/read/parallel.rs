@@ -218,7 +218,7 @@ pub(super) fn read(
             data: RawData::Single(r.data(bytes)),
             parse_info: events.parse[attr as usize],
         };
-        if let Ok(parsed) = raw.parse() {
+        if let Ok(parsed) = format::parse_record(&raw) {
             timeline.replay(rec, intern, &parsed);
         }
     }
@@ -237,7 +237,7 @@ pub(super) fn read(
             data: RawData::Single(r.data(bytes)),
             parse_info: events.parse[attr as usize],
         };
-        match raw.parse() {
+        match format::parse_record(&raw) {
             Ok(EventRecord::Sample(s)) => Some(s),
             _ => None,
         }

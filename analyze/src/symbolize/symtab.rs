@@ -84,7 +84,8 @@ impl SymbolTable {
         Some(SymbolTable {
             syms: raw
                 .into_iter()
-                .map(|(start, size, _, name)| (start, start + size, demangle(name)))
+                // A damaged size must not wrap the end around: the symbol ends at the top.
+                .map(|(start, size, _, name)| (start, start.saturating_add(size), demangle(name)))
                 .collect(),
         })
     }

@@ -67,11 +67,19 @@ impl ElfUnwindData {
             Some((s.address()..svma_end, off as usize..end as usize))
         };
         let base_svma = elf.segments.iter().map(|s| s.svma).min().unwrap_or(0) & !0xfff;
+        let eh_frame = section(".eh_frame");
+        let mut eh_frame_hdr = section(".eh_frame_hdr");
+        if let (Some(hdr), Some(frames)) = (&eh_frame_hdr, &eh_frame) {
+            if !eh_frame_hdr_fits(&elf.bytes[hdr.1.clone()], hdr.0.start, &frames.0) {
+                bad.borrow_mut().push(".eh_frame_hdr".into());
+                eh_frame_hdr = None;
+            }
+        }
         Some(ElfUnwindData {
             base_svma,
             text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
+            eh_frame,
+            eh_frame_hdr,
             debug_frame: section(".debug_frame").map(|(_, r)| r),
             got: section(".got").map(|(svma, _)| svma),
             damaged: bad.into_inner(),
@@ -117,6 +125,37 @@ impl ElfUnwindData {
     }
 }
 
+/// Whether `.eh_frame_hdr` (at SVMA `at`) points into `.eh_frame` (SVMAs `frames`): its
+/// `eh_frame_ptr` at the section's start, every table entry's FDE inside it, in the encodings
+/// every x86-64 linker writes (pc-relative and data-relative sdata4; anything else is taken
+/// for damage). A damaged table makes the CFI reader subtract past zero.
+fn eh_frame_hdr_fits(hdr: &[u8], at: u64, frames: &Range<u64>) -> bool {
+    const PCREL_SDATA4: u8 = 0x1b;
+    const UDATA4: u8 = 0x03;
+    const DATAREL_SDATA4: u8 = 0x3b;
+    let i32_at = |o: usize| -> Option<i64> {
+        Some(i32::from_le_bytes(hdr.get(o..o + 4)?.try_into().ok()?) as i64)
+    };
+    if hdr.len() < 12 || hdr[0] != 1 {
+        return false;
+    }
+    if (hdr[1], hdr[2], hdr[3]) != (PCREL_SDATA4, UDATA4, DATAREL_SDATA4) {
+        return false;
+    }
+    let Some(ptr) = i32_at(4).map(|d| at.wrapping_add(4).wrapping_add_signed(d)) else {
+        return false;
+    };
+    let count = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as usize;
+    if ptr != frames.start || count.checked_mul(8).is_none_or(|n| 12 + n > hdr.len()) {
+        return false;
+    }
+    (0..count).all(|k| {
+        i32_at(12 + k * 8 + 4)
+            .map(|d| at.wrapping_add_signed(d))
+            .is_some_and(|fde| frames.contains(&fde))
+    })
+}
+
 /// A file by path and the build id the recording gives for it.
 type FileKey = (PathBuf, Option<Vec<u8>>);
 
@@ -145,7 +184,7 @@ impl<'l> ElfUnwindCache<'l> {
                 let data = ElfUnwindData::new(elf)?;
                 if !data.damaged.is_empty() {
                     loader.problem(format!(
-                        "{}: damaged: the section headers of {} point outside the file; \
+                        "{}: damaged: {} point outside the file or cannot be read; \
                          not unwound through it",
                         path.display(),
                         data.damaged.join(", ")

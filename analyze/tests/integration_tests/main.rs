@@ -9,6 +9,7 @@ mod errors;
 mod fidelity;
 mod folded;
 mod formats;
+mod fuzz_inputs;
 mod info;
 mod inline;
 mod jit;

@@ -1,6 +1,7 @@
 //! Reading perf.data: linux-perf-data, behind a scan that repairs what perf and cut copies leave.
 
 mod event_name;
+mod parse;
 mod scan;
 mod splice;
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecordIter};
 
+pub use parse::{cmdline, parse_record};
 pub use scan::FileMode;
 use splice::{SpliceCursor, Storage};
 

@@ -394,6 +394,10 @@ fn scan_file(path: &Path, bytes: &[u8], header_size: u64) -> Result<Scanned, Err
                 let (fo, fs) = (u64_at(bytes, at), u64_at(bytes, at + 8));
                 if past_end(fo, fs) {
                     notes.push(format!("feature section {bit} (offset {fo}, {fs} bytes) ends past the end of the file: ignored"));
+                } else if bit == EVENT_DESC_BIT
+                    && !event_desc_is_whole(&bytes[fo as usize..(fo + fs) as usize])
+                {
+                    notes.push(format!("event descriptions (EVENT_DESC, offset {fo}) are damaged: events are named from the attribute section"));
                 } else {
                     kept.push((bit, fo as usize..(fo + fs) as usize));
                 }
@@ -463,6 +467,36 @@ fn scan_file(path: &Path, bytes: &[u8], header_size: u64) -> Result<Scanned, Err
 }
 
 const EVENT_DESC_BIT: u32 = crate::constants::feature::EVENT_DESC;
+
+/// Whether an EVENT_DESC section holds the events its count says (each: an attr, an id
+/// count, a name, the ids), so that parsing it neither runs past it nor reserves room for
+/// billions of events (linux-perf-data reserves the count first).
+fn event_desc_is_whole(section: &[u8]) -> bool {
+    const ATTR_SIZE_VER0: u64 = 64;
+    let len = section.len() as u64;
+    if len < 8 {
+        return false;
+    }
+    let (nr, attr_size) = (u32_at(section, 0), u32_at(section, 4) as u64);
+    if attr_size < ATTR_SIZE_VER0 {
+        return false;
+    }
+    let mut off = 8u64;
+    for _ in 0..nr {
+        // Each event takes at least attr_size + 8 bytes: the loop ends within the section.
+        off += attr_size;
+        if off + 8 > len {
+            return false;
+        }
+        let nr_ids = u32_at(section, off as usize) as u64;
+        let name_len = u32_at(section, off as usize + 4) as u64;
+        off += 8 + name_len + nr_ids * 8;
+        if off > len {
+            return false;
+        }
+    }
+    true
+}
 
 /// An EVENT_DESC section built from the attr section: each attr, its ids, and an empty name
 /// (the reader names such events the way perf does).

@@ -1,0 +1,111 @@
+//! What the fuzz targets do with each input. The regression test
+//! (`analyze/tests/integration_tests/fuzz_inputs.rs`) runs the inputs kept in `fixtures/fuzz/`
+//! through the same functions, so a fixed crash stays fixed.
+
+use std::path::Path;
+
+use analyze::resolve::Lookup;
+use analyze::unwind::dwarf::UserRegs;
+use analyze::unwind::dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, UnwindCache};
+
+/// Records at most this many, so that a loop of tiny records ends.
+const MAX_RECORDS: usize = 1 << 16;
+
+/// perf.data bytes: the reader (repair scan and linux-perf-data), `analyze info`'s counting,
+/// and analyze's reading into a recording (the in-place parallel path and the record
+/// iterator), merged and not. `scratch` is a directory of this process's own.
+pub fn perf_data(data: &[u8], scratch: &Path) {
+    let name = Path::new("fuzz.data");
+    if let Ok(mut r) = format::PerfFileReader::from_bytes(name, data.to_vec()) {
+        let mut n = 0;
+        while let Ok(Some(_)) = r.next_record() {
+            n += 1;
+            if n > MAX_RECORDS {
+                break;
+            }
+        }
+    }
+    let path = scratch.join("fuzz.data");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let _ = analyze::info::summarize(&path);
+    for merge in [true, false] {
+        if let Ok(r) = format::PerfFileReader::from_bytes(name, data.to_vec()) {
+            let _ = analyze::read::read_with(r, merge, &mut |_| {});
+        }
+    }
+}
+
+/// ELF bytes as a recorded binary: loaded, its symbols, lines and inline frames looked up at
+/// addresses across its segments, its code disassembled there, and stacks unwound through it
+/// with its CFI (the stack words taken from the input's end).
+pub fn elf(data: &[u8], scratch: &Path) {
+    let path = scratch.join("prog");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let name = path.to_string_lossy().into_owned();
+    // No sources beyond the file itself: nothing else on the machine is read.
+    let loader = analyze::loader::Loader::with_sources(Default::default());
+    let Some(elf) = loader.elf(&name, None) else {
+        return;
+    };
+    let mut addrs: Vec<u64> = elf
+        .segments
+        .iter()
+        .take(16)
+        .flat_map(|s| (0..8u64).map(move |i| s.svma.wrapping_add(i * (s.file_size / 8))))
+        .collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    let lookups: Vec<Lookup> = addrs
+        .iter()
+        .map(|&addr| Lookup {
+            addr,
+            is_return: addr & 1 == 1,
+        })
+        .collect();
+    let dwarf = analyze::symbolize::dwarf_file(&elf, None, true, true);
+    let _ = analyze::symbolize::symbolize_elf(&elf, None, "fuzz", &lookups, dwarf, true);
+    let _ = analyze::symbolize::source_locations(&elf, None, &addrs);
+    for &a in addrs.iter().take(8) {
+        if let Some((_, start, end)) = analyze::symbolize::function_at(&elf, None, a) {
+            if let Some(code) = elf.bytes_at(start, end.min(start.saturating_add(4096))) {
+                let none = |_: u64| None;
+                let _ = analyze::annotate::disasm::disassemble(
+                    code,
+                    start,
+                    64,
+                    analyze::annotate::disasm::Syntax::Att,
+                    &none,
+                );
+            }
+        }
+    }
+
+    // The file mapped whole at 0x400000; stacks from every address looked up.
+    let base = 0x40_0000u64;
+    let maps = [ExecMapping {
+        start: base,
+        end: base + (data.len() as u64).max(4096).div_ceil(4096) * 4096,
+        pgoff: 0,
+        path: path.clone(),
+        build_id: None,
+    }];
+    let mut elves = ElfUnwindCache::new(&loader);
+    let unwinder = ProcessUnwinder::new(&maps, &mut elves);
+    let stack = &data[data.len().saturating_sub(1024)..];
+    let mut cache = UnwindCache::default();
+    let mut out = Vec::new();
+    for &a in addrs.iter().take(16) {
+        out.clear();
+        let sp = 0x7ff0_0000u64;
+        let regs = UserRegs {
+            ip: base.wrapping_add(a),
+            sp,
+            bp: sp.wrapping_add(64),
+        };
+        let _ = unwinder.unwind(&mut cache, regs, stack, &mut out);
+    }
+}
