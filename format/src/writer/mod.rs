@@ -156,6 +156,12 @@ impl PerfFileWriter {
         w.ensure(data_offset + GROW_MIN)?;
         w.map[..head.len()].copy_from_slice(&head);
         w.len = data_offset;
+        // The data section starts with an empty round, covered by the header at once: a
+        // writer killed before its first round leaves a file perf reads as empty, rather
+        // than one whose data size 0 it refuses.
+        w.encoder.finished_round();
+        w.append_to_map(false)?;
+        w.commit();
         Ok(w)
     }
 

@@ -100,10 +100,13 @@ fn record_of_size_zero_stops_reading_with_a_note() {
     }
     w.finish(&Features::default()).unwrap();
     let mut bytes = std::fs::read(&p).unwrap();
-    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
-    let sample_size =
-        u16::from_le_bytes(bytes[data_offset + 6..data_offset + 8].try_into().unwrap()) as usize;
-    let third = data_offset + 2 * sample_size;
+    let mut first = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    // The writer starts the data with an empty round (FINISHED_ROUND, 8 bytes).
+    if u32::from_le_bytes(bytes[first..first + 4].try_into().unwrap()) == 68 {
+        first += 8;
+    }
+    let sample_size = u16::from_le_bytes(bytes[first + 6..first + 8].try_into().unwrap()) as usize;
+    let third = first + 2 * sample_size;
     bytes[third + 6..third + 8].copy_from_slice(&0u16.to_le_bytes());
     std::fs::write(&p, &bytes).unwrap();
     let mut r = PerfFileReader::open(&p).unwrap();

@@ -1,5 +1,6 @@
 //! Ctrl-C and kill: record stops cleanly, the workload gets the signal, the file is whole.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,78 @@ fn sigterm_ends_a_system_wide_recording() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("[ record: "), "a summary: {stderr}");
     perf_script_clean(&file);
+}
+
+/// Killed outright at several points (while starting, in the first rounds, well into the
+/// recording; frame pointers and stack copies): perf and analyze still open the file, with
+/// what was finished by then.
+#[test]
+fn sigkill_at_any_point_leaves_a_file_perf_and_analyze_open() {
+    const SIGKILL: i32 = 9;
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("sigkill-points");
+    let busy = fixture("busy-nofp");
+    for (n, (delay_ms, call_graph)) in [(30, "fp"), (150, "dwarf"), (400, "fp"), (900, "dwarf")]
+        .into_iter()
+        .enumerate()
+    {
+        let file = dir.path(&format!("killed-{n}.data"));
+        let child = Command::new(env!("CARGO_BIN_EXE_record"))
+            .args([
+                "--call-graph",
+                call_graph,
+                "-o",
+                file.to_str().unwrap(),
+                "--",
+            ])
+            .args([busy.to_str().unwrap(), "20", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let workload = String::from_utf8(
+            Command::new("pgrep")
+                .args(["-P", &child.id().to_string()])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        // SAFETY: signalling our own child, then the workload it left behind.
+        unsafe { kill(child.id() as i32, SIGKILL) };
+        for pid in workload.split_whitespace() {
+            unsafe { kill(pid.parse().unwrap(), SIGKILL) };
+        }
+        let _ = child.wait_with_output();
+        if !file.exists() {
+            continue; // killed before it created the file
+        }
+        let perf = Command::new("perf")
+            .args(["script", "-i"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            perf.status.success(),
+            "killed after {delay_ms} ms ({call_graph}): perf script: {}",
+            String::from_utf8_lossy(&perf.stderr)
+        );
+        let analyze = Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
+        let out = Command::new(analyze)
+            .args(["info", "-i"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "killed after {delay_ms} ms ({call_graph}): analyze info: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Killed outright (no chance to finish): the file still holds every finished round, and
