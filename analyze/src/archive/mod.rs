@@ -14,6 +14,8 @@
 //! Read in place: the tar is inflated into memory entry by entry (never to disk), with a
 //! bound on the total, and its files are served by build id ([`Archive::elf`]).
 
+mod kernel;
+mod reduce;
 pub mod write;
 
 use std::collections::HashMap;

@@ -1,0 +1,140 @@
+//! The kernel's part of an archive: the kallsyms lines its frames need, and its vmlinux with
+//! debug info where one is found.
+
+use std::path::{Path, PathBuf};
+
+use crate::loader::{self, ElfData, Loader};
+
+/// The lines of `kallsyms` (its text) that the recording's kernel frames need: the symbol
+/// holding each address and the one after it (where it ends), and `_text`/`_stext`, which
+/// tell a later boot's shift (KASLR). Sorted by address, as the kernel lists them.
+pub(super) fn kallsyms_subset(kallsyms: &[u8], rec: &crate::read::Recording) -> Vec<u8> {
+    let text = String::from_utf8_lossy(kallsyms);
+    let mut lines: Vec<(u64, &str)> = text
+        .lines()
+        .filter_map(|l| Some((u64::from_str_radix(l.split(' ').next()?, 16).ok()?, l)))
+        .collect();
+    lines.sort_by_key(|l| l.0);
+    let named = |n: &str| {
+        lines
+            .iter()
+            .find(|l| l.1.split(' ').nth(2) == Some(n))
+            .map(|l| l.0)
+    };
+    // Recorded addresses to this kallsyms' addresses, as pipeline's kernel_symbols shifts.
+    let shift = rec
+        .kernel_mapping()
+        .filter(|m| m.pgoff != 0)
+        .and_then(|m| {
+            let symbol = m.path.strip_prefix("[kernel.kallsyms]")?;
+            Some(named(symbol)?.wrapping_sub(m.pgoff))
+        })
+        .unwrap_or(0);
+    let mut keep = vec![false; lines.len()];
+    for s in &rec.samples {
+        for &a in &s.kernel {
+            let a = a.wrapping_add(shift);
+            let i = lines.partition_point(|l| l.0 <= a);
+            if let Some(i) = i.checked_sub(1) {
+                keep[i] = true;
+                if let Some(k) = keep.get_mut(i + 1) {
+                    *k = true;
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, (_, line)) in lines.iter().enumerate() {
+        let name = line.split(' ').nth(2).unwrap_or("");
+        if keep[i] || matches!(name, "_text" | "_stext" | "_etext") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.into_bytes()
+}
+
+/// A vmlinux with debug info, and the functions of it the kernel frames are in.
+pub(super) struct Vmlinux {
+    pub path: String,
+    pub elf: std::sync::Arc<ElfData>,
+    pub functions: Vec<(u64, u64)>,
+}
+
+/// The recording kernel's vmlinux, if one of its usual places has it (with the recording's
+/// kernel build id).
+pub(super) fn vmlinux(rec: &crate::read::Recording, loader: &Loader) -> Option<Vmlinux> {
+    let release = rec.os_release.clone()?;
+    let id = rec.build_ids.get("[kernel.kallsyms]")?;
+    let candidates = [
+        format!("/usr/lib/debug/boot/vmlinux-{release}"),
+        format!("/usr/lib/debug/lib/modules/{release}/vmlinux"),
+        format!("/boot/vmlinux-{release}"),
+        format!("/lib/modules/{release}/build/vmlinux"),
+    ];
+    let (path, elf) = candidates.iter().find_map(|p| {
+        if !Path::new(p).is_file() {
+            return None;
+        }
+        Some((p.clone(), loader.elf(p, Some(id))?))
+    })?;
+    // Recorded addresses to the file's: the recording names `_text`'s address as the kernel
+    // mapping's page offset.
+    let text_in_file = {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
+        object::Object::symbols(&obj)
+            .find(|s| object::ObjectSymbol::name(s) == Ok("_text"))
+            .map(|s| object::ObjectSymbol::address(&s))?
+    };
+    let shift = rec
+        .kernel_mapping()
+        .map_or(0, |m| m.pgoff.wrapping_sub(text_in_file));
+    let mut functions: Vec<(u64, u64)> = rec
+        .samples
+        .iter()
+        .flat_map(|s| s.kernel.iter())
+        .filter_map(|&a| {
+            let (_, start, end) = crate::symbolize::function_at(&elf, None, a.wrapping_sub(shift))?;
+            Some((start, end))
+        })
+        .collect();
+    functions.sort_unstable();
+    functions.dedup();
+    Some(Vmlinux {
+        path,
+        elf,
+        functions,
+    })
+}
+
+/// The kernel symbols to archive: the build id (hex) they are filed under, and their text.
+pub(super) fn kallsyms_text(
+    rec: &crate::read::Recording,
+    loader: &Loader,
+) -> Result<(String, Vec<u8>), String> {
+    if let Some((id, text)) = loader.sources.archive.as_ref().and_then(|a| a.kallsyms()) {
+        return Ok((id, text.to_vec()));
+    }
+    let recorded = rec
+        .build_ids
+        .get("[kernel.kallsyms]")
+        .map(|id| loader::hex(id));
+    let running = loader::running_kernel_build_id().map(|id| loader::hex(&id));
+    let path: PathBuf = match &loader.sources.kallsyms {
+        Some(p) => p.clone(),
+        None => {
+            if let (Some(r), Some(here)) = (&recorded, &running) {
+                if !r.starts_with(here.as_str()) {
+                    return Err("recorded on another kernel than this one; not archived".into());
+                }
+            }
+            PathBuf::from("/proc/kallsyms")
+        }
+    };
+    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let id = recorded
+        .map(|r| r.trim_end_matches("00000000").to_string())
+        .or(running)
+        .unwrap_or_else(|| "0".repeat(40));
+    Ok((id, text))
+}
