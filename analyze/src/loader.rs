@@ -288,6 +288,23 @@ impl Sources {
     }
 }
 
+/// Which sources [`Loader::find_elf`] looks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Search {
+    /// Every source.
+    Everywhere,
+    /// Those on this machine, before debuginfod is asked (no debug file stand-in either).
+    Here,
+}
+
+/// The cache key of a file asked for by path and build id.
+fn elf_key(name: &str, expected: Option<&[u8]>) -> String {
+    match expected {
+        Some(id) => format!("{name}\0{}", hex(id)),
+        None => name.to_string(),
+    }
+}
+
 /// Where the kernel symbols in use came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KallsymsOrigin {
@@ -368,22 +385,31 @@ impl Loader {
     /// `expected` is the build id the recording gives: the file is looked for in the
     /// [`Sources`] in order, and one with another id is not used.
     pub fn elf(&self, name: &str, expected: Option<&[u8]>) -> Option<Arc<ElfData>> {
-        let key = match expected {
-            Some(id) => format!("{name}\0{}", hex(id)),
-            None => name.to_string(),
-        };
-        cached(&self.elves, &key, || {
-            let found = self.find_elf(name, expected);
-            match &found {
-                Some((_, from)) => self.serve(name, from.clone()),
-                None => self.serve(name, "missing".into()),
+        cached(&self.elves, &elf_key(name, expected), || {
+            match self.find_elf(name, expected, Search::Everywhere) {
+                Ok((elf, from)) => {
+                    self.serve(name, from);
+                    Some(elf)
+                }
+                Err(why) => {
+                    self.serve(name, "missing".into());
+                    if let Some(why) = why {
+                        self.problem(format!("{why}; its frames are [unknown]"));
+                    }
+                    None
+                }
             }
-            found.map(|(elf, _)| elf)
         })
     }
 
-    /// Looks for `name` of build id `expected` in every source; the file and where it was.
-    fn find_elf(&self, name: &str, expected: Option<&[u8]>) -> Option<(ElfData, String)> {
+    /// Looks for `name` of build id `expected` in the sources `search` names: the file and
+    /// where it was, or why it is not there (`None`: nothing worth a warning).
+    fn find_elf(
+        &self,
+        name: &str,
+        expected: Option<&[u8]>,
+        search: Search,
+    ) -> Result<(ElfData, String), Option<String>> {
         let matches = |elf: &ElfData| match (expected, elf.build_id.as_deref()) {
             (Some(want), Some(have)) => build_ids_match(want, have),
             _ => true,
@@ -417,22 +443,20 @@ impl Loader {
                 .and_then(|id| self.sources.archive.as_ref()?.elf(id))
                 .and_then(|b| ElfData::parse(name.into(), Bytes::Shared(b)).ok())
             {
-                return Some((found, "archive".into()));
+                return Ok((found, "archive".into()));
             }
             let vdso = vdso_image().and_then(|b| ElfData::parse(name.into(), Bytes::Owned(b)));
             return match vdso {
-                Ok(elf) if matches(&elf) => Some((elf, "this process".into())),
-                Ok(_) => None,
-                Err(e) => {
-                    self.problem(format!("{e}; its frames are [unknown]"));
-                    None
-                }
+                Ok(elf) if matches(&elf) => Ok((elf, "this process".into())),
+                // Another machine's: its frames are [unknown], as expected.
+                Ok(_) => Err(None),
+                Err(e) => Err(Some(e)),
             };
         }
         if let Some(archive) = &self.sources.archive {
             if let Some(b) = id.and_then(|id| archive.elf(id)) {
                 if let Ok(elf) = ElfData::parse(name.into(), Bytes::Shared(b)) {
-                    return Some((elf, format!("archive {}", archive.path.display())));
+                    return Ok((elf, format!("archive {}", archive.path.display())));
                 }
             }
         }
@@ -440,38 +464,41 @@ impl Loader {
         if let Some(symfs) = &self.sources.symfs {
             let at = symfs.join(relative);
             if let Some(found) = try_path(&at, &format!("--symfs {}", symfs.display())) {
-                return Some(found);
+                return Ok(found);
             }
         }
         if let Some(id) = id {
             for dir in &self.sources.buildid_dirs {
                 let at = dir.join(crate::archive::cache_dir(name, id)).join("elf");
                 if let Some(found) = try_path(&at, &format!("build-id cache {}", dir.display())) {
-                    return Some(found);
+                    return Ok(found);
                 }
             }
         }
         if let Some(found) = try_path(Path::new(name), "its path") {
-            return Some(found);
+            return Ok(found);
         }
-        if let (Some(id), Some(client)) = (id, &self.sources.debuginfod) {
-            let cached = client.cached(id, crate::debuginfod::Kind::Executable);
-            if let Some(found) = try_path(&cached, "debuginfod") {
-                return Some(found);
+        if search == Search::Everywhere {
+            if let (Some(id), Some(client)) = (id, &self.sources.debuginfod) {
+                let cached = client.cached(id, crate::debuginfod::Kind::Executable);
+                if let Some(found) = try_path(&cached, "debuginfod") {
+                    return Ok(found);
+                }
+            }
+            // Last: the separate debug file alone (symbols and lines, no code or unwind
+            // tables).
+            if let Some(id) = id {
+                let at = self.debug_by_id(&self.sources.debug_root, id);
+                if let Some(found) = try_path(&at, "its debug file (no code)") {
+                    return Ok(found);
+                }
             }
         }
-        // Last: the separate debug file alone (symbols and lines, no code or unwind tables).
-        if let Some(id) = id {
-            let at = self.debug_by_id(&self.sources.debug_root, id);
-            if let Some(found) = try_path(&at, "its debug file (no code)") {
-                return Some(found);
-            }
-        }
-        let why = why_not
-            .pop()
-            .unwrap_or_else(|| format!("{name}: not found"));
-        self.problem(format!("{why}; its frames are [unknown]"));
-        None
+        Err(Some(
+            why_not
+                .pop()
+                .unwrap_or_else(|| format!("{name}: not found")),
+        ))
     }
 
     fn debug_by_id(&self, root: &Path, id: &str) -> PathBuf {
@@ -550,12 +577,24 @@ impl Loader {
         let Some(client) = &self.sources.debuginfod else {
             return;
         };
+        // The files a local source has are opened now (and kept: nothing opens them twice);
+        // the others are fetched.
         let missing: Vec<(&String, String)> = build_ids
             .iter()
             .filter(|(path, _)| path.starts_with('/'))
             .filter_map(|(path, id)| {
-                let id = hex(id).trim_end_matches("00000000").to_string();
-                (id.len() > 2 && !self.found_locally(path, &id)).then_some((path, id))
+                let hexed = hex(id).trim_end_matches("00000000").to_string();
+                if hexed.len() <= 2 {
+                    return None;
+                }
+                match self.find_elf(path, Some(id), Search::Here) {
+                    Ok((elf, from)) => {
+                        cached(&self.elves, &elf_key(path, Some(id)), || Some(elf));
+                        self.serve(path, from);
+                        None
+                    }
+                    Err(_) => Some((path, hexed)),
+                }
             })
             .collect();
         if missing.is_empty() {
@@ -586,32 +625,6 @@ impl Loader {
         for p in client.problems.lock().unwrap().iter() {
             self.problem(p.clone());
         }
-    }
-
-    /// Whether a local source has the binary `path` of build id `id` (hex).
-    fn found_locally(&self, path: &str, id: &str) -> bool {
-        let has_id = |p: &Path| {
-            map_file(p)
-                .ok()
-                .and_then(|b| ElfData::parse(path.into(), b).ok())
-                .and_then(|e| e.build_id_hex())
-                .is_some_and(|h| h.starts_with(id))
-        };
-        self.sources
-            .archive
-            .as_ref()
-            .is_some_and(|a| a.elf(id).is_some())
-            || self
-                .sources
-                .symfs
-                .as_ref()
-                .is_some_and(|s| has_id(&s.join(path.trim_start_matches('/'))))
-            || self.sources.buildid_dirs.iter().any(|d| {
-                d.join(crate::archive::cache_dir(path, id))
-                    .join("elf")
-                    .is_file()
-            })
-            || has_id(Path::new(path))
     }
 
     /// Opens the file at `path` (if it is there and has build id `build_id`) and its debug
