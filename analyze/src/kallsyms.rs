@@ -126,11 +126,51 @@ impl Kallsyms {
 
     /// The symbol containing `addr` and its start.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
-        let i = self
-            .entries()
-            .partition_point(|e| decode(e).0 <= addr)
-            .checked_sub(1)?;
+        let i = self.index_of(addr)?;
         Some((self.name(i), self.entry(i).0))
+    }
+
+    fn index_of(&self, addr: u64) -> Option<usize> {
+        self.entries()
+            .partition_point(|e| decode(e).0 <= addr)
+            .checked_sub(1)
+    }
+
+    /// The shift from a recording's kernel addresses to these symbols' (KASLR of another
+    /// boot). The recording names the kernel mapping after the symbol its page offset is the
+    /// address of ("[kernel.kallsyms]_text", older perf "[kernel.kallsyms]_stext"); 0 when
+    /// it does not say.
+    pub fn shift(&self, kernel_mapping: Option<&crate::read::Mapping>) -> u64 {
+        kernel_mapping
+            .filter(|m| m.pgoff != 0)
+            .and_then(|m| {
+                let symbol = m.path.strip_prefix("[kernel.kallsyms]")?;
+                Some(self.address_of(symbol)?.wrapping_sub(m.pgoff))
+            })
+            .unwrap_or(0)
+    }
+
+    /// As much of this table as `addrs` need, as /proc/kallsyms text: for each address the
+    /// symbol holding it and the next one (where it ends), and `_text`, `_stext`, `_etext`
+    /// (a later boot's shift). Parsed again, it gives what this table gives at `addrs`.
+    pub fn subset_text(&self, addrs: impl IntoIterator<Item = u64>) -> String {
+        let mut keep = vec![false; self.n];
+        for a in addrs {
+            if let Some(i) = self.index_of(a) {
+                keep[i] = true;
+                if let Some(next) = keep.get_mut(i + 1) {
+                    *next = true;
+                }
+            }
+        }
+        let mut out = String::new();
+        for (i, kept) in keep.into_iter().enumerate() {
+            let name = self.name(i);
+            if kept || matches!(name, "_text" | "_stext" | "_etext") {
+                out.push_str(&format!("{:016x} T {name}\n", self.entry(i).0));
+            }
+        }
+        out
     }
 }
 
@@ -140,4 +180,35 @@ fn decode(e: &[u8; ENTRY]) -> (u64, u32, u32) {
     let start = u32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
     let end = u32::from_le_bytes(e[12..].try_into().expect("4 bytes"));
     (addr, start, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kallsyms;
+
+    #[test]
+    fn a_subset_names_its_addresses_as_the_whole_table_does() {
+        // A data symbol and a BPF program between text symbols: the lookups skip both.
+        let text = "\
+ffffffff81000000 T _text
+ffffffff81000100 T start_kernel
+ffffffff81200000 T _etext
+ffffffff81300000 T _einittext
+ffffffff81300010 d some_data
+ffffffffc0001000 t bpf_prog_1234_handler [bpf]
+ffffffffc0100000 t mod_func [some_module]
+";
+        let whole = Kallsyms::parse(text).unwrap();
+        let addrs = [
+            0xffff_ffff_8100_0180,
+            0xffff_ffff_c000_1010,
+            0xffff_ffff_c010_0004,
+        ];
+        let subset = Kallsyms::parse(&whole.subset_text(addrs)).unwrap();
+        for a in addrs {
+            assert_eq!(subset.lookup(a), whole.lookup(a), "at {a:#x}");
+        }
+        assert_eq!(whole.lookup(0xffff_ffff_c000_1010).unwrap().0, "_einittext");
+        assert_eq!(subset.address_of("_text"), Some(0xffff_ffff_8100_0000));
+    }
 }

@@ -3,55 +3,23 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::kallsyms::Kallsyms;
 use crate::loader::{self, ElfData, Loader};
 
-/// The lines of `kallsyms` (its text) that the recording's kernel frames need: the symbol
-/// holding each address and the one after it (where it ends), and `_text`/`_stext`, which
-/// tell a later boot's shift (KASLR). Sorted by address, as the kernel lists them.
+/// The lines of `kallsyms` (its text) that the recording's kernel frames need, chosen by the
+/// table the lookups use ([`Kallsyms::subset_text`]), so that the archive's lines name every
+/// frame as the whole file does (choosing among the raw lines, BPF programs and non-text
+/// symbols the lookups skip made a frame in BPF code `_etext` instead of `_einittext`).
 pub(super) fn kallsyms_subset(kallsyms: &[u8], rec: &crate::read::Recording) -> Vec<u8> {
-    let text = String::from_utf8_lossy(kallsyms);
-    let mut lines: Vec<(u64, &str)> = text
-        .lines()
-        .filter_map(|l| Some((u64::from_str_radix(l.split(' ').next()?, 16).ok()?, l)))
-        .collect();
-    lines.sort_by_key(|l| l.0);
-    let named = |n: &str| {
-        lines
-            .iter()
-            .find(|l| l.1.split(' ').nth(2) == Some(n))
-            .map(|l| l.0)
+    let Some(k) = Kallsyms::parse(&String::from_utf8_lossy(kallsyms)) else {
+        return Vec::new();
     };
-    // Recorded addresses to this kallsyms' addresses, as pipeline's kernel_symbols shifts.
-    let shift = rec
-        .kernel_mapping()
-        .filter(|m| m.pgoff != 0)
-        .and_then(|m| {
-            let symbol = m.path.strip_prefix("[kernel.kallsyms]")?;
-            Some(named(symbol)?.wrapping_sub(m.pgoff))
-        })
-        .unwrap_or(0);
-    let mut keep = vec![false; lines.len()];
-    for s in &rec.samples {
-        for &a in &s.kernel {
-            let a = a.wrapping_add(shift);
-            let i = lines.partition_point(|l| l.0 <= a);
-            if let Some(i) = i.checked_sub(1) {
-                keep[i] = true;
-                if let Some(k) = keep.get_mut(i + 1) {
-                    *k = true;
-                }
-            }
-        }
-    }
-    let mut out = String::new();
-    for (i, (_, line)) in lines.iter().enumerate() {
-        let name = line.split(' ').nth(2).unwrap_or("");
-        if keep[i] || matches!(name, "_text" | "_stext" | "_etext") {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out.into_bytes()
+    let shift = k.shift(rec.kernel_mapping());
+    let addrs = rec
+        .samples
+        .iter()
+        .flat_map(|s| s.kernel.iter().map(|&a| a.wrapping_add(shift)));
+    k.subset_text(addrs).into_bytes()
 }
 
 /// A vmlinux with debug info, and the functions of it the kernel frames are in.

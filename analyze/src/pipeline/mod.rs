@@ -158,16 +158,7 @@ fn kernel_symbols(
     let Some(k) = loader.kallsyms() else {
         return (None, 0, None);
     };
-    // The kernel mapping is named after the symbol its page offset is the address of
-    // ("[kernel.kallsyms]_text", older perf "[kernel.kallsyms]_stext").
-    let shift = rec
-        .kernel_mapping()
-        .filter(|m| m.pgoff != 0)
-        .and_then(|m| {
-            let symbol = m.path.strip_prefix("[kernel.kallsyms]")?;
-            Some(k.address_of(symbol)?.wrapping_sub(m.pgoff))
-        })
-        .unwrap_or(0);
+    let shift = k.shift(rec.kernel_mapping());
     (Some(k), shift, None)
 }
 
