@@ -267,8 +267,15 @@ fn kept_ranges(
             }
         }
     }
-    for &(start, end) in functions {
-        keep.extend(elf.file_range(start, end));
+    // Code, where the file holds it (a separate debug file's .text has no bytes: its
+    // segments' file ranges hold other sections).
+    let has_code = obj
+        .sections()
+        .any(|s| s.kind() == object::SectionKind::Text && s.file_range().is_some());
+    if has_code {
+        for &(start, end) in functions {
+            keep.extend(elf.file_range(start, end));
+        }
     }
     for r in &mut keep {
         r.end = r.end.min(bytes.len());

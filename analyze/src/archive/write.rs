@@ -201,23 +201,17 @@ pub fn write(input: &Path, output: &Path, loader: &Loader) -> Result<Summary, St
         fs.sort_unstable();
         fs.dedup();
         let dir = cache_dir(&file.dso, &id);
-        let (bytes, kept) = reduce(elf, fs);
-        w.file(&format!("{dir}/elf"), &bytes)?;
-        summary.entries.push(Entry {
-            build_id: id.clone(),
-            kind: "elf",
-            path: file.dso.clone(),
-            size: elf.bytes.len() as u64,
-            kept,
-        });
-        if let Some(d) = debug {
-            let (bytes, kept) = reduce(d, fs);
-            w.file(&format!("{dir}/debug"), &bytes)?;
+        // The binary, and its separate debug file where there is one.
+        let parts = std::iter::once(("elf", &**elf, &file.dso))
+            .chain(debug.as_deref().map(|d| ("debug", d, &d.name)));
+        for (kind, part, path) in parts {
+            let (bytes, kept) = reduce(part, fs);
+            w.file(&format!("{dir}/{kind}"), &bytes)?;
             summary.entries.push(Entry {
                 build_id: id.clone(),
-                kind: "debug",
-                path: d.name.clone(),
-                size: d.bytes.len() as u64,
+                kind,
+                path: path.clone(),
+                size: part.bytes.len() as u64,
                 kept,
             });
         }
