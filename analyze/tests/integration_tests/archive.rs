@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{analyze_env, can_record, fixture, record_ours, Tmp};
+use crate::common::{analyze_env, can_record, fixture, record_ours, record_ours_env, Tmp};
 use crate::folded::parse_folded;
 
 /// `analyze ARGS` with `env`; its standard output and standard error, asserting success.
@@ -20,6 +20,12 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (String, String) {
 fn folded(input: &Path, event: &str, env: &[(&str, &str)]) -> String {
     let input = input.to_str().unwrap();
     run(&["report", "--folded", "--event", event, "-i", input], env).0
+}
+
+/// `analyze archive -i input -o output` with `env`; its summary.
+fn archive_of(input: &Path, output: &Path, env: &[(&str, &str)]) -> String {
+    let (input, output) = (input.to_str().unwrap(), output.to_str().unwrap());
+    run(&["archive", "-i", input, "-o", output], env).0
 }
 
 /// Kernel symbols pointed away from /proc/kallsyms (and its cache).
@@ -59,16 +65,7 @@ fn an_archive_resolves_deleted_and_rebuilt_programs_and_the_kernel() {
     );
 
     let archive = dir.0.join("rec.tar.zst");
-    let (summary, _) = run(
-        &[
-            "archive",
-            "-i",
-            file.to_str().unwrap(),
-            "-o",
-            archive.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let summary = archive_of(&file, &archive, &[]);
     assert!(
         summary.contains("wrote ") && summary.contains(hot.to_str().unwrap()),
         "{summary}"
@@ -323,16 +320,7 @@ fn the_archive_of_tar_xf_is_at_most_a_quarter_of_the_recording_and_its_files() {
         ],
     );
     let archive = dir.0.join("tar.tar.zst");
-    let (summary, _) = run(
-        &[
-            "archive",
-            "-i",
-            file.to_str().unwrap(),
-            "-o",
-            archive.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let summary = archive_of(&file, &archive, &[]);
     eprintln!("{summary}");
     let pct: f64 = summary
         .split("% of the recording plus its ELF files")
@@ -364,42 +352,34 @@ fn a_program_in_another_mount_namespace_resolves_and_archives() {
     let cache = dir.0.join("buildid-cache");
     let file = dir.0.join("ns.data");
     let script = r#"mount -t tmpfs none "$1" && cp "$2" "$1/prog" && exec "$1/prog" 0.5"#;
-    let out = Command::new(crate::common::record_bin())
-        .args(["--no-io", "--no-off-cpu", "--no-wakeups", "-o"])
-        .arg(&file)
-        .args([
-            "--", "unshare", "--mount", "--fork", "sh", "-c", script, "sh",
-        ])
-        .arg(&inside)
-        .arg(fixture("inline-nofp"))
-        .env("PERF_BUILDID_DIR", &cache)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let cache_env = [("PERF_BUILDID_DIR", cache.to_str().unwrap())];
+    let (inside_arg, program) = (inside.to_str().unwrap(), fixture("inline-nofp"));
+    record_ours_env(
+        &file,
+        &["--no-io", "--no-off-cpu", "--no-wakeups"],
+        Path::new("unshare"),
+        &[
+            "--mount",
+            "--fork",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            inside_arg,
+            program.to_str().unwrap(),
+        ],
+        &cache_env,
     );
     assert!(
         !inside.join("prog").exists(),
         "the program is not on this side"
     );
-    let env = [("PERF_BUILDID_DIR", cache.to_str().unwrap())];
+    let env = cache_env;
     let text = folded(&file, "cpu", &env);
     assert!(text.contains(";main;hot_loop;mix_step "), "{text}");
     // Archived from the build-id cache record filled, read without it.
     let archive = dir.0.join("ns.tar.zst");
-    run(
-        &[
-            "archive",
-            "-i",
-            file.to_str().unwrap(),
-            "-o",
-            archive.to_str().unwrap(),
-        ],
-        &env,
-    );
+    archive_of(&file, &archive, &env);
     std::fs::remove_dir_all(&cache).unwrap();
     assert!(!folded(&file, "cpu", &env).contains("hot_loop"));
     assert_eq!(

@@ -100,7 +100,19 @@ pub fn record_bin() -> PathBuf {
 
 /// Records `program args` with `record` into `file`.
 pub fn record_ours(file: &Path, record_args: &[&str], program: &Path, args: &[&str]) {
+    record_ours_env(file, record_args, program, args, &[]);
+}
+
+/// [`record_ours`] with the environment variables `env`.
+pub fn record_ours_env(
+    file: &Path,
+    record_args: &[&str],
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) {
     let out = Command::new(record_bin())
+        .envs(env.iter().copied())
         .args(record_args)
         .arg("-o")
         .arg(file)

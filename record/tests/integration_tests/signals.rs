@@ -87,12 +87,45 @@ fn sigterm_ends_a_system_wide_recording() {
     perf_script_clean(&file);
 }
 
+/// Runs `record --call-graph CALL_GRAPH -o FILE -- PROGRAM 20 1` and kills it, and the
+/// workload it leaves behind, with SIGKILL after `delay`.
+fn record_then_kill(file: &Path, call_graph: &str, program: &Path, delay: Duration) {
+    const SIGKILL: i32 = 9;
+    let child = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args([
+            "--call-graph",
+            call_graph,
+            "-o",
+            file.to_str().unwrap(),
+            "--",
+        ])
+        .args([program.to_str().unwrap(), "20", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    let workload = String::from_utf8(
+        Command::new("pgrep")
+            .args(["-P", &child.id().to_string()])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    // SAFETY: signalling our own child, then the workload it left behind.
+    unsafe { kill(child.id() as i32, SIGKILL) };
+    for pid in workload.split_whitespace() {
+        unsafe { kill(pid.parse().unwrap(), SIGKILL) };
+    }
+    let _ = child.wait_with_output();
+}
+
 /// Killed outright at several points (while starting, in the first rounds, well into the
 /// recording; frame pointers and stack copies): perf and analyze still open the file, with
 /// what was finished by then.
 #[test]
 fn sigkill_at_any_point_leaves_a_file_perf_and_analyze_open() {
-    const SIGKILL: i32 = 9;
     if !can_record() {
         return;
     }
@@ -104,34 +137,7 @@ fn sigkill_at_any_point_leaves_a_file_perf_and_analyze_open() {
         .enumerate()
     {
         let file = dir.path(&format!("killed-{n}.data"));
-        let child = Command::new(env!("CARGO_BIN_EXE_record"))
-            .args([
-                "--call-graph",
-                call_graph,
-                "-o",
-                file.to_str().unwrap(),
-                "--",
-            ])
-            .args([busy.to_str().unwrap(), "20", "1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let workload = String::from_utf8(
-            Command::new("pgrep")
-                .args(["-P", &child.id().to_string()])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap();
-        // SAFETY: signalling our own child, then the workload it left behind.
-        unsafe { kill(child.id() as i32, SIGKILL) };
-        for pid in workload.split_whitespace() {
-            unsafe { kill(pid.parse().unwrap(), SIGKILL) };
-        }
-        let _ = child.wait_with_output();
+        record_then_kill(&file, call_graph, &busy, Duration::from_millis(delay_ms));
         if !file.exists() {
             continue; // killed before it created the file
         }
@@ -163,7 +169,6 @@ fn sigkill_at_any_point_leaves_a_file_perf_and_analyze_open() {
 /// perf reads it although block I/O, a tracepoint-style event, has no TRACING_DATA yet.
 #[test]
 fn sigkill_leaves_a_file_perf_and_analyze_read() {
-    const SIGKILL: i32 = 9;
     if !can_record() {
         return;
     }
@@ -172,28 +177,7 @@ fn sigkill_leaves_a_file_perf_and_analyze_read() {
     let file = dir.path("killed.data");
     let busy = fixture("busy-fp");
     // Off-CPU and block I/O are on by default.
-    let child = Command::new(env!("CARGO_BIN_EXE_record"))
-        .args(["--call-graph", "fp", "-o", file.to_str().unwrap(), "--"])
-        .args([busy.to_str().unwrap(), "20", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let workload = String::from_utf8(
-        Command::new("pgrep")
-            .args(["-P", &child.id().to_string()])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    // SAFETY: signalling our own child, then the workload it left behind.
-    unsafe { kill(child.id() as i32, SIGKILL) };
-    for pid in workload.split_whitespace() {
-        unsafe { kill(pid.parse().unwrap(), SIGKILL) };
-    }
-    let _ = child.wait_with_output();
+    record_then_kill(&file, "fp", &busy, Duration::from_millis(1500));
 
     let text = perf_script_clean(&file);
     // Without EVENT_DESC (a feature, written at the end) perf names it "cpu-clock:HG".
