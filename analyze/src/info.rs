@@ -186,7 +186,14 @@ fn attr_type_word(t: u32) -> &'static str {
 
 /// Reads the whole file and counts what it holds.
 pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
-    let mut reader = crate::input::open(path)?.reader;
+    summarize_reader(path, crate::input::open(path)?.reader)
+}
+
+/// [`summarize`] of a recording already opened (an archive's, say) from `path`.
+pub fn summarize_reader(
+    path: &Path,
+    mut reader: format::PerfFileReader,
+) -> Result<FileSummary, format::Error> {
     let pf = reader.perf_file();
     let mut s = FileSummary {
         path: path.display().to_string(),

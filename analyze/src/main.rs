@@ -176,19 +176,14 @@ struct AnnotateArgs {
     limit: usize,
 }
 
-/// A loader for `input`'s files: its archive's first, if it is one.
-fn loader_for(input: &Path, symfs: Option<PathBuf>) -> anyhow::Result<Loader> {
-    let archive = if analyze::archive::is_archive(input) {
-        let a = analyze::archive::Archive::open(input).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Some(std::sync::Arc::new(a))
-    } else {
-        None
-    };
-    Ok(Loader::with_sources(analyze::loader::Sources {
-        archive,
+/// A loader for the files of a recording opened from `input`: its archive's first, if it
+/// came from one, then `symfs` and the sources the environment names.
+fn loader_for(input: &analyze::input::Input, symfs: Option<PathBuf>) -> Loader {
+    Loader::with_sources(analyze::loader::Sources {
+        archive: input.archive.clone(),
         symfs,
         ..analyze::loader::Sources::from_env()
-    }))
+    })
 }
 
 /// Reads the recording `select` names (the files it lists loading meanwhile) and runs
@@ -200,11 +195,7 @@ fn with_recording<T>(
 ) -> anyhow::Result<T> {
     analyze::timing::mark("start");
     let input = analyze::input::open(&select.input)?;
-    let loader = Loader::with_sources(analyze::loader::Sources {
-        archive: input.archive.clone(),
-        symfs: select.symfs.clone(),
-        ..analyze::loader::Sources::from_env()
-    });
+    let loader = loader_for(&input, select.symfs.clone());
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
     // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
@@ -308,10 +299,12 @@ fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
 fn run(args: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match args.command {
-        Command::Info { input, symfs } => {
-            let mut summary = analyze::info::summarize(&input)?;
-            if input.as_os_str() != "-" {
-                summary.find_sources(&loader_for(&input, symfs)?);
+        Command::Info { input: path, symfs } => {
+            let input = analyze::input::open(&path)?;
+            let loader = loader_for(&input, symfs);
+            let mut summary = analyze::info::summarize_reader(&path, input.reader)?;
+            if path.as_os_str() != "-" {
+                summary.find_sources(&loader);
             }
             for n in &summary.notes {
                 eprintln!("analyze: warning: {n}");
@@ -376,8 +369,9 @@ fn run(args: Args) -> anyhow::Result<()> {
                 o.push(".tar.zst");
                 PathBuf::from(o)
             });
-            let loader = loader_for(&input, symfs)?;
-            let summary = analyze::archive::write::write(&input, &output, &loader)
+            let opened = analyze::input::open(&input)?;
+            let loader = loader_for(&opened, symfs);
+            let summary = analyze::archive::write::write(opened, &output, &loader)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for w in loader.problems() {
                 eprintln!("analyze: warning: {w}");

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::kernel::{kallsyms_subset, kallsyms_text, vmlinux, Vmlinux};
 use super::reduce::reduce;
 use super::{build_id_link, cache_dir, MANIFEST, PERF_DATA};
+use crate::input::Input;
 use crate::loader::Loader;
 use crate::pipeline::{self, EventSel, Options};
 use crate::resolve::Source;
@@ -130,9 +131,8 @@ impl Writer {
     }
 }
 
-/// Writes the archive of the recording at `input` to `output`.
-pub fn write(input: &Path, output: &Path, loader: &Loader) -> Result<Summary, String> {
-    let opened = crate::input::open(input).map_err(|e| e.to_string())?;
+/// Writes the archive of the recording `opened` to `output`.
+pub fn write(opened: Input, output: &Path, loader: &Loader) -> Result<Summary, String> {
     let recording_bytes = opened.reader.input();
     let rec =
         crate::read::read_with(opened.reader, true, &mut |_| {}).map_err(|e| e.to_string())?;
