@@ -5,7 +5,8 @@
 mod harness;
 
 fn main() {
-    let scratch = std::env::temp_dir().join(format!("bpfperf-fuzz-perf_data-{}", std::process::id()));
+    let scratch =
+        std::env::temp_dir().join(format!("bpfperf-fuzz-perf_data-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
     afl::fuzz!(|data: &[u8]| {
         harness::perf_data(data, &scratch);
