@@ -1,5 +1,7 @@
 //! Phase timings on stderr when `BPFPERF_TIMING` is set (for finding what does not scale):
-//! `mark("name")` prints the milliseconds since the previous mark of this run.
+//! `mark("name")` prints the milliseconds since the previous mark of this run, and the
+//! process's resident memory then: anonymous (what analyze allocated) and file-backed (the
+//! recording's pages mapped in).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -21,9 +23,25 @@ pub fn mark(phase: &str) {
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(t) = *last {
         eprintln!(
-            "analyze: {:>7.1} ms  {phase}",
-            now.duration_since(t).as_secs_f64() * 1e3
+            "analyze: {:>7.1} ms  {phase:<28} {}",
+            now.duration_since(t).as_secs_f64() * 1e3,
+            resident()
         );
     }
     *last = Some(now);
+}
+
+/// `anon N MiB, file N MiB` from /proc/self/status (empty where it cannot be read).
+fn resident() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+    };
+    match (kib("RssAnon:"), kib("RssFile:")) {
+        (Some(a), Some(f)) => format!("anon {:>5} MiB, file {:>5} MiB", a / 1024, f / 1024),
+        _ => String::new(),
+    }
 }

@@ -25,7 +25,7 @@ pub use constants::{
 };
 pub use error::Error;
 pub use linux_perf_data;
-pub use reader::{cmdline, parse_record, FileMode, InputBytes, PerfFileReader};
+pub use reader::{cmdline, parse_record, FileMode, InputBytes, PageBudget, PerfFileReader};
 pub use tracing_data::{read_tracefs_file, tracepoint_names, EventFormat, TracingData};
 pub use writer::{
     BuildIdEntry, EventAttr, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,

@@ -253,10 +253,16 @@ pub fn resolve<'r>(
                 if let Some(b) = &bar {
                     b.inc(1);
                 }
+                if let Some(copy) = &s.stack_copy {
+                    copy.bytes.reading();
+                }
                 unwinder.unwind(cache, s)
             })
             .collect()
     };
+    if let Some(copy) = samples.iter().find_map(|(s, _)| s.stack_copy.as_ref()) {
+        copy.bytes.done_reading();
+    }
     crate::timing::mark("unwind");
     for st in &stacks {
         if let Some(end) = st.end {

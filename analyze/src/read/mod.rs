@@ -74,6 +74,24 @@ impl std::ops::Deref for StackBytes {
     }
 }
 
+impl StackBytes {
+    /// Tells the input's page budget that these bytes are being read (see
+    /// [`format::PageBudget`]): a pass over the stack copies of a large recording then keeps
+    /// only a window of it mapped in.
+    pub fn reading(&self) {
+        if let StackBytes::Mapped(input, range) = self {
+            input.pages().went_through(range.len() as u64);
+        }
+    }
+
+    /// Gives the pages of the input these bytes lie in back (the end of a pass over them).
+    pub fn done_reading(&self) {
+        if let StackBytes::Mapped(input, _) = self {
+            input.pages().give_back();
+        }
+    }
+}
+
 impl std::fmt::Debug for StackBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "StackBytes({} bytes)", self.len())

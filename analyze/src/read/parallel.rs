@@ -16,6 +16,7 @@ use format::linux_perf_data::linux_perf_event_reader::{
     SampleFormat, SampleRecord,
 };
 use format::linux_perf_data::PerfFile;
+use format::PageBudget;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
@@ -122,11 +123,16 @@ impl Rec {
 
 /// Walks the record headers; `None` if a record needs more than its bytes (compressed
 /// records, auxtrace data following its record).
-fn walk(bytes: &[u8]) -> Option<Vec<Rec>> {
+fn walk(bytes: &[u8], pages: &PageBudget) -> Option<Vec<Rec>> {
     use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2};
     let mut recs = Vec::with_capacity(bytes.len() / 64);
     let mut at = 0;
+    let mut told = 0;
     while at + 8 <= bytes.len() {
+        if at - told >= 1 << 20 {
+            pages.went_through((at - told) as u64);
+            told = at;
+        }
         let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().ok()?);
         let misc = u16::from_le_bytes(bytes[at + 4..at + 6].try_into().ok()?);
         let size = u16::from_le_bytes(bytes[at + 6..at + 8].try_into().ok()?) as usize;
@@ -145,15 +151,92 @@ fn walk(bytes: &[u8]) -> Option<Vec<Rec>> {
         });
         at += size;
     }
+    pages.give_back();
     Some(recs)
 }
 
-/// A sample's head and what merging needs to know of it.
-struct Sample<'a> {
-    head: Head<'a>,
-    /// Identical samples may merge (the sample carries no stack copy).
-    mergeable: bool,
-    hash: u64,
+/// Records (or samples) per chunk of a parallel pass; each chunk tells the page budget how
+/// many bytes of the input it went through.
+const CHUNK: usize = 4096;
+
+/// Chunks of a pass over records that may lie far apart (the samples a merge kept).
+const SPARSE_CHUNK: usize = 256;
+
+/// The bytes of the input from the first to the end of the last of `recs`: at most what
+/// reading them touches (sparse records touch less).
+fn span(recs: impl Iterator<Item = Rec>) -> u64 {
+    let (start, end) = recs.fold((usize::MAX, 0), |(s, e), r| {
+        (s.min(r.at - 8), e.max(r.at + r.len as usize))
+    });
+    end.saturating_sub(start) as u64
+}
+
+/// Samples per chunk of the merge: each chunk merges its own, then the chunks' survivors
+/// merge (a chunk of a long recording holds a few hundred distinct stacks).
+const MERGE_CHUNK: usize = 1 << 16;
+
+/// A sample kept by the merge, and the identical ones merged into it.
+struct Kept {
+    sample: usize,
+    /// What makes samples identical ([`identity`]); empty: it stands alone (it carries a
+    /// stack copy, or merging is off).
+    key: Box<[u8]>,
+    count: u64,
+    period: u64,
+}
+
+/// What makes two samples identical, as bytes: event, timeline version (the thread's name
+/// and mappings), pid, tid, whether it was taken in the kernel, and the callchain. Kept
+/// samples hold theirs, so that merging compares in memory, not in pages of the input
+/// spread over the whole file.
+fn identity(out: &mut Vec<u8>, attr: u32, version: u64, head: &Head, in_kernel: bool) {
+    out.extend_from_slice(&attr.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&head.pid.to_le_bytes());
+    out.extend_from_slice(&head.tid.to_le_bytes());
+    out.push(in_kernel as u8);
+    out.extend_from_slice(head.chain);
+}
+
+/// Samples merged in the order they are added: each into the first identical one.
+#[derive(Default)]
+struct Merger {
+    kept: Vec<Kept>,
+    /// Kept samples by their key's hash (a collision keeps the later one).
+    first: FxHashMap<u64, usize>,
+}
+
+impl Merger {
+    /// Adds `sample`, which stands for `count` samples of `period` in all, with its `key`.
+    fn add(&mut self, sample: usize, key: &[u8], count: u64, period: u64) {
+        if key.is_empty() {
+            self.kept.push(Kept {
+                sample,
+                key: Box::default(),
+                count,
+                period,
+            });
+            return;
+        }
+        let mut h = FxHasher::default();
+        key.hash(&mut h);
+        let hash = h.finish();
+        if let Some(&at) = self.first.get(&hash) {
+            let into = &mut self.kept[at];
+            if *into.key == *key {
+                into.count += count;
+                into.period += period;
+                return;
+            }
+        }
+        self.first.insert(hash, self.kept.len());
+        self.kept.push(Kept {
+            sample,
+            key: key.into(),
+            count,
+            period,
+        });
+    }
 }
 
 /// Fills `rec` from the records in `bytes`; `false` (and `rec` untouched) if this path cannot
@@ -170,58 +253,74 @@ pub(super) fn read(
     let Some(events) = Events::of(file) else {
         return false;
     };
-    let Some(recs) = walk(bytes) else {
+    let pages = input.pages();
+    let Some(recs) = walk(bytes, pages) else {
         return false;
     };
     crate::timing::mark("read: walk headers");
     // Time and attr of each record with a kernel-defined type (others: the end of time, and
-    // no attr). Collected in place: a filter before collect() would gather pieces and copy
-    // them.
+    // no attr), filled in place chunk by chunk.
     let untimed = std::sync::atomic::AtomicBool::new(false);
-    let mut timed: Vec<(u64, u32, u32)> = recs
-        .par_iter()
+    let mut timed: Vec<(u64, u32, u32)> = vec![(0, 0, 0); recs.len()];
+    timed
+        .par_chunks_mut(CHUNK)
+        .zip(recs.par_chunks(CHUNK))
         .enumerate()
-        .map(|(i, r)| {
-            if r.kind >= 64 {
-                return (u64::MAX, i as u32, NO_ATTR);
+        .for_each(|(c, (out, chunk))| {
+            pages.went_through(span(chunk.iter().copied()));
+            for (k, (t, r)) in out.iter_mut().zip(chunk).enumerate() {
+                let i = (c * CHUNK + k) as u32;
+                if r.kind >= 64 {
+                    *t = (u64::MAX, i, NO_ATTR);
+                    continue;
+                }
+                let data = r.data(bytes);
+                let kind = RecordType(r.kind as u32);
+                let attr = events.attr(kind, data);
+                let parse = &events.parse[attr];
+                let time = get_record_timestamp::<LE>(kind, RawData::Single(data), parse);
+                if time.is_none() {
+                    untimed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                *t = (time.unwrap_or(u64::MAX), i, attr as u32);
             }
-            let data = r.data(bytes);
-            let kind = RecordType(r.kind as u32);
-            let attr = events.attr(kind, data);
-            let time = get_record_timestamp::<LE>(kind, RawData::Single(data), &events.parse[attr]);
-            if time.is_none() {
-                untimed.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            (time.unwrap_or(u64::MAX), i as u32, attr as u32)
-        })
-        .collect();
+        });
+    pages.give_back();
     if untimed.into_inner() {
         return false;
     }
-    // Stable: records of one time keep their file order. Records come in sorted runs (one
-    // per CPU buffer and round), which a merge sort takes as they are.
-    timed.par_sort_by_key(|&(time, _, _)| time);
+    // By time, then file order: the order a stable sort by time gives, without the stable
+    // sort's copy of the whole vector (the index makes every key unique).
+    timed.par_sort_unstable_by_key(|&(time, i, _)| (time, i));
     crate::timing::mark("read: time + sort");
 
     // The timeline, in time order; samples remember its version.
     let mut timeline = Timeline::default();
-    let mut samples: Vec<(u32, u32, u64)> = Vec::with_capacity(timed.len());
-    for &(_, i, attr) in timed.iter().filter(|t| t.2 != NO_ATTR) {
-        let r = recs[i as usize];
-        if r.kind as u32 == RecordType::SAMPLE.0 {
-            samples.push((i, attr, timeline.version));
-            continue;
-        }
-        let raw = RawEventRecord {
-            record_type: RecordType(r.kind as u32),
-            misc: r.misc,
-            data: RawData::Single(r.data(bytes)),
-            parse_info: events.parse[attr as usize],
-        };
-        if let Ok(parsed) = format::parse_record(&raw) {
-            timeline.replay(rec, intern, &parsed);
-        }
-    }
+    // The samples, in time order with the timeline's version at each: collected into the
+    // vector `timed` was (same size and alignment, so no second vector of that size).
+    let samples: Vec<(u32, u32, u64)> = timed
+        .into_iter()
+        .filter_map(|(_, i, attr)| {
+            let r = recs[i as usize];
+            if attr == NO_ATTR {
+                return None;
+            }
+            if r.kind as u32 == RecordType::SAMPLE.0 {
+                return Some((i, attr, timeline.version));
+            }
+            let raw = RawEventRecord {
+                record_type: RecordType(r.kind as u32),
+                misc: r.misc,
+                data: RawData::Single(r.data(bytes)),
+                parse_info: events.parse[attr as usize],
+            };
+            if let Ok(parsed) = format::parse_record(&raw) {
+                timeline.replay(rec, intern, &parsed);
+            }
+            None
+        })
+        .collect();
+    pages.give_back();
     crate::timing::mark("read: timeline");
 
     // Each sample's head, read in place, in parallel.
@@ -242,85 +341,72 @@ pub(super) fn read(
             _ => None,
         }
     };
-    let heads: Vec<Option<Sample>> = samples
-        .par_iter()
-        .map(|&(i, attr, version)| {
-            let r = recs[i as usize];
-            let head = sample_head::head(r.data(bytes), events.format[attr as usize])?;
-            // Where the format may carry a stack copy, the full parse says whether it does.
-            let copies = match may_copy(attr) {
-                true => full(i, attr).map(|s| s.user_regs.is_some() || s.user_stack.is_some())?,
-                false => false,
-            };
-            let mergeable = merge && !copies;
-            let hash = if mergeable {
-                let mut h = FxHasher::default();
-                (attr, head.pid, head.tid, version, head.chain).hash(&mut h);
-                h.finish()
-            } else {
-                0
-            };
-            Some(Sample {
-                head,
-                mergeable,
-                hash,
-            })
-        })
-        .collect();
-    crate::timing::mark("read: sample heads");
-
-    // Identical samples merge into the first of them (in time order). The hashes are split
-    // into as many shards as there are threads, each merged on its own: a hash's samples all
-    // fall in one shard, so the result does not depend on the number of shards.
-    let same = |a: usize, b: usize| {
-        let ((ra, aa, va), (rb, ab, vb)) = (samples[a], samples[b]);
-        let head = |i: usize| &heads[i].as_ref().expect("kept").head;
-        let (ha, hb) = (head(a), head(b));
-        let mode = |r: u32| CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
-        (aa, va, ha.pid, ha.tid, ha.chain) == (ab, vb, hb.pid, hb.tid, hb.chain)
-            && mode(ra) == mode(rb)
+    let head_of = |i: usize| {
+        let (r, attr, _) = samples[i];
+        sample_head::head(recs[r as usize].data(bytes), events.format[attr as usize])
     };
-    let shards = rayon::current_num_threads().max(1) as u64;
-    // (sample, how many it stands for, their summed period)
-    let mut kept: Vec<(usize, u64, u64)> = (0..shards)
-        .into_par_iter()
-        .flat_map_iter(|shard| {
-            let mut first: FxHashMap<u64, usize> = FxHashMap::default();
-            let mut kept: Vec<(usize, u64, u64)> = Vec::new();
-            for (i, s) in heads.iter().enumerate() {
-                let Some(s) = s else { continue };
-                if !s.mergeable {
-                    if shard == 0 {
-                        kept.push((i, 1, s.head.period));
-                    }
+    // Identical samples merge into the first of them (in time order): each chunk of samples
+    // merges its own in parallel, then the chunks' survivors merge in order. Chunks are cut
+    // at fixed places, so the result does not depend on the number of threads.
+    let merged: Vec<Vec<Kept>> = samples
+        .par_chunks(MERGE_CHUNK)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut kept = Merger::default();
+            let mut key = Vec::new();
+            for (k, &(r, attr, version)) in chunk.iter().enumerate() {
+                if k % CHUNK == 0 {
+                    let next = chunk[k..].iter().take(CHUNK);
+                    pages.went_through(span(next.map(|&(r, _, _)| recs[r as usize])));
+                }
+                let rec = recs[r as usize];
+                let format = events.format[attr as usize];
+                let Some(head) = sample_head::head(rec.data(bytes), format) else {
                     continue;
+                };
+                // Where the format may carry a stack copy, the full parse says whether it does.
+                let copies = match may_copy(attr) {
+                    true => match full(r, attr) {
+                        Some(s) => s.user_regs.is_some() || s.user_stack.is_some(),
+                        None => continue,
+                    },
+                    false => false,
+                };
+                key.clear();
+                if merge && !copies {
+                    let in_kernel = CpuMode::from_misc(rec.misc) == CpuMode::Kernel;
+                    identity(&mut key, attr, version, &head, in_kernel);
                 }
-                if s.hash % shards != shard {
-                    continue;
-                }
-                if let Some(&k) = first.get(&s.hash) {
-                    let (j, count, period) = &mut kept[k];
-                    if same(*j, i) {
-                        *count += 1;
-                        *period += s.head.period;
-                        continue;
-                    }
-                }
-                first.insert(s.hash, kept.len());
-                kept.push((i, 1, s.head.period));
+                let sample = c * MERGE_CHUNK + k;
+                kept.add(sample, &key, 1, head.period);
             }
-            kept
+            kept.kept
         })
         .collect();
-    kept.par_sort_unstable_by_key(|k| k.0);
+    let mut all = Merger::default();
+    for chunk in merged {
+        for k in chunk {
+            all.add(k.sample, &k.key, k.count, k.period);
+        }
+    }
+    let kept = all.kept;
+    pages.give_back();
     crate::timing::mark("read: merge");
 
     let (timeline, mappings) = (&timeline, &rec.mappings);
     rec.samples = kept
         .par_iter()
-        .map(|&(i, count, period)| {
+        .enumerate()
+        .map(|(k, kept_k)| {
+            // Kept samples may lie far apart, and each maps the pages around it: small
+            // chunks keep what one chunk maps in within the budget.
+            if k % SPARSE_CHUNK == 0 {
+                let next = kept[k..].iter().take(SPARSE_CHUNK);
+                pages.went_through(span(next.map(|k| recs[samples[k.sample].0 as usize])));
+            }
+            let (i, count, period) = (kept_k.sample, kept_k.count, kept_k.period);
             let (r, attr, version) = samples[i];
-            let h = &heads[i].as_ref().expect("kept samples read").head;
+            let h = &head_of(i).expect("kept samples were read");
             let chain: Vec<u64> = h.chain().collect();
             let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
             let (kernel, user_addrs) = split_callchain(&chain, kernel_mode);
@@ -351,6 +437,7 @@ pub(super) fn read(
             }
         })
         .collect();
+    pages.give_back();
     crate::timing::mark("read: place samples");
     timeline.finish(rec);
     true

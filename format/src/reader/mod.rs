@@ -1,6 +1,7 @@
 //! Reading perf.data: linux-perf-data, behind a scan that repairs what perf and cut copies leave.
 
 mod event_name;
+mod pages;
 mod parse;
 mod scan;
 mod splice;
@@ -12,20 +13,32 @@ use std::sync::Arc;
 
 use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecordIter};
 
+pub use pages::PageBudget;
 pub use parse::{cmdline, parse_record};
 pub use scan::FileMode;
 use splice::{SpliceCursor, Storage};
 
 use crate::Error;
 
-/// The bytes of a reader's input (a memory map of the file, or what a pipe gave), shared.
+/// The bytes of a reader's input (a memory map of the file, or what a pipe gave), shared,
+/// with the page budget of the passes over them.
 #[derive(Clone)]
-pub struct InputBytes(Arc<Storage>);
+pub struct InputBytes {
+    storage: Arc<Storage>,
+    pages: Arc<PageBudget>,
+}
+
+impl InputBytes {
+    /// Where passes over these bytes say how far they went (see [`PageBudget`]).
+    pub fn pages(&self) -> &PageBudget {
+        &self.pages
+    }
+}
 
 impl std::ops::Deref for InputBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        &self.storage
     }
 }
 
@@ -56,6 +69,7 @@ pub struct PerfFileReader {
     records_range: std::ops::Range<u64>,
     record_counts: std::collections::BTreeMap<u32, u64>,
     storage: Arc<Storage>,
+    pages: Arc<PageBudget>,
 }
 
 impl PerfFileReader {
@@ -90,7 +104,7 @@ impl PerfFileReader {
     }
 
     fn from_storage(path: &Path, storage: Arc<Storage>) -> Result<Self, Error> {
-        let scanned = scan::scan(path, &storage)?;
+        let scanned = scan::scan(path, &storage, &|| pages::give_back(&storage))?;
         let input_len = storage.len() as u64;
         let cursor = SpliceCursor::new(storage.clone(), scanned.pieces);
         let parsed = match scanned.mode {
@@ -117,6 +131,7 @@ impl PerfFileReader {
             input_len,
             records_range: scanned.records,
             record_counts: scanned.record_counts,
+            pages: Arc::new(PageBudget::new(storage.clone())),
             storage,
         })
     }
@@ -168,7 +183,10 @@ impl PerfFileReader {
     /// The whole input, shared: what [`PerfFileReader::record_bytes`] borrows from, for data
     /// that must outlive the reader (stack copies, say) without being copied.
     pub fn input(&self) -> InputBytes {
-        InputBytes(self.storage.clone())
+        InputBytes {
+            storage: self.storage.clone(),
+            pages: self.pages.clone(),
+        }
     }
 
     /// The records of the input by type, as they lie in it: FINISHED_ROUND and COMPRESSED

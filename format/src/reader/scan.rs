@@ -104,17 +104,33 @@ fn step(bytes: &[u8], off: u64, end: u64) -> Step {
 
 /// The records the walk met, by type, and the bytes of hardware trace among them (AUXTRACE
 /// records, which are skipped, not decoded).
-#[derive(Default)]
-struct Tally {
+struct Tally<'a> {
     by_type: BTreeMap<u32, u64>,
     trace_bytes: u64,
+    /// Bytes walked since the input's pages were last given back (see [`super::pages`]).
+    walked: u64,
+    give_back: &'a dyn Fn(),
 }
 
-impl Tally {
+impl<'a> Tally<'a> {
+    fn new(give_back: &'a dyn Fn()) -> Self {
+        Tally {
+            by_type: BTreeMap::new(),
+            trace_bytes: 0,
+            walked: 0,
+            give_back,
+        }
+    }
+
     fn count(&mut self, kind: u32, len: u64) {
         *self.by_type.entry(kind).or_insert(0) += 1;
         if kind == record_type::AUXTRACE {
             self.trace_bytes += len;
+        }
+        self.walked += len;
+        if self.walked >= super::pages::BUDGET {
+            (self.give_back)();
+            self.walked = 0;
         }
     }
 
@@ -128,7 +144,9 @@ impl Tally {
     }
 }
 
-pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
+/// Checks and repairs the input's framing; `give_back` is called as the walk goes through
+/// the records, to give the pages it touched back (see [`super::pages`]).
+pub(crate) fn scan(path: &Path, bytes: &[u8], give_back: &dyn Fn()) -> Result<Scanned, Error> {
     let file_len = bytes.len() as u64;
     if bytes.is_empty() {
         return Err(Error::Empty { path: path.into() });
@@ -184,8 +202,8 @@ pub(crate) fn scan(path: &Path, bytes: &[u8]) -> Result<Scanned, Error> {
         });
     }
     let mut scanned = match mode {
-        FileMode::Pipe => scan_pipe(bytes),
-        FileMode::File => scan_file(path, bytes, header_size)?,
+        FileMode::Pipe => scan_pipe(bytes, give_back),
+        FileMode::File => scan_file(path, bytes, header_size, give_back)?,
     };
     if version1 {
         // The view's header is rebuilt or copied first: give it the current magic.
@@ -237,14 +255,14 @@ fn check_version1_little_endian(path: &Path, bytes: &[u8]) -> Result<(), Error> 
     }
 }
 
-fn scan_pipe(bytes: &[u8]) -> Scanned {
+fn scan_pipe(bytes: &[u8], give_back: &dyn Fn()) -> Scanned {
     let end = bytes.len() as u64;
     let mut notes = Vec::new();
     let mut pieces = vec![Piece::Owned(bytes[..PIPE_HEADER_SIZE as usize].to_vec())];
     let mut tracing_data = None;
     let mut piece_start = PIPE_HEADER_SIZE;
     let mut off = PIPE_HEADER_SIZE;
-    let mut tally = Tally::default();
+    let mut tally = Tally::new(give_back);
     while off < end {
         match step(bytes, off, end) {
             Step::Record { len, kind } => {
@@ -281,7 +299,12 @@ fn scan_pipe(bytes: &[u8]) -> Scanned {
 }
 
 /// `header_size` is 104, or 72 for the early version 1 files without a feature bitmap.
-fn scan_file(path: &Path, bytes: &[u8], header_size: u64) -> Result<Scanned, Error> {
+fn scan_file(
+    path: &Path,
+    bytes: &[u8],
+    header_size: u64,
+    give_back: &dyn Fn(),
+) -> Result<Scanned, Error> {
     let file_len = bytes.len() as u64;
     if file_len < header_size {
         return Err(Error::damaged(
@@ -360,7 +383,7 @@ fn scan_file(path: &Path, bytes: &[u8], header_size: u64) -> Result<Scanned, Err
     }
 
     let mut off = data_off;
-    let mut tally = Tally::default();
+    let mut tally = Tally::new(give_back);
     while off < end {
         match step(bytes, off, end) {
             Step::Record { len, kind } => {
