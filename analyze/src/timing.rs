@@ -1,7 +1,7 @@
 //! Phase timings on stderr when `BPFPERF_TIMING` is set (for finding what does not scale):
 //! `mark("name")` prints the milliseconds since the previous mark of this run, and the
-//! process's resident memory then: anonymous (what analyze allocated) and file-backed (the
-//! recording's pages mapped in).
+//! process's resident memory then: anonymous (what analyze allocated), file-backed (the
+//! recording's pages mapped in) and the peak so far.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -31,7 +31,7 @@ pub fn mark(phase: &str) {
     *last = Some(now);
 }
 
-/// `anon N MiB, file N MiB` from /proc/self/status (empty where it cannot be read).
+/// `anon N MiB, file N MiB, peak N MiB` from /proc/self/status (empty where it cannot be read).
 fn resident() -> String {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib = |key: &str| {
@@ -40,8 +40,13 @@ fn resident() -> String {
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
     };
-    match (kib("RssAnon:"), kib("RssFile:")) {
-        (Some(a), Some(f)) => format!("anon {:>5} MiB, file {:>5} MiB", a / 1024, f / 1024),
+    match (kib("RssAnon:"), kib("RssFile:"), kib("VmHWM:")) {
+        (Some(a), Some(f), Some(p)) => format!(
+            "anon {:>5} MiB, file {:>5} MiB, peak {:>5} MiB",
+            a / 1024,
+            f / 1024,
+            p / 1024
+        ),
         _ => String::new(),
     }
 }

@@ -230,7 +230,8 @@ pub fn resolve<'r>(
     };
     // Per-sample output (script's times and addresses, wakeups matched by time) keeps every
     // sample; profiles only need each distinct stack once, with the weights summed.
-    let (samples, counts) = if o.addresses || o.event == EventSel::Wakeup {
+    let keep_each = o.addresses || o.event == EventSel::Wakeup;
+    let (samples, counts) = if keep_each {
         let counts = samples.iter().map(|(s, _)| s.count).collect();
         (samples, counts)
     } else {
@@ -270,6 +271,12 @@ pub fn resolve<'r>(
             *stats.stack_ends.entry(format!("{end:?}")).or_insert(0) += 1;
         }
     }
+    let (samples, counts, stacks) = if keep_each {
+        (samples, counts, stacks)
+    } else {
+        select::group_unwound(samples, counts, stacks)
+    };
+    crate::timing::mark("group unwound");
     let used_maps: BTreeSet<MapId> = stacks
         .iter()
         .flat_map(|s| s.user.iter().filter_map(|l| l.map))

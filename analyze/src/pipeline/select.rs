@@ -5,6 +5,7 @@ use rustc_hash::FxHashMap;
 
 use super::{EventSel, Options};
 use crate::read::{RawSample, Recording};
+use crate::unwind::{Located, UnwoundStack};
 use crate::Error;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,4 +155,62 @@ pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, V
         }
     }
     (kept, counts)
+}
+
+/// Samples whose stacks were unwound from stack copies (which [`group_identical`] leaves
+/// alone) grouped now that their stacks are known: 300k DWARF samples are a few thousand
+/// stacks, and resolving, symbolizing and aggregating then work per stack. Samples without
+/// a copy were grouped before and stay as they are. Keeps the order of first appearance.
+pub(super) fn group_unwound<'r>(
+    samples: Vec<Weighed<'r>>,
+    counts: Vec<u64>,
+    stacks: Vec<UnwoundStack>,
+) -> (Vec<Weighed<'r>>, Vec<u64>, Vec<UnwoundStack>) {
+    type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [Located]);
+    let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
+    // The first sample of each group, and the group of each sample.
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut group: Vec<usize> = Vec::with_capacity(samples.len());
+    for (i, ((s, _), stack)) in samples.iter().zip(&stacks).enumerate() {
+        let g = if s.stack_copy.is_none() {
+            firsts.push(i);
+            firsts.len() - 1
+        } else {
+            let key = (
+                s.event,
+                s.pid,
+                s.tid,
+                s.comm,
+                &s.kernel[..],
+                &stack.user[..],
+            );
+            *group_of.entry(key).or_insert_with(|| {
+                firsts.push(i);
+                firsts.len() - 1
+            })
+        };
+        group.push(g);
+    }
+    drop(group_of);
+    let mut weights = vec![0u64; firsts.len()];
+    let mut totals = vec![0u64; firsts.len()];
+    for (i, &g) in group.iter().enumerate() {
+        weights[g] += samples[i].1;
+        totals[g] += counts[i];
+    }
+    let mut stacks: Vec<Option<UnwoundStack>> = stacks.into_iter().map(Some).collect();
+    let grouped_samples = firsts
+        .iter()
+        .zip(weights)
+        .map(|(&i, w)| (samples[i].0, w))
+        .collect();
+    let grouped_stacks = firsts
+        .iter()
+        .map(|&i| {
+            stacks[i]
+                .take()
+                .expect("each sample heads one group at most")
+        })
+        .collect();
+    (grouped_samples, totals, grouped_stacks)
 }

@@ -122,16 +122,24 @@ impl Rec {
 }
 
 /// Walks the record headers; `None` if a record needs more than its bytes (compressed
-/// records, auxtrace data following its record).
-fn walk(bytes: &[u8], pages: &PageBudget) -> Option<Vec<Rec>> {
+/// records, auxtrace data following its record). Every [`SEGMENT`] bytes, and at the end,
+/// `segment(recs, first)` is called with the records walked so far and the index of the
+/// first one it has not seen, to work on them while their pages are mapped in; then the
+/// pages are given back.
+fn walk(
+    bytes: &[u8],
+    pages: &PageBudget,
+    segment: &mut dyn FnMut(&[Rec], usize),
+) -> Option<Vec<Rec>> {
     use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2};
     let mut recs = Vec::with_capacity(bytes.len() / 64);
     let mut at = 0;
-    let mut told = 0;
+    let (mut segment_at, mut segment_first) = (0, 0);
     while at + 8 <= bytes.len() {
-        if at - told >= 1 << 20 {
-            pages.went_through((at - told) as u64);
-            told = at;
+        if at - segment_at >= SEGMENT {
+            segment(&recs, segment_first);
+            pages.give_back();
+            (segment_at, segment_first) = (at, recs.len());
         }
         let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().ok()?);
         let misc = u16::from_le_bytes(bytes[at + 4..at + 6].try_into().ok()?);
@@ -151,9 +159,13 @@ fn walk(bytes: &[u8], pages: &PageBudget) -> Option<Vec<Rec>> {
         });
         at += size;
     }
+    segment(&recs, segment_first);
     pages.give_back();
     Some(recs)
 }
+
+/// Bytes of records walked before the records are timed (see [`walk`]).
+const SEGMENT: usize = 32 << 20;
 
 /// Records (or samples) per chunk of a parallel pass; each chunk tells the page budget how
 /// many bytes of the input it went through.
@@ -254,45 +266,48 @@ pub(super) fn read(
         return false;
     };
     let pages = input.pages();
-    let Some(recs) = walk(bytes, pages) else {
+    // Time and attr of each record with a kernel-defined type (others: the end of time, and
+    // no attr), found segment by segment as the walk goes, in parallel.
+    let untimed = std::sync::atomic::AtomicBool::new(false);
+    // Room as the walk reserves it (untouched room costs no memory; growing by doubling
+    // would copy).
+    let mut timed: Vec<(u64, u32, u32)> = Vec::with_capacity(bytes.len() / 64);
+    let mut time_segment = |recs: &[Rec], first: usize| {
+        timed.resize(recs.len(), (0, 0, 0));
+        timed[first..]
+            .par_chunks_mut(CHUNK)
+            .zip(recs[first..].par_chunks(CHUNK))
+            .enumerate()
+            .for_each(|(c, (out, chunk))| {
+                for (k, (t, r)) in out.iter_mut().zip(chunk).enumerate() {
+                    let i = (first + c * CHUNK + k) as u32;
+                    if r.kind >= 64 {
+                        *t = (u64::MAX, i, NO_ATTR);
+                        continue;
+                    }
+                    let data = r.data(bytes);
+                    let kind = RecordType(r.kind as u32);
+                    let attr = events.attr(kind, data);
+                    let parse = &events.parse[attr];
+                    let time = get_record_timestamp::<LE>(kind, RawData::Single(data), parse);
+                    if time.is_none() {
+                        untimed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    *t = (time.unwrap_or(u64::MAX), i, attr as u32);
+                }
+            });
+    };
+    let Some(recs) = walk(bytes, pages, &mut time_segment) else {
         return false;
     };
-    crate::timing::mark("read: walk headers");
-    // Time and attr of each record with a kernel-defined type (others: the end of time, and
-    // no attr), filled in place chunk by chunk.
-    let untimed = std::sync::atomic::AtomicBool::new(false);
-    let mut timed: Vec<(u64, u32, u32)> = vec![(0, 0, 0); recs.len()];
-    timed
-        .par_chunks_mut(CHUNK)
-        .zip(recs.par_chunks(CHUNK))
-        .enumerate()
-        .for_each(|(c, (out, chunk))| {
-            pages.went_through(span(chunk.iter().copied()));
-            for (k, (t, r)) in out.iter_mut().zip(chunk).enumerate() {
-                let i = (c * CHUNK + k) as u32;
-                if r.kind >= 64 {
-                    *t = (u64::MAX, i, NO_ATTR);
-                    continue;
-                }
-                let data = r.data(bytes);
-                let kind = RecordType(r.kind as u32);
-                let attr = events.attr(kind, data);
-                let parse = &events.parse[attr];
-                let time = get_record_timestamp::<LE>(kind, RawData::Single(data), parse);
-                if time.is_none() {
-                    untimed.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                *t = (time.unwrap_or(u64::MAX), i, attr as u32);
-            }
-        });
-    pages.give_back();
+    crate::timing::mark("read: walk headers + time");
     if untimed.into_inner() {
         return false;
     }
     // By time, then file order: the order a stable sort by time gives, without the stable
     // sort's copy of the whole vector (the index makes every key unique).
     timed.par_sort_unstable_by_key(|&(time, i, _)| (time, i));
-    crate::timing::mark("read: time + sort");
+    crate::timing::mark("read: sort");
 
     // The timeline, in time order; samples remember its version.
     let mut timeline = Timeline::default();
@@ -359,25 +374,22 @@ pub(super) fn read(
                     let next = chunk[k..].iter().take(CHUNK);
                     pages.went_through(span(next.map(|&(r, _, _)| recs[r as usize])));
                 }
+                let sample = c * MERGE_CHUNK + k;
+                // Samples of a format that may carry a stack copy stand alone here, unread
+                // (most carry one; those that do not are grouped by the pipeline, which
+                // groups unwound stacks too); their period is read when they are placed.
+                if !merge || may_copy(attr) {
+                    kept.add(sample, &[], 1, 0);
+                    continue;
+                }
                 let rec = recs[r as usize];
                 let format = events.format[attr as usize];
                 let Some(head) = sample_head::head(rec.data(bytes), format) else {
                     continue;
                 };
-                // Where the format may carry a stack copy, the full parse says whether it does.
-                let copies = match may_copy(attr) {
-                    true => match full(r, attr) {
-                        Some(s) => s.user_regs.is_some() || s.user_stack.is_some(),
-                        None => continue,
-                    },
-                    false => false,
-                };
                 key.clear();
-                if merge && !copies {
-                    let in_kernel = CpuMode::from_misc(rec.misc) == CpuMode::Kernel;
-                    identity(&mut key, attr, version, &head, in_kernel);
-                }
-                let sample = c * MERGE_CHUNK + k;
+                let in_kernel = CpuMode::from_misc(rec.misc) == CpuMode::Kernel;
+                identity(&mut key, attr, version, &head, in_kernel);
                 kept.add(sample, &key, 1, head.period);
             }
             kept.kept
@@ -397,16 +409,18 @@ pub(super) fn read(
     rec.samples = kept
         .par_iter()
         .enumerate()
-        .map(|(k, kept_k)| {
+        .filter_map(|(k, kept_k)| {
             // Kept samples may lie far apart, and each maps the pages around it: small
             // chunks keep what one chunk maps in within the budget.
             if k % SPARSE_CHUNK == 0 {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
                 pages.went_through(span(next.map(|k| recs[samples[k.sample].0 as usize])));
             }
-            let (i, count, period) = (kept_k.sample, kept_k.count, kept_k.period);
+            let (i, count) = (kept_k.sample, kept_k.count);
             let (r, attr, version) = samples[i];
-            let h = &head_of(i).expect("kept samples were read");
+            // Samples that stood alone were not read yet: one whose head is cut is left out.
+            let h = &head_of(i)?;
+            let period = if count == 1 { h.period } else { kept_k.period };
             let chain: Vec<u64> = h.chain().collect();
             let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
             let (kernel, user_addrs) = split_callchain(&chain, kernel_mode);
@@ -422,7 +436,7 @@ pub(super) fn read(
                 .then(|| full(r, attr))
                 .flatten()
                 .and_then(|s| stack_copy(&s.user_regs, &s.user_stack, Some(input)));
-            RawSample {
+            Some(RawSample {
                 event: attr as usize,
                 pid: h.pid,
                 tid: h.tid,
@@ -434,7 +448,7 @@ pub(super) fn read(
                 kernel,
                 user,
                 stack_copy: copy,
-            }
+            })
         })
         .collect();
     pages.give_back();

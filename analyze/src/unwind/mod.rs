@@ -19,7 +19,7 @@ pub use dwarf::{StackEnd, UnwindCache};
 
 /// A user frame after unwinding: its AVMA, the mapping it fell in, and whether it is a
 /// return address (whose call site is the instruction before).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Located {
     pub addr: u64,
     pub map: Option<MapId>,

@@ -14,3 +14,4 @@ mod info;
 mod inline;
 mod jit;
 mod kallsyms_cache;
+mod scale;

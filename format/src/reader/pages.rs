@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::splice::Storage;
 
 /// Bytes of the input gone through between two givings back.
-pub const BUDGET: u64 = 128 << 20;
+pub const BUDGET: u64 = 64 << 20;
 
 /// Counts the bytes passes over one input went through, and gives its pages back every
 /// [`BUDGET`] of them. Shared by the threads of a parallel pass.
