@@ -259,8 +259,15 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // Last events: the workload's own are published before it can be reaped (the kernel
     // writes them in do_exit); a BPF program still running on another CPU needs microseconds.
     std::thread::sleep(Duration::from_millis(5));
-    let pending = &mut rec.pending;
-    profiler.poll(Duration::ZERO, |e| pending.extend(Item::from_event(e)))?;
+    // What is left in the ring, a batch at a time (each batch written before the next).
+    loop {
+        let pending = &mut rec.pending;
+        let taken = profiler.poll(Duration::ZERO, |e| pending.extend(Item::from_event(e)))?;
+        if taken < bpf::POLL_BATCH {
+            break;
+        }
+        rec.flush_until(monotonic_ns().saturating_sub(ROUND_SLACK_NS))?;
+    }
     sideband.drain(&mut facts);
     rec.pending.extend(facts.drain(..).map(Item::Fact));
     let drops = profiler.drops();
