@@ -168,13 +168,13 @@ pub(super) fn group_unwound<'r>(
 ) -> (Vec<Weighed<'r>>, Vec<u64>, Vec<UnwoundStack>) {
     type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [Located]);
     let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
-    // The first sample of each group, and the group of each sample.
+    // The first sample of each group, and each group's summed weight and count.
     let mut firsts: Vec<usize> = Vec::new();
-    let mut group: Vec<usize> = Vec::with_capacity(samples.len());
-    for (i, ((s, _), stack)) in samples.iter().zip(&stacks).enumerate() {
+    let (mut weights, mut totals) = (Vec::new(), Vec::new());
+    for (i, ((s, weight), stack)) in samples.iter().zip(&stacks).enumerate() {
+        let new_group = firsts.len();
         let g = if s.stack_copy.is_none() {
-            firsts.push(i);
-            firsts.len() - 1
+            new_group
         } else {
             let key = (
                 s.event,
@@ -184,33 +184,28 @@ pub(super) fn group_unwound<'r>(
                 &s.kernel[..],
                 &stack.user[..],
             );
-            *group_of.entry(key).or_insert_with(|| {
-                firsts.push(i);
-                firsts.len() - 1
-            })
+            *group_of.entry(key).or_insert(new_group)
         };
-        group.push(g);
-    }
-    drop(group_of);
-    let mut weights = vec![0u64; firsts.len()];
-    let mut totals = vec![0u64; firsts.len()];
-    for (i, &g) in group.iter().enumerate() {
-        weights[g] += samples[i].1;
+        if g == new_group {
+            firsts.push(i);
+            weights.push(0);
+            totals.push(0);
+        }
+        weights[g] += weight;
         totals[g] += counts[i];
     }
-    let mut stacks: Vec<Option<UnwoundStack>> = stacks.into_iter().map(Some).collect();
     let grouped_samples = firsts
         .iter()
         .zip(weights)
         .map(|(&i, w)| (samples[i].0, w))
         .collect();
-    let grouped_stacks = firsts
-        .iter()
-        .map(|&i| {
-            stacks[i]
-                .take()
-                .expect("each sample heads one group at most")
-        })
+    // `firsts` is in sample order: keep the stacks it names.
+    let mut next = firsts.iter().copied().peekable();
+    let grouped_stacks = stacks
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| next.next_if_eq(&i).is_some())
+        .map(|(_, stack)| stack)
         .collect();
     (grouped_samples, totals, grouped_stacks)
 }

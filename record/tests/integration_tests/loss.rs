@@ -44,17 +44,7 @@ fn drops_under_stress_are_counted() {
     } else {
         assert!(stderr.trim().is_empty(), "{stderr}");
     }
-    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let info = std::process::Command::new(&analyze)
-        .args(["info", "-i"])
-        .arg(&file)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()));
-    let text = String::from_utf8_lossy(&info.stdout);
-    assert!(
-        text.contains(&format!("lost events:   {lost} ")),
-        "analyze info reports the lost count {lost}:\n{text}"
-    );
+    assert_info_reports_lost(&file, lost);
     eprintln!("stress: {samples} samples, {lost} lost");
 }
 
@@ -87,17 +77,7 @@ fn a_small_ring_buffer_loses_samples_and_says_how_many() {
     let (samples, lost) = summary_counts(&stderr_of(&out));
     eprintln!("-m 1: {samples} samples, {lost} lost");
     assert!(lost > 0, "a one-page ring buffer at 5 kHz loses samples");
-    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let info = std::process::Command::new(&analyze)
-        .args(["info", "-i"])
-        .arg(&file)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()));
-    let text = String::from_utf8_lossy(&info.stdout);
-    assert!(
-        text.contains(&format!("lost events:   {lost} ")),
-        "the file's LOST records add up to the summary's {lost}:\n{text}"
-    );
+    assert_info_reports_lost(&file, lost);
     let out = std::process::Command::new("perf")
         .args(["report", "--stats", "-i"])
         .arg(&file)
@@ -164,15 +144,21 @@ fn a_scheduler_storm_keeps_records_memory_bounded() {
         "record's anonymous memory peaked at {} MiB",
         peak_anon_kib >> 10
     );
+    assert_info_reports_lost(&file, lost);
+}
+
+/// `analyze info` on `file` reports `lost` events: the file's LOST records add up to the
+/// summary's count.
+fn assert_info_reports_lost(file: &std::path::Path, lost: u64) {
     let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
     let info = std::process::Command::new(&analyze)
         .args(["info", "-i"])
-        .arg(&file)
+        .arg(file)
         .output()
         .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()));
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(
         text.contains(&format!("lost events:   {lost} ")),
-        "analyze info reports the lost count {lost}:\n{text}"
+        "analyze info reports the summary's lost count {lost}:\n{text}"
     );
 }
