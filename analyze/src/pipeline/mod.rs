@@ -9,7 +9,7 @@
 mod select;
 mod stacks;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
@@ -18,7 +18,7 @@ use crate::read::{MapId, Recording};
 use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo};
 pub use crate::symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack};
-use crate::unwind::{UnwindCache, Unwinder, UnwoundStack};
+use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
 use crate::Error;
 pub use select::Weighed;
 
@@ -265,11 +265,13 @@ pub fn resolve<'r>(
         copy.bytes.done_reading();
     }
     crate::timing::mark("unwind");
-    for st in &stacks {
-        if let Some(end) = st.end {
-            stats.dwarf_samples += 1;
-            *stats.stack_ends.entry(format!("{end:?}")).or_insert(0) += 1;
-        }
+    let mut ends: BTreeMap<StackEnd, u64> = BTreeMap::new();
+    for end in stacks.iter().filter_map(|st| st.end) {
+        *ends.entry(end).or_insert(0) += 1;
+    }
+    for (end, n) in ends {
+        stats.dwarf_samples += n;
+        *stats.stack_ends.entry(format!("{end:?}")).or_insert(0) += n;
     }
     let (samples, counts, stacks) = if keep_each {
         (samples, counts, stacks)

@@ -1,6 +1,7 @@
 //! Which samples a view is about, and what each weighs (`--event`, `--pid`, `--tid`, `--comm`);
 //! and identical stacks merged into one before the costly stages.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::{EventSel, Options};
@@ -157,6 +158,9 @@ pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, V
     (kept, counts)
 }
 
+/// Samples per chunk of [`group_unwound`]'s parallel pass.
+const GROUP_CHUNK: usize = 1 << 14;
+
 /// Samples whose stacks were unwound from stack copies (which [`group_identical`] leaves
 /// alone) grouped now that their stacks are known: 300k DWARF samples are a few thousand
 /// stacks, and resolving, symbolizing and aggregating then work per stack. Samples without
@@ -167,45 +171,74 @@ pub(super) fn group_unwound<'r>(
     stacks: Vec<UnwoundStack>,
 ) -> (Vec<Weighed<'r>>, Vec<u64>, Vec<UnwoundStack>) {
     type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [Located]);
+    /// A group: its key (`None`: a sample that stands alone), its first sample, and its
+    /// summed weight and count.
+    type Group<'a> = (Option<Key<'a>>, usize, u64, u64);
+    // Each chunk groups its own samples in parallel (hashing the stacks is the work), then
+    // the chunks' groups merge in order: first appearance stays the order.
+    let chunk_groups: Vec<Vec<Group<'_>>> = samples
+        .par_chunks(GROUP_CHUNK)
+        .zip(stacks.par_chunks(GROUP_CHUNK))
+        .enumerate()
+        .map(|(c, (samples, stacks))| {
+            let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
+            let mut groups: Vec<Group<'_>> = Vec::new();
+            for (k, ((s, weight), stack)) in samples.iter().zip(stacks).enumerate() {
+                let i = c * GROUP_CHUNK + k;
+                let key = s.stack_copy.is_some().then(|| {
+                    (
+                        s.event,
+                        s.pid,
+                        s.tid,
+                        s.comm,
+                        &s.kernel[..],
+                        &stack.user[..],
+                    )
+                });
+                let g = match key {
+                    Some(key) => *group_of.entry(key).or_insert(groups.len()),
+                    None => groups.len(),
+                };
+                if g == groups.len() {
+                    groups.push((key, i, 0, 0));
+                }
+                groups[g].2 += weight;
+                groups[g].3 += counts[i];
+            }
+            groups
+        })
+        .collect();
     let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
-    // The first sample of each group, and each group's summed weight and count.
     let mut firsts: Vec<usize> = Vec::new();
     let (mut weights, mut totals) = (Vec::new(), Vec::new());
-    for (i, ((s, weight), stack)) in samples.iter().zip(&stacks).enumerate() {
-        let new_group = firsts.len();
-        let g = if s.stack_copy.is_none() {
-            new_group
-        } else {
-            let key = (
-                s.event,
-                s.pid,
-                s.tid,
-                s.comm,
-                &s.kernel[..],
-                &stack.user[..],
-            );
-            *group_of.entry(key).or_insert(new_group)
+    for (key, first, weight, total) in chunk_groups.into_iter().flatten() {
+        let g = match key {
+            Some(key) => *group_of.entry(key).or_insert(firsts.len()),
+            None => firsts.len(),
         };
-        if g == new_group {
-            firsts.push(i);
+        if g == firsts.len() {
+            firsts.push(first);
             weights.push(0);
             totals.push(0);
         }
         weights[g] += weight;
-        totals[g] += counts[i];
+        totals[g] += total;
     }
     let grouped_samples = firsts
         .iter()
         .zip(weights)
         .map(|(&i, w)| (samples[i].0, w))
         .collect();
-    // `firsts` is in sample order: keep the stacks it names.
-    let mut next = firsts.iter().copied().peekable();
+    // Keep the stacks `firsts` names; the others are dropped in parallel (300k of them are
+    // 300k frees).
+    let mut is_first = vec![false; stacks.len()];
+    for &i in &firsts {
+        is_first[i] = true;
+    }
     let grouped_stacks = stacks
-        .into_iter()
-        .enumerate()
-        .filter(|&(i, _)| next.next_if_eq(&i).is_some())
-        .map(|(_, stack)| stack)
+        .into_par_iter()
+        .zip(is_first)
+        .filter_map(|(stack, first)| first.then_some(stack))
         .collect();
     (grouped_samples, totals, grouped_stacks)
 }

@@ -184,16 +184,38 @@ fn same_frames(s: &RawSample, chain: &[u64], mut in_kernel: bool) -> bool {
 }
 
 /// A callchain (context markers included) as kernel and user frames, innermost first.
-fn split_callchain(chain: &[u64], mut in_kernel: bool) -> (Vec<u64>, Vec<u64>) {
-    let mut kernel = Vec::with_capacity(chain.len());
-    let mut user = Vec::with_capacity(chain.len());
+fn split_callchain(chain: &[u64], in_kernel: bool) -> (Vec<u64>, Vec<u64>) {
+    // Which side a callchain entry is a frame of (`None`: a context marker), as the markers
+    // seen so far say.
+    let side = |in_kernel: &mut bool, a: u64| match a {
+        KERNEL_MARK => {
+            *in_kernel = true;
+            None
+        }
+        USER_MARK => {
+            *in_kernel = false;
+            None
+        }
+        a if a >= format::callchain::MAX_CONTEXT => None,
+        _ => Some(*in_kernel),
+    };
+    // Sized exactly: the frames of every sample are held at once.
+    let (mut kernel_frames, mut user_frames, mut at_kernel) = (0, 0, in_kernel);
     for &a in chain {
-        match a {
-            KERNEL_MARK => in_kernel = true,
-            USER_MARK => in_kernel = false,
-            a if a >= format::callchain::MAX_CONTEXT => {}
-            a if in_kernel => kernel.push(a),
-            a => user.push(a),
+        match side(&mut at_kernel, a) {
+            Some(true) => kernel_frames += 1,
+            Some(false) => user_frames += 1,
+            None => {}
+        }
+    }
+    let mut kernel = Vec::with_capacity(kernel_frames);
+    let mut user = Vec::with_capacity(user_frames);
+    let mut at_kernel = in_kernel;
+    for &a in chain {
+        match side(&mut at_kernel, a) {
+            Some(true) => kernel.push(a),
+            Some(false) => user.push(a),
+            None => {}
         }
     }
     (kernel, user)
@@ -209,25 +231,36 @@ fn stack_copy(
     let (Some(regs), Some((stack, dyn_size))) = (regs, stack) else {
         return None;
     };
-    let (ip, sp, bp) = (regs.get(8)?, regs.get(7)?, regs.get(6)?);
-    let mapped = match (stack, input) {
-        (RawData::Single(b), Some(input)) => {
-            let start = (b.as_ptr() as usize).checked_sub(input.as_ptr() as usize)?;
-            (start + b.len() <= input.len()).then(|| {
-                let len = b.len().min(*dyn_size as usize);
-                StackBytes::Mapped(input.clone(), start..start + len)
-            })
-        }
-        _ => None,
+    let regs = UserRegs {
+        ip: regs.get(8)?,
+        sp: regs.get(7)?,
+        bp: regs.get(6)?,
     };
-    let bytes = mapped.unwrap_or_else(|| {
-        let mut bytes = stack.as_slice().to_vec();
-        bytes.truncate(*dyn_size as usize);
-        StackBytes::Owned(bytes)
-    });
+    if let (RawData::Single(b), Some(input)) = (stack, input) {
+        let len = b.len().min(*dyn_size as usize);
+        if let Some(copy) = mapped_stack_copy(regs, &b[..len], input) {
+            return Some(copy);
+        }
+    }
+    let mut bytes = stack.as_slice().to_vec();
+    bytes.truncate(*dyn_size as usize);
     Some(StackCopy {
-        regs: UserRegs { ip, sp, bp },
-        bytes,
+        regs,
+        bytes: StackBytes::Owned(bytes),
+    })
+}
+
+/// A stack copy whose bytes `stack` are a slice of `input`, kept where they lie (`None` if
+/// they are not in it).
+fn mapped_stack_copy(
+    regs: UserRegs,
+    stack: &[u8],
+    input: &format::InputBytes,
+) -> Option<StackCopy> {
+    let start = (stack.as_ptr() as usize).checked_sub(input.as_ptr() as usize)?;
+    (start + stack.len() <= input.len()).then(|| StackCopy {
+        regs,
+        bytes: StackBytes::Mapped(input.clone(), start..start + stack.len()),
     })
 }
 

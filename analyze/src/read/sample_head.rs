@@ -18,6 +18,8 @@ pub(super) struct Head<'a> {
     /// The callchain's entries (little-endian u64s), or the ip's bytes where the format has
     /// no callchain.
     pub chain: &'a [u8],
+    /// Where the fields after the callchain start in the record.
+    pub rest: usize,
 }
 
 impl Head<'_> {
@@ -60,11 +62,12 @@ pub(super) fn head(data: &[u8], format: SampleFormat) -> Option<Head<'_>> {
     if format.contains(SampleFormat::READ) {
         return None;
     }
-    let chain = if format.contains(SampleFormat::CALLCHAIN) {
+    let (chain, rest) = if format.contains(SampleFormat::CALLCHAIN) {
         let nr = usize::try_from(u64_of(next(true)??)).ok()?;
-        data.get(at..at.checked_add(nr.checked_mul(8)?)?)?
+        let end = at.checked_add(nr.checked_mul(8)?)?;
+        (data.get(at..end)?, end)
     } else {
-        ip.unwrap_or(&[])
+        (ip.unwrap_or(&[]), at)
     };
     let pid = tid.map_or(-1, |b| u32_of(&b[..4]) as i32);
     Some(Head {
@@ -74,7 +77,60 @@ pub(super) fn head(data: &[u8], format: SampleFormat) -> Option<Head<'_>> {
         cpu: cpu.map_or(0, |b| u32_of(&b[..4])),
         period: period.map_or(1, u64_of),
         chain,
+        rest,
     })
+}
+
+/// A sample's user registers ip, sp and bp, and where its copy of the user stack lies in the
+/// record (the bytes the kernel filled: `dyn_size`), read in place after `head`; `regs_mask`
+/// is the attr's `sample_regs_user`. `None` if the sample has no registers or stack, or is
+/// too short for them; formats with fields this does not skip (BRANCH_STACK)
+/// are left to the full parse ([`reads_stack_copies`]).
+pub(super) fn stack_copy(
+    data: &[u8],
+    format: SampleFormat,
+    regs_mask: u64,
+    head: &Head<'_>,
+) -> Option<([u64; 3], std::ops::Range<usize>)> {
+    let u64_at = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            data.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let mut at = head.rest;
+    if format.contains(SampleFormat::RAW) {
+        let size = u32::from_le_bytes(data.get(at..at.checked_add(4)?)?.try_into().ok()?);
+        at = at.checked_add(4 + size as usize)?;
+    }
+    if !format.contains(SampleFormat::REGS_USER) || !format.contains(SampleFormat::STACK_USER) {
+        return None;
+    }
+    let abi = u64_at(at)?;
+    at += 8;
+    if abi == 0 {
+        return None;
+    }
+    // perf's x86 register numbers: BP 6, SP 7, IP 8; the values follow in the mask's order.
+    let reg = |n: u32| -> Option<u64> {
+        if regs_mask & (1 << n) == 0 {
+            return None;
+        }
+        u64_at(at + 8 * (regs_mask & ((1 << n) - 1)).count_ones() as usize)
+    };
+    let regs = [reg(8)?, reg(7)?, reg(6)?];
+    at = at.checked_add(8 * regs_mask.count_ones() as usize)?;
+    let size = usize::try_from(u64_at(at)?).ok()?;
+    let stack = at + 8..(at + 8).checked_add(size)?;
+    if size == 0 {
+        return Some((regs, stack));
+    }
+    let dyn_size = usize::try_from(u64_at(stack.end)?).ok()?;
+    Some((regs, stack.start..stack.start + dyn_size.min(size)))
+}
+
+/// Whether [`stack_copy`] can read samples of this format.
+pub(super) fn reads_stack_copies(format: SampleFormat) -> bool {
+    readable(format) && !format.contains(SampleFormat::BRANCH_STACK)
 }
 
 #[cfg(test)]
@@ -104,6 +160,33 @@ mod tests {
         assert_eq!(h.chain().collect::<Vec<_>>(), [0x2000, 0x3000]);
         // Cut inside the callchain: no head.
         assert_eq!(head(&data[..data.len() - 16], format), None);
+    }
+
+    #[test]
+    fn finds_the_registers_and_the_stack_bytes_the_kernel_filled() {
+        let format = SampleFormat::TID
+            | SampleFormat::CALLCHAIN
+            | SampleFormat::RAW
+            | SampleFormat::REGS_USER
+            | SampleFormat::STACK_USER;
+        // AX, BP, SP, IP (perf's numbers 0, 6, 7, 8).
+        let mask = 1 | 1 << 6 | 1 << 7 | 1 << 8;
+        let stack: Vec<u64> = vec![0x11, 0x22, 0x33, 0];
+        let mut fields = vec![5, 1, 0x2000];
+        fields.push(4 | 0xaabb_ccdd << 32); // raw: 4 bytes, padded to 8 with its size
+        fields.extend([2, 0xa, 0xb0, 0x5000, 0x401000]); // abi, AX BP SP IP
+        fields.push(32);
+        fields.extend(&stack);
+        fields.push(24); // dyn_size: the last 8 bytes were not filled
+        let data = record(&fields);
+        let h = head(&data, format).unwrap();
+        let (regs, at) = stack_copy(&data, format, mask, &h).unwrap();
+        assert_eq!(regs, [0x401000, 0x5000, 0xb0]);
+        assert_eq!(data[at], record(&stack[..3])[..]);
+        // Cut before dyn_size: no stack copy, no panic.
+        assert_eq!(stack_copy(&data[..data.len() - 8], format, mask, &h), None);
+        // A mask without SP: no registers to unwind from.
+        assert_eq!(stack_copy(&data, format, 1 | 1 << 6 | 1 << 8, &h), None);
     }
 
     #[test]
