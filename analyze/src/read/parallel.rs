@@ -392,9 +392,13 @@ pub(super) fn read(
         .par_chunks(MERGE_CHUNK)
         .enumerate()
         .map(|(c, chunk)| {
-            // Room for every sample of the chunk (most stand alone in DWARF recordings),
-            // given back once merged: growing by doubling would hold up to three times it.
-            let mut kept = Merger::with_capacity(chunk.len());
+            // Room for the samples that will stand alone (in DWARF recordings, nearly all):
+            // growing by doubling would hold up to three times them. Merged samples are few.
+            let alone = chunk
+                .iter()
+                .filter(|&&(_, attr, _)| !merge || may_copy(attr))
+                .count();
+            let mut kept = Merger::with_capacity(alone);
             let mut key = Vec::new();
             for (k, &(r, attr, version)) in chunk.iter().enumerate() {
                 if k % CHUNK == 0 {
