@@ -171,18 +171,32 @@ pub(super) fn group_unwound<'r>(
     stacks: Vec<UnwoundStack>,
 ) -> (Vec<Weighed<'r>>, Vec<u64>, Vec<UnwoundStack>) {
     type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [Located]);
-    /// A group: its key (`None`: a sample that stands alone), its first sample, and its
-    /// summed weight and count.
-    type Group<'a> = (Option<Key<'a>>, usize, u64, u64);
+    /// Groups in order of first appearance: each its key (`None`: a sample that stands
+    /// alone), its first sample, and its summed weight and count.
+    #[derive(Default)]
+    struct Groups<'a> {
+        group_of: FxHashMap<Key<'a>, usize>,
+        groups: Vec<(Option<Key<'a>>, usize, u64, u64)>,
+    }
+    impl<'a> Groups<'a> {
+        fn add(&mut self, key: Option<Key<'a>>, first: usize, weight: u64, count: u64) {
+            let new = self.groups.len();
+            let g = key.map_or(new, |key| *self.group_of.entry(key).or_insert(new));
+            if g == new {
+                self.groups.push((key, first, 0, 0));
+            }
+            self.groups[g].2 += weight;
+            self.groups[g].3 += count;
+        }
+    }
     // Each chunk groups its own samples in parallel (hashing the stacks is the work), then
     // the chunks' groups merge in order: first appearance stays the order.
-    let chunk_groups: Vec<Vec<Group<'_>>> = samples
+    let chunk_groups: Vec<Groups<'_>> = samples
         .par_chunks(GROUP_CHUNK)
         .zip(stacks.par_chunks(GROUP_CHUNK))
         .enumerate()
         .map(|(c, (samples, stacks))| {
-            let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
-            let mut groups: Vec<Group<'_>> = Vec::new();
+            let mut groups = Groups::default();
             for (k, ((s, weight), stack)) in samples.iter().zip(stacks).enumerate() {
                 let i = c * GROUP_CHUNK + k;
                 let key = s.stack_copy.is_some().then(|| {
@@ -195,35 +209,20 @@ pub(super) fn group_unwound<'r>(
                         &stack.user[..],
                     )
                 });
-                let g = match key {
-                    Some(key) => *group_of.entry(key).or_insert(groups.len()),
-                    None => groups.len(),
-                };
-                if g == groups.len() {
-                    groups.push((key, i, 0, 0));
-                }
-                groups[g].2 += weight;
-                groups[g].3 += counts[i];
+                groups.add(key, i, *weight, counts[i]);
             }
             groups
         })
         .collect();
-    let mut group_of: FxHashMap<Key<'_>, usize> = FxHashMap::default();
-    let mut firsts: Vec<usize> = Vec::new();
-    let (mut weights, mut totals) = (Vec::new(), Vec::new());
-    for (key, first, weight, total) in chunk_groups.into_iter().flatten() {
-        let g = match key {
-            Some(key) => *group_of.entry(key).or_insert(firsts.len()),
-            None => firsts.len(),
-        };
-        if g == firsts.len() {
-            firsts.push(first);
-            weights.push(0);
-            totals.push(0);
-        }
-        weights[g] += weight;
-        totals[g] += total;
+    let mut all = Groups::default();
+    for (key, first, weight, count) in chunk_groups.into_iter().flat_map(|c| c.groups) {
+        all.add(key, first, weight, count);
     }
+    let (firsts, weights, totals): (Vec<usize>, Vec<u64>, Vec<u64>) = all
+        .groups
+        .iter()
+        .map(|&(_, first, weight, count)| (first, weight, count))
+        .collect();
     let grouped_samples = firsts
         .iter()
         .zip(weights)

@@ -222,17 +222,20 @@ pub fn summary_counts(stderr: &str) -> (u64, u64) {
     (count_before("samples"), count_before("lost"))
 }
 
-/// `analyze report --folded ARGS -i FILE` (the analyze binary built beside record), as
-/// (stack, weight) pairs.
-pub fn analyze_folded(file: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+/// `analyze ARGS -i FILE`, with the analyze binary built beside record.
+pub fn analyze(args: &[&str], file: &Path) -> Output {
     let analyze = Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let out = Command::new(&analyze)
-        .args(["report", "--folded"])
+    Command::new(&analyze)
         .args(args)
         .arg("-i")
         .arg(file)
         .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", analyze.display()));
+        .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()))
+}
+
+/// `analyze report --folded ARGS -i FILE`, as (stack, weight) pairs.
+pub fn analyze_folded(file: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let out = analyze(&[&["report", "--folded"], args].concat(), file);
     assert!(
         out.status.success(),
         "analyze report --folded {args:?}: {}",

@@ -150,12 +150,7 @@ fn a_scheduler_storm_keeps_records_memory_bounded() {
 /// `analyze info` on `file` reports `lost` events: the file's LOST records add up to the
 /// summary's count.
 fn assert_info_reports_lost(file: &std::path::Path, lost: u64) {
-    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let info = std::process::Command::new(&analyze)
-        .args(["info", "-i"])
-        .arg(file)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e} (build the analyze binary)", analyze.display()));
+    let info = analyze(&["info"], file);
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(
         text.contains(&format!("lost events:   {lost} ")),

@@ -162,12 +162,7 @@ fn analyze_offcpu_io_and_wall_views() {
     eprintln!("analyze --event io: {io_total} ns in all, {fsync} ns under fsync");
     assert!(fsync > 0, "fsync stacks carry block I/O time:\n{io:#?}");
 
-    let analyze = std::path::Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-    let report = std::process::Command::new(&analyze)
-        .args(["io", "-i"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let report = analyze(&["io"], &file);
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(
         text.contains("sleeper-nofp"),

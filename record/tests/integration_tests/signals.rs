@@ -151,12 +151,7 @@ fn sigkill_at_any_point_leaves_a_file_perf_and_analyze_open() {
             "killed after {delay_ms} ms ({call_graph}): perf script: {}",
             String::from_utf8_lossy(&perf.stderr)
         );
-        let analyze = Path::new(env!("CARGO_BIN_EXE_record")).with_file_name("analyze");
-        let out = Command::new(analyze)
-            .args(["info", "-i"])
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = analyze(&["info"], &file);
         assert!(
             out.status.success(),
             "killed after {delay_ms} ms ({call_graph}): analyze info: {}",
