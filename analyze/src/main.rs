@@ -488,7 +488,17 @@ fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<()> 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// No transparent huge pages for analyze's heap. mimalloc asks for them, and a 2 MiB page
+/// costs 2 MiB of zeroing (and, in a VM that reports free pages to its host, 2 MiB of host
+/// faults) however little of it is used: on a 1.1 GB DWARF recording, with them 0.58-1.09 s
+/// and 0.12-0.73 s of system time, without 0.64-0.73 s and 0.19-0.27 s, peak 300 -> 255 MiB.
+fn no_huge_pages() {
+    // SAFETY: prctl with integer arguments only; failure leaves the default.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
 fn main() -> ExitCode {
+    no_huge_pages();
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
