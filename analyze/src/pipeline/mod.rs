@@ -8,6 +8,9 @@
 
 mod select;
 mod stacks;
+mod unwound;
+
+use unwound::Unwound;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +21,7 @@ use crate::read::{MapId, Recording};
 use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo};
 pub use crate::symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack};
-use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
+use crate::unwind::{Unwinder, UnwoundStack};
 use crate::Error;
 pub use select::Weighed;
 
@@ -245,40 +248,34 @@ pub fn resolve<'r>(
 
     let unwinder = Unwinder::new(rec, samples.iter().map(|(s, _)| *s), loader);
     stats.warnings.extend(unwinder.not_unwound.clone());
-    let stacks: Vec<UnwoundStack> = if o.kernel_only {
-        vec![UnwoundStack::default(); samples.len()]
-    } else {
-        samples
-            .par_iter()
-            .map_init(UnwindCache::default, |cache, (s, _)| {
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-                if let Some(copy) = &s.stack_copy {
-                    copy.bytes.reading();
-                }
-                unwinder.unwind(cache, s)
-            })
-            .collect()
+    let progress = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n);
+        }
     };
-    if let Some(copy) = samples.iter().find_map(|(s, _)| s.stack_copy.as_ref()) {
-        copy.bytes.done_reading();
-    }
-    crate::timing::mark("unwind");
-    let mut ends: BTreeMap<StackEnd, u64> = BTreeMap::new();
-    for end in stacks.iter().filter_map(|st| st.end) {
-        *ends.entry(end).or_insert(0) += 1;
-    }
-    for (end, n) in ends {
+    let unwound = if o.kernel_only {
+        Unwound {
+            stacks: vec![UnwoundStack::default(); samples.len()],
+            samples,
+            counts,
+            ends: BTreeMap::new(),
+        }
+    } else if keep_each {
+        unwound::unwind_each(&unwinder, samples, counts, &progress)
+    } else {
+        unwound::unwind_grouped(&unwinder, samples, counts, &progress)
+    };
+    for (end, n) in &unwound.ends {
         stats.dwarf_samples += n;
         *stats.stack_ends.entry(format!("{end:?}")).or_insert(0) += n;
     }
-    let (samples, counts, stacks) = if keep_each {
-        (samples, counts, stacks)
-    } else {
-        select::group_unwound(samples, counts, stacks)
-    };
-    crate::timing::mark("group unwound");
+    let Unwound {
+        samples,
+        counts,
+        stacks,
+        ..
+    } = unwound;
+    crate::timing::mark("unwind");
     let used_maps: BTreeSet<MapId> = stacks
         .iter()
         .flat_map(|s| s.user.iter().filter_map(|l| l.map))

@@ -1,12 +1,10 @@
 //! Which samples a view is about, and what each weighs (`--event`, `--pid`, `--tid`, `--comm`);
 //! and identical stacks merged into one before the costly stages.
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::{EventSel, Options};
 use crate::read::{RawSample, Recording};
-use crate::unwind::{Located, UnwoundStack};
 use crate::Error;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -156,88 +154,4 @@ pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, V
         }
     }
     (kept, counts)
-}
-
-/// Samples per chunk of [`group_unwound`]'s parallel pass.
-const GROUP_CHUNK: usize = 1 << 14;
-
-/// Samples whose stacks were unwound from stack copies (which [`group_identical`] leaves
-/// alone) grouped now that their stacks are known: 300k DWARF samples are a few thousand
-/// stacks, and resolving, symbolizing and aggregating then work per stack. Samples without
-/// a copy were grouped before and stay as they are. Keeps the order of first appearance.
-pub(super) fn group_unwound<'r>(
-    samples: Vec<Weighed<'r>>,
-    counts: Vec<u64>,
-    stacks: Vec<UnwoundStack>,
-) -> (Vec<Weighed<'r>>, Vec<u64>, Vec<UnwoundStack>) {
-    type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [Located]);
-    /// Groups in order of first appearance: each its key (`None`: a sample that stands
-    /// alone), its first sample, and its summed weight and count.
-    #[derive(Default)]
-    struct Groups<'a> {
-        group_of: FxHashMap<Key<'a>, usize>,
-        groups: Vec<(Option<Key<'a>>, usize, u64, u64)>,
-    }
-    impl<'a> Groups<'a> {
-        fn add(&mut self, key: Option<Key<'a>>, first: usize, weight: u64, count: u64) {
-            let new = self.groups.len();
-            let g = key.map_or(new, |key| *self.group_of.entry(key).or_insert(new));
-            if g == new {
-                self.groups.push((key, first, 0, 0));
-            }
-            self.groups[g].2 += weight;
-            self.groups[g].3 += count;
-        }
-    }
-    // Each chunk groups its own samples in parallel (hashing the stacks is the work), then
-    // the chunks' groups merge in order: first appearance stays the order.
-    let chunk_groups: Vec<Groups<'_>> = samples
-        .par_chunks(GROUP_CHUNK)
-        .zip(stacks.par_chunks(GROUP_CHUNK))
-        .enumerate()
-        .map(|(c, (samples, stacks))| {
-            let mut groups = Groups::default();
-            for (k, ((s, weight), stack)) in samples.iter().zip(stacks).enumerate() {
-                let i = c * GROUP_CHUNK + k;
-                let key = s.stack_copy.is_some().then(|| {
-                    (
-                        s.event,
-                        s.pid,
-                        s.tid,
-                        s.comm,
-                        &s.kernel[..],
-                        &stack.user[..],
-                    )
-                });
-                groups.add(key, i, *weight, counts[i]);
-            }
-            groups
-        })
-        .collect();
-    let mut all = Groups::default();
-    for (key, first, weight, count) in chunk_groups.into_iter().flat_map(|c| c.groups) {
-        all.add(key, first, weight, count);
-    }
-    let (firsts, weights, totals): (Vec<usize>, Vec<u64>, Vec<u64>) = all
-        .groups
-        .iter()
-        .map(|&(_, first, weight, count)| (first, weight, count))
-        .collect();
-    let grouped_samples = firsts
-        .iter()
-        .zip(weights)
-        .map(|(&i, w)| (samples[i].0, w))
-        .collect();
-    // Keep the stacks `firsts` names; the others are dropped in parallel (300k of them are
-    // 300k frees).
-    let mut is_first = vec![false; stacks.len()];
-    for &i in &firsts {
-        is_first[i] = true;
-    }
-    let grouped_stacks = stacks
-        .into_par_iter()
-        .zip(is_first)
-        .filter_map(|(stack, first)| first.then_some(stack))
-        .collect();
-    (grouped_samples, totals, grouped_stacks)
 }
