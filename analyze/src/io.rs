@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use format::events::{BlockIo, BLOCK_IO_EVENT};
+
+use crate::latency::{self, render_histogram, us};
 use format::linux_perf_data::linux_perf_event_reader::EventRecord;
 use format::linux_perf_data::PerfFileRecord;
 
@@ -70,70 +72,25 @@ pub struct Stats {
     pub total_ns: u64,
 }
 
-/// The `q` quantile (0..=1) of sorted values, nearest rank.
-fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 pub fn stats<'a>(reqs: impl IntoIterator<Item = &'a Request>) -> Stats {
-    let mut lat = Vec::new();
     let mut bytes = 0;
-    for r in reqs {
-        lat.push(r.io.latency_ns);
+    let l = latency::summary(reqs.into_iter().map(|r| {
         bytes += r.io.bytes as u64;
-    }
-    lat.sort_unstable();
+        r.io.latency_ns
+    }));
     Stats {
-        requests: lat.len() as u64,
+        requests: l.count,
         bytes,
-        p50_ns: quantile(&lat, 0.5),
-        p99_ns: quantile(&lat, 0.99),
-        max_ns: lat.last().copied().unwrap_or(0),
-        total_ns: lat.iter().sum(),
+        p50_ns: l.p50_ns,
+        p99_ns: l.p99_ns,
+        max_ns: l.max_ns,
+        total_ns: l.total_ns,
     }
 }
 
-/// log2 histogram of latencies in microseconds: bucket i counts latencies in [2^i, 2^(i+1)) us
-/// (bucket 0 also holds everything under 1 us), as biolatency prints it.
+/// log2 histogram of the requests' latencies ([`latency::histogram_us`]).
 pub fn histogram_us<'a>(reqs: impl IntoIterator<Item = &'a Request>) -> Vec<u64> {
-    let mut buckets = Vec::new();
-    for r in reqs {
-        let us = r.io.latency_ns / 1000;
-        let i = if us == 0 {
-            0
-        } else {
-            63 - us.leading_zeros() as usize
-        };
-        if buckets.len() <= i {
-            buckets.resize(i + 1, 0);
-        }
-        buckets[i] += 1;
-    }
-    buckets
-}
-
-fn render_histogram(o: &mut String, title: &str, buckets: &[u64]) {
-    let _ = writeln!(o, "{title}");
-    let _ = writeln!(
-        o,
-        "{:>22} : {:<8} |{:<40}|",
-        "usecs", "count", "distribution"
-    );
-    let max = buckets.iter().copied().max().unwrap_or(0).max(1);
-    for (i, &n) in buckets.iter().enumerate() {
-        let lo = if i == 0 { 0 } else { 1u64 << i };
-        let hi = (1u64 << (i + 1)) - 1;
-        let bar = "*".repeat(((n * 40).div_ceil(max)) as usize * usize::from(n > 0));
-        let _ = writeln!(o, "{:>10} -> {:<10} : {:<8} |{:<40}|", lo, hi, n, bar);
-    }
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
+    latency::histogram_us(reqs.into_iter().map(|r| r.io.latency_ns))
 }
 
 /// The whole `analyze io` report. `slowest` limits the slowest-requests table.

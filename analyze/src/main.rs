@@ -30,12 +30,14 @@ struct Select {
     input: PathBuf,
     /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
-    /// waker, as offwaketime folds them), io (block I/O latency, ns), wall (on- and off-CPU
-    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
+    /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
+    /// the stack where the thread was preempted or blocked), io (block I/O latency, ns), wall
+    /// (on- and off-CPU time, ns), or the name of any event in the file (e.g. task-clock,
+    /// sched:sched_switch).
     #[arg(
         long,
         default_value = "cpu",
-        value_name = "cpu|offcpu|wakeup|io|wall|NAME"
+        value_name = "cpu|offcpu|wakeup|runq|io|wall|NAME"
     )]
     event: String,
     /// Only samples of this process.
@@ -137,6 +139,15 @@ enum Command {
         /// How many of the slowest requests to list.
         #[arg(long, default_value_t = 10)]
         slowest: usize,
+    },
+    /// Run-queue latency: a log2 histogram per process (runqlat -P) and the threads that
+    /// waited most for a CPU.
+    Sched {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// How many threads to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
     },
 }
 
@@ -381,6 +392,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Io { input, slowest } => {
             let reqs = analyze::io::read_requests(&input)?;
             write!(stdout, "{}", analyze::io::report(&reqs, slowest))?;
+        }
+        Command::Sched { input, top } => {
+            let rec = analyze::read::read(&input)?;
+            let waits = analyze::sched::waits(&rec);
+            write!(stdout, "{}", analyze::sched::report(&waits, top))?;
         }
     }
     Ok(())

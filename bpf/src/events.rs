@@ -71,6 +71,9 @@ pub struct OffCpuInterval {
     /// When the thread ran again (CLOCK_MONOTONIC ns).
     pub time: u64,
     pub duration_ns: u64,
+    /// The part of the interval it waited for a CPU: from its preemption, or from its
+    /// wakeup if it blocked (0: no wakeup seen).
+    pub runq_ns: u64,
     /// Task state when it left: 0 preempted (runnable), 1 sleeping (S), 2 uninterruptible (D).
     pub state: u32,
     /// Where it blocked.
@@ -176,6 +179,7 @@ impl Event {
                     cpu: e.cpu,
                     time: e.time_ns,
                     duration_ns: e.duration_ns,
+                    runq_ns: e.runq_ns,
                     state: e.state,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
@@ -195,6 +199,7 @@ impl Event {
                     cpu: e.cpu,
                     time: e.time_ns,
                     duration_ns: e.duration_ns,
+                    runq_ns: e.runq_ns,
                     state: e.state,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: Vec::new(),

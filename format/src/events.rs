@@ -4,6 +4,10 @@
 //! - **offcpu-time**: perf's own name and attr for off-CPU samples (SOFTWARE / BPF_OUTPUT).
 //!   One sample per off-CPU interval: time = when the thread ran again, period = nanoseconds
 //!   off the CPU, callchain = where it blocked. perf 6.1 shows these samples by name.
+//! - **runq-time**: the run-queue part of an off-CPU interval, the same attr under its own
+//!   name: one sample per interval that waited for a CPU, sent with its offcpu-time sample
+//!   (same time, thread and stack), period = nanoseconds from the preemption, or from the
+//!   wakeup of a thread that blocked, to running again (runqlat's latency).
 //! - **bpfperf:block_io**: a made-up tracepoint (own system, own id) whose format travels in
 //!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
 //!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
@@ -24,10 +28,23 @@ pub const BLOCK_IO_EVENT: &str = "bpfperf:block_io";
 /// (the id is also written in the 16-bit `common_type` field).
 pub const BLOCK_IO_TRACEPOINT_ID: u64 = 60001;
 
+/// Name of run-queue samples.
+pub const RUNQ_EVENT: &str = "runq-time";
+
 /// The attr of off-CPU samples; `sample_type` matches the on-CPU event's id layout.
 pub fn offcpu_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    time_event_attr(OFFCPU_EVENT, sample_type, ids)
+}
+
+/// The attr of run-queue samples (as [`offcpu_attr`]).
+pub fn runq_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    time_event_attr(RUNQ_EVENT, sample_type, ids)
+}
+
+/// Samples whose period is nanoseconds of something, as perf writes offcpu-time.
+fn time_event_attr(name: &str, sample_type: u64, ids: Vec<u64>) -> EventAttr {
     EventAttr {
-        name: OFFCPU_EVENT.into(),
+        name: name.into(),
         type_: event_type::SOFTWARE,
         config: sw_event::BPF_OUTPUT,
         sample_period_or_freq: 1,

@@ -12,6 +12,7 @@ pub const CPU_CLOCK_ID: u64 = 1;
 const OFFCPU_ID: u64 = 2;
 const BLOCK_IO_ID: u64 = 3;
 const WAKEUP_ID: u64 = 4;
+const RUNQ_ID: u64 = 5;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -56,6 +57,7 @@ fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
 pub struct Events {
     pub attrs: Vec<EventAttr>,
     pub offcpu: Option<usize>,
+    pub runq: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -66,16 +68,28 @@ pub struct Events {
 /// perf needs in TRACING_DATA: without tracefs they are left out, with a warning.
 pub fn events(cfg: &Config) -> Events {
     let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
-    let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
-        let mut attr = format::events::offcpu_attr(SAMPLE_TYPE, vec![OFFCPU_ID]);
+    // Off-CPU and run-queue stacks take the DWARF path too: registers and a stack copy.
+    let with_copies = |mut attr: EventAttr| {
         if cfg.stack_copy_bytes > 0 {
-            // Off-CPU stacks take the DWARF path too: registers and a stack copy.
             attr.sample_type |= st::REGS_USER | st::STACK_USER;
             attr.flags |= attr_flag::EXCLUDE_CALLCHAIN_USER;
             attr.sample_regs_user = USER_REGS_MASK;
             attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
         }
-        attrs.push(attr);
+        attr
+    };
+    let offcpu_attr = cfg.off_cpu_min_ns.map(|_| {
+        attrs.push(with_copies(format::events::offcpu_attr(
+            SAMPLE_TYPE,
+            vec![OFFCPU_ID],
+        )));
+        attrs.len() - 1
+    });
+    let runq_attr = cfg.off_cpu_min_ns.map(|_| {
+        attrs.push(with_copies(format::events::runq_attr(
+            SAMPLE_TYPE,
+            vec![RUNQ_ID],
+        )));
         attrs.len() - 1
     });
     // Block I/O and wakeup samples are tracepoint-style events: perf needs their formats in
@@ -115,6 +129,7 @@ pub fn events(cfg: &Config) -> Events {
     Events {
         attrs,
         offcpu: offcpu_attr,
+        runq: runq_attr,
         io: io_attr,
         wakeup: wakeup_attr,
         tracing_data,

@@ -184,9 +184,10 @@ fn main() -> ExitCode {
     match result {
         Ok(s) => {
             eprintln!(
-                "[ record: {} samples, {} off-CPU events, {} wakeups, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
+                "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
                 s.samples,
                 s.off_cpu,
+                s.runq,
                 s.wakeups,
                 s.io,
                 s.lost,

@@ -59,11 +59,14 @@ pub struct Recorder {
     pub pending: Vec<Item>,
     pub samples: u64,
     pub off_cpu: u64,
+    /// Run-queue samples (off-CPU intervals that waited for a CPU).
+    pub runq: u64,
     pub io: u64,
     pub wakeups: u64,
     pub lost: u64,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
     pub offcpu_attr: Option<usize>,
+    pub runq_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
@@ -90,10 +93,12 @@ impl Recorder {
             pending: Vec::new(),
             samples: 0,
             off_cpu: 0,
+            runq: 0,
             io: 0,
             wakeups: 0,
             lost: 0,
             offcpu_attr: events.offcpu,
+            runq_attr: events.runq,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
             named: HashSet::new(),
@@ -321,6 +326,21 @@ impl Recorder {
                     &[],
                 )?;
                 self.off_cpu += 1;
+                if let (Some(attr), true) = (self.runq_attr, o.runq_ns > 0) {
+                    self.write_stack_sample(
+                        copy,
+                        attr,
+                        o.pid,
+                        o.tid,
+                        o.cpu,
+                        o.time,
+                        o.runq_ns,
+                        &o.kernel_stack,
+                        &o.user_stack,
+                        &[],
+                    )?;
+                    self.runq += 1;
+                }
             }
             Item::BlockIo(b) => {
                 let Some(attr) = self.io_attr else {

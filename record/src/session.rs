@@ -55,6 +55,8 @@ pub enum Target {
 pub struct Summary {
     pub samples: u64,
     pub off_cpu: u64,
+    /// Run-queue samples (off-CPU intervals that waited for a CPU).
+    pub runq: u64,
     pub io: u64,
     pub wakeups: u64,
     /// Off-CPU intervals recorded without their waker (it could not be kept).
@@ -323,8 +325,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracing_data,
         ..Default::default()
     };
-    let (samples, off_cpu, io, wakeups, lost) =
-        (rec.samples, rec.off_cpu, rec.io, rec.wakeups, rec.lost);
+    let (samples, off_cpu, runq, io, wakeups, lost) = (
+        rec.samples,
+        rec.off_cpu,
+        rec.runq,
+        rec.io,
+        rec.wakeups,
+        rec.lost,
+    );
     let bytes = rec.writer.finish(&features)?;
     phases.mark("features written");
     host::chown_to_invoking_user(&cfg.output);
@@ -335,6 +343,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     Ok(Summary {
         samples,
         off_cpu,
+        runq,
         io,
         wakeups,
         missed_wakers,

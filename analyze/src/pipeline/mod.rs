@@ -32,6 +32,9 @@ pub enum EventSel {
     Cpu,
     /// `offcpu-time` samples; weight = nanoseconds off the CPU.
     OffCpu,
+    /// `runq-time` samples: the part of off-CPU intervals spent waiting for a CPU; weight =
+    /// nanoseconds, charged to where the thread was preempted or blocked.
+    Runq,
     /// bpfperf block I/O samples; weight = I/O latency in nanoseconds.
     Io,
     /// On-CPU samples weighted by their period (ns) plus off-CPU ns: where wall time went.
@@ -49,6 +52,7 @@ impl EventSel {
         match s {
             "cpu" => EventSel::Cpu,
             "offcpu" => EventSel::OffCpu,
+            "runq" => EventSel::Runq,
             "io" => EventSel::Io,
             "wall" => EventSel::Wall,
             "wakeup" => EventSel::Wakeup,

@@ -11,6 +11,7 @@ use crate::Error;
 pub(super) enum Kind {
     Sampling,
     OffCpu,
+    Runq,
     Io,
     Wakeup,
 }
@@ -18,6 +19,7 @@ pub(super) enum Kind {
 pub(super) fn kind_of(name: &str) -> Kind {
     match name {
         format::events::OFFCPU_EVENT => Kind::OffCpu,
+        format::events::RUNQ_EVENT => Kind::Runq,
         format::events::BLOCK_IO_EVENT => Kind::Io,
         format::events::WAKEUP_EVENT => Kind::Wakeup,
         _ => Kind::Sampling,
@@ -76,6 +78,10 @@ pub(super) fn select<'a>(
         EventSel::OffCpu => (
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)),
             "off-CPU".into(),
+        ),
+        EventSel::Runq => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Runq)).then_some(s.period)),
+            "run-queue".into(),
         ),
         EventSel::Io => (
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),

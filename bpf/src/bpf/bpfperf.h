@@ -77,7 +77,8 @@ struct sample_buf {
 };
 
 /* A thread was off the CPU for duration_ns: time_ns is when it ran again; the stacks are
- * where it blocked. state: the task state at switch-out (0 running/preempted, 1 S, 2 D). */
+ * where it blocked. state: the task state at switch-out (0 preempted or yielded, still
+ * runnable; 1 S, 2 D). */
 struct offcpu_event {
 	__u32 kind;
 	__u32 cpu;
@@ -85,6 +86,9 @@ struct offcpu_event {
 	__u32 tid;
 	__u64 time_ns;
 	__u64 duration_ns;
+	/* The part of the interval spent runnable, waiting for a CPU: from the preemption, or
+	 * from the wakeup (sched_waking) of a thread that blocked (0: no wakeup seen). */
+	__u64 runq_ns;
 	__u32 state;
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
@@ -125,6 +129,8 @@ struct offcpu_copy_event {
 	__u32 tid;
 	__u64 time_ns;
 	__u64 duration_ns;
+	__u64 runq_ns; /* as in offcpu_event */
+	__u64 wake_ns; /* while blocked: when sched_waking woke it (0: not yet) */
 	__u32 state;
 	__s32 kstack_bytes;
 	__u64 kstack[MAX_STACK_DEPTH];

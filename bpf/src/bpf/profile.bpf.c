@@ -264,6 +264,7 @@ const volatile bool io_enabled = true;
 
 struct offcpu_start {
 	__u64 time_ns;
+	__u64 wake_ns; /* when sched_waking woke it (0: not yet) */
 	__u32 state;
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
@@ -338,11 +339,24 @@ static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, 
 	if (!s)
 		return;
 	s->time_ns = now;
+	s->wake_ns = 0;
 	s->state = state & 3;
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
+}
+
+/* The run-queue part of an off-CPU interval that started at `start` and ends `now`: all of
+ * it for a thread that left the CPU runnable (preempted, yielded), from its wakeup for one
+ * that blocked. */
+static __always_inline __u64 runq_time(__u32 state, __u64 start, __u64 wake, __u64 now)
+{
+	if (state == 0)
+		return now - start;
+	if (wake >= start && wake <= now)
+		return now - wake;
+	return 0;
 }
 
 /* Sends the waker of the interval that just ended (if one was seen), and forgets it. */
@@ -382,6 +396,7 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 			e->tid = tid;
 			e->time_ns = now;
 			e->duration_ns = duration;
+			e->runq_ns = runq_time(s->state, s->time_ns, s->wake_ns, now);
 			e->state = s->state;
 			e->kstack_bytes = s->kstack_bytes;
 			e->ustack_bytes = s->ustack_bytes;
@@ -410,6 +425,7 @@ static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev
 	struct offcpu_copy_event *e = &b->e;
 	e->kind = EVENT_OFF_CPU_COPY;
 	e->time_ns = now;
+	e->wake_ns = 0;
 	e->state = state & 3;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
@@ -433,6 +449,7 @@ static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid
 		e->pid = next->tgid;
 		e->tid = tid;
 		e->duration_ns = duration;
+		e->runq_ns = runq_time(e->state, e->time_ns, e->wake_ns, now);
 		e->time_ns = now;
 		__u64 size = sizeof(struct offcpu_copy_event) + e->stack_bytes;
 		if (size > sizeof(*b))
@@ -455,8 +472,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 
-	/* prev leaves the CPU: remember when and where (prev is still current here). */
+	/* prev leaves the CPU: remember when and where (prev is still current here). A
+	 * preempted thread stays runnable whatever its state says (it may have been preempted
+	 * on its way to sleep). */
 	__u32 ptgid = prev->tgid, ptid = prev->pid;
+	if (preempt)
+		prev_state = 0;
 	if (ptgid && tracked(ptgid)) {
 		if (stack_copy_bytes)
 			offcpu_keep_copy(ctx, prev, ptid, now, prev_state);
@@ -491,24 +512,37 @@ static __always_inline bool in_interrupt_context(void)
 	return here - base >= TASK_STACK_SIZE;
 }
 
-/* A blocked tracked thread is being woken: keep who woke it and from where. Only threads with
- * an off-CPU interval under way are looked at, so running threads' wakeups cost a lookup. */
+/* A blocked tracked thread is being woken: note when (its wait for a CPU starts), and keep
+ * who woke it and from where. Only threads with an off-CPU interval under way are looked at,
+ * so running threads' wakeups cost a lookup. */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
-	if (!offcpu_enabled || !wakeup_enabled)
+	if (!offcpu_enabled)
 		return 0;
 	__u32 tgid = p->tgid, tid = p->pid;
 	if (!tgid || !tracked(tgid))
 		return 0;
-	if (!bpf_map_lookup_elem(stack_copy_bytes ? (void *)&offcpu_copies : (void *)&offcpu_starts,
-				 &tid))
+	__u64 now = bpf_ktime_get_ns();
+	/* The wakeup starts the interval's run-queue part. */
+	if (stack_copy_bytes) {
+		struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
+		if (!b)
+			return 0;
+		b->e.wake_ns = now;
+	} else {
+		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+		if (!s)
+			return 0;
+		s->wake_ns = now;
+	}
+	if (!wakeup_enabled)
 		return 0;
 	__u32 zero = 0;
 	struct wakeup_event *w = bpf_map_lookup_elem(&wakeup_scratch, &zero);
 	if (!w)
 		return 0;
-	w->wake_ns = bpf_ktime_get_ns();
+	w->wake_ns = now;
 	w->kstack_bytes = bpf_get_stack(ctx, w->kstack, sizeof(w->kstack), TP_BTF_SKIP);
 	if (in_interrupt_context()) {
 		/* An interrupt (a completed disk request, a timer): the task it interrupted has

@@ -7,4 +7,5 @@ mod follow;
 mod loss;
 mod offcpu_io;
 mod sampling;
+mod sched;
 mod signals;

@@ -92,7 +92,7 @@ fn no_off_cpu_and_no_io_turn_them_off() {
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(
-        stderr_of(&out).contains(" 0 off-CPU events, 0 wakeups, 0 I/O events"),
+        stderr_of(&out).contains(" 0 off-CPU events, 0 run-queue waits, 0 wakeups, 0 I/O events"),
         "{}",
         stderr_of(&out)
     );
