@@ -58,6 +58,12 @@ struct Select {
     /// Leave out inlined functions.
     #[arg(long)]
     no_inline: bool,
+    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
+    /// perf script prints times or from the recording's start, either side may be empty; or
+    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
+    /// Includes START, leaves out END.
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = pipeline::time_range::TimeRanges::parse)]
+    time: Option<pipeline::time_range::TimeRanges>,
     /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
@@ -66,6 +72,8 @@ struct Select {
 impl Select {
     fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
         pipeline::Options {
+            time: self.time.clone(),
+            per_sample: false,
             event: EventSel::parse(&self.event),
             inline: !self.no_inline,
             user_only: self.user_only,
@@ -128,6 +136,18 @@ enum Command {
         select: Select,
         #[arg(short, long, default_value = "flamegraph.svg")]
         output: PathBuf,
+    },
+    /// A heatmap SVG: for latencies (--event io, offcpu, runq) time across and log2 latency
+    /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
+    /// Each cell names its --time range.
+    Heatmap {
+        #[command(flatten)]
+        select: Select,
+        #[arg(short, long, default_value = "heatmap.svg")]
+        output: PathBuf,
+        /// Rows per second of a sub-second offset heatmap.
+        #[arg(long, default_value_t = 50)]
+        rows: usize,
     },
     /// Which source lines and instructions of a function its samples fell on (without
     /// SYMBOL: the hottest functions to choose from).
@@ -204,6 +224,17 @@ fn with_recording<T>(
     options: &pipeline::Options,
     stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    with_recording_files(select, options, true, stages)
+}
+
+/// [`with_recording`], loading the files the recording lists only if `load_files` (views
+/// without stacks need none).
+fn with_recording_files<T>(
+    select: &Select,
+    options: &pipeline::Options,
+    load_files: bool,
+    stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     analyze::timing::mark("start");
     let input = analyze::input::open(&select.input)?;
     let loader = loader_for(&input, select.symfs.clone());
@@ -214,7 +245,7 @@ fn with_recording<T>(
     let (rec, out) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
         let loader = &loader;
         let mut files_known = |ids: &analyze::read::BuildIds| {
-            if options.kernel_only {
+            if options.kernel_only || !load_files {
                 return;
             }
             // Files no local source has, from debuginfod (when the user named servers),
@@ -231,7 +262,7 @@ fn with_recording<T>(
         // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
         // nothing but that).
         let rec = std::thread::scope(|scope| {
-            if !select.user_only {
+            if !select.user_only && load_files {
                 scope.spawn(|| {
                     let t = std::time::Instant::now();
                     loader.kallsyms();
@@ -243,8 +274,7 @@ fn with_recording<T>(
                     }
                 });
             }
-            // Per-sample output (script's times, wakeups matched by time) needs every sample.
-            let merge = !(options.addresses || options.event == EventSel::Wakeup);
+            let merge = !options.reads_each_sample();
             analyze::read::read_with(input.reader, merge, &mut files_known)
         })?;
         for n in &rec.notes {
@@ -369,6 +399,11 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
+        Command::Heatmap {
+            select,
+            output: out,
+            rows,
+        } => heatmap(&select, &out, rows)?,
         Command::Annotate(args) => annotate(&args, &mut stdout)?,
         Command::Archive {
             input,
@@ -399,6 +434,29 @@ fn run(args: Args) -> anyhow::Result<()> {
             write!(stdout, "{}", analyze::sched::report(&waits, top))?;
         }
     }
+    Ok(())
+}
+
+/// `analyze heatmap`: the select stage, then the cells.
+fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
+    use output::heatmap::{write_svg, Heatmap};
+    let mut options = select.options(false, false);
+    options.per_sample = true;
+    let svg = with_recording_files(select, &options, false, |rec, _| {
+        let (samples, label) = pipeline::select_samples(rec, &options)?;
+        let span = rec.time_span().unwrap_or((0, 0));
+        let (map, what) = if options.event.unit() == "ns" {
+            (Heatmap::latency(&samples, span), "events")
+        } else {
+            (Heatmap::offsets(&samples, span, rows), "samples")
+        };
+        let title = format!("{}: {label}", select.input.display());
+        let mut svg = Vec::new();
+        write_svg(&map, &title, what, &mut svg)?;
+        Ok(svg)
+    })?;
+    std::fs::write(out, svg).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+    eprintln!("analyze: wrote {}", out.display());
     Ok(())
 }
 

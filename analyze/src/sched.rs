@@ -144,10 +144,16 @@ mod tests {
             wait(2, 21, "spin", 2000),
         ];
         let text = report(&waits, 10);
-        assert!(text.starts_with("run-queue latency: 4 waits, 3.103 ms"), "{text}");
+        assert!(
+            text.starts_with("run-queue latency: 4 waits, 3.103 ms"),
+            "{text}"
+        );
         let spin = text.find("pid 2 [spin]: 3 waits, 3.100 ms").expect(&text);
         let quiet = text.find("pid 1 [quiet]: 1 waits").expect(&text);
-        assert!(spin < quiet, "the process that waited most comes first: {text}");
+        assert!(
+            spin < quiet,
+            "the process that waited most comes first: {text}"
+        );
         let table = &text[text.find("threads that waited most").unwrap()..];
         let t21 = table.find("      21 ").expect(table);
         let t20 = table.find("      20 ").expect(table);

@@ -3,5 +3,6 @@
 pub mod annotate;
 pub mod flamegraph;
 pub mod folded;
+pub mod heatmap;
 pub mod report;
 pub mod script;

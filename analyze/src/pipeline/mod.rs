@@ -8,6 +8,7 @@
 
 mod select;
 mod stacks;
+pub mod time_range;
 mod unwound;
 
 use unwound::Unwound;
@@ -81,12 +82,30 @@ pub struct Options {
     pub pid: Option<i32>,
     pub tid: Option<i32>,
     pub comm: Option<String>,
+    /// Only samples in these stretches of time (`--time`).
+    pub time: Option<time_range::TimeRanges>,
+    /// Keep every sample apart (views per sample: script, heatmaps), never merged by stack.
+    pub per_sample: bool,
     /// Look up source lines (`file:line`, for `--sort srcline`); inline frames need them too.
     pub lines: bool,
     /// Keep each frame's address and symbol offset (for `script`).
     pub addresses: bool,
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
+}
+
+impl Options {
+    /// Whether views need every sample apart from the others (script's times and
+    /// addresses, wakeups matched by time, heatmaps); else identical stacks become one.
+    pub fn keeps_each_sample(&self) -> bool {
+        self.per_sample || self.addresses || self.event == EventSel::Wakeup
+    }
+
+    /// Whether reading must keep every sample with its own time: identical samples merged
+    /// while reading keep the first one's time only.
+    pub fn reads_each_sample(&self) -> bool {
+        self.keeps_each_sample() || self.time.is_some()
+    }
 }
 
 impl Default for Options {
@@ -99,6 +118,8 @@ impl Default for Options {
             pid: None,
             tid: None,
             comm: None,
+            time: None,
+            per_sample: false,
             lines: true,
             addresses: false,
             progress: false,
@@ -223,6 +244,15 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     Ok(stacks::symbolized(rec, resolved, &symbols, o))
 }
 
+/// The first stage alone, for views of when and how much rather than where (heatmaps): the
+/// samples `o` selects with their weights, and what was selected.
+pub fn select_samples<'r>(
+    rec: &'r Recording,
+    o: &Options,
+) -> Result<(Vec<Weighed<'r>>, String), Error> {
+    select::select(rec, o)
+}
+
 /// Selects the samples, unwinds their user stacks and resolves every user frame.
 pub fn resolve<'r>(
     rec: &'r Recording,
@@ -237,7 +267,7 @@ pub fn resolve<'r>(
     };
     // Per-sample output (script's times and addresses, wakeups matched by time) keeps every
     // sample; profiles only need each distinct stack once, with the weights summed.
-    let keep_each = o.addresses || o.event == EventSel::Wakeup;
+    let keep_each = o.keeps_each_sample();
     let (samples, counts) = if keep_each {
         let counts = samples.iter().map(|(s, _)| s.count).collect();
         (samples, counts)

@@ -105,9 +105,18 @@ pub(super) fn select<'a>(
     };
     // Filters pick threads; a waker is whoever woke them, so its samples pass.
     let waker = |s: &RawSample| kinds.get(s.event) == Some(&Kind::Wakeup);
+    let ranges = o.time.as_ref().map(|t| {
+        let (first, last) = rec.time_span().unwrap_or((0, 0));
+        t.resolve(first, last)
+    });
     let samples = rec
         .samples
         .iter()
+        .filter(|s| {
+            ranges
+                .as_ref()
+                .is_none_or(|r| super::time_range::contains(r, s.time))
+        })
         .filter(|s| {
             waker(s) || o.pid.is_none_or(|p| p == s.pid) && o.tid.is_none_or(|t| t == s.tid)
         })

@@ -443,6 +443,13 @@ impl KernelModules {
 }
 
 impl Recording {
+    /// The times of the first and the last sample (of any event), if there are samples.
+    pub fn time_span(&self) -> Option<(u64, u64)> {
+        let first = self.samples.iter().map(|s| s.time).min()?;
+        let last = self.samples.iter().map(|s| s.time).max()?;
+        Some((first, last))
+    }
+
     /// The mapping of process `pid` holding `addr` at the end of the recording.
     pub fn find_map(&self, pid: i32, addr: u64) -> Option<MapId> {
         self.process_maps.get(&pid)?.iter().copied().find(|&id| {

@@ -4,6 +4,7 @@ mod common;
 mod dwarf;
 mod errors;
 mod follow;
+mod heatmap;
 mod loss;
 mod offcpu_io;
 mod sampling;

@@ -22,7 +22,12 @@ fn record_crowd(dir: &TempDir, name: &str, mode: &str) -> (std::path::PathBuf, B
             Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
         })
         .collect();
-    assert_eq!(delays.len(), 4, "four threads report: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        delays.len(),
+        4,
+        "four threads report: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     (file, delays)
 }
 
@@ -51,8 +56,14 @@ fn check_runq(name: &str, mode: &str) {
         "{name} ({mode}): runq-time of the threads {total} ns, schedstat run_delay {run_delay} ns (ratio {ratio:.3}), under crowd_spin {spinning} ns ({:.1}%)",
         100.0 * spinning as f64 / total.max(1) as f64
     );
-    assert!(run_delay > 500_000_000, "4 threads on 2 CPUs for 2 s wait seconds: {run_delay} ns");
-    assert!((0.75..=1.25).contains(&ratio), "runq-time {total} ns vs run_delay {run_delay} ns");
+    assert!(
+        run_delay > 500_000_000,
+        "4 threads on 2 CPUs for 2 s wait seconds: {run_delay} ns"
+    );
+    assert!(
+        (0.75..=1.25).contains(&ratio),
+        "runq-time {total} ns vs run_delay {run_delay} ns"
+    );
     assert!(
         spinning as f64 >= 0.8 * total as f64,
         "{spinning} of {total} ns under crowd_spin"
@@ -61,7 +72,9 @@ fn check_runq(name: &str, mode: &str) {
     // perf reads the event by name.
     let script = perf_script_clean(&file);
     assert!(
-        parse_script(&script).iter().any(|s| s.event == "runq-time" && s.period > 0),
+        parse_script(&script)
+            .iter()
+            .any(|s| s.event == "runq-time" && s.period > 0),
         "perf script shows runq-time samples"
     );
 
@@ -70,11 +83,16 @@ fn check_runq(name: &str, mode: &str) {
     assert!(out.status.success(), "{}", stderr_of(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("run-queue latency: "), "{text}");
-    assert!(text.contains(&format!("[{name}]: ")), "the process is named: {text}");
+    assert!(
+        text.contains(&format!("[{name}]: ")),
+        "the process is named: {text}"
+    );
     let table = &text[text.find("threads that waited most").expect(&text)..];
     for tid in delays.keys() {
         assert!(
-            table.lines().any(|l| l.contains(name) && l.split_whitespace().nth(2) == Some(&tid.to_string())),
+            table
+                .lines()
+                .any(|l| l.contains(name) && l.split_whitespace().nth(2) == Some(&tid.to_string())),
             "thread {tid} listed:\n{table}"
         );
     }
