@@ -31,13 +31,13 @@ struct Select {
     /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
-    /// the stack where the thread was preempted or blocked), io (block I/O latency, ns), wall
-    /// (on- and off-CPU time, ns), or the name of any event in the file (e.g. task-clock,
-    /// sched:sched_switch).
+    /// the stack where the thread was preempted or blocked), fault (page faults that had to
+    /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
+    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
     #[arg(
         long,
         default_value = "cpu",
-        value_name = "cpu|offcpu|wakeup|runq|io|wall|NAME"
+        value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
     )]
     event: String,
     /// Only samples of this process.
@@ -137,7 +137,7 @@ enum Command {
         #[arg(short, long, default_value = "flamegraph.svg")]
         output: PathBuf,
     },
-    /// A heatmap SVG: for latencies (--event io, offcpu, runq) time across and log2 latency
+    /// A heatmap SVG: for latencies (--event io, offcpu, runq, fault) time across and log2 latency
     /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
     /// Each cell names its --time range.
     Heatmap {

@@ -76,6 +76,8 @@ pub struct OffCpuInterval {
     pub runq_ns: u64,
     /// Task state when it left: 0 preempted (runnable), 1 sleeping (S), 2 uninterruptible (D).
     pub state: u32,
+    /// It blocked inside a page fault (waiting for a read, or for a page being read).
+    pub in_fault: bool,
     /// Where it blocked.
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
@@ -181,6 +183,7 @@ impl Event {
                     duration_ns: e.duration_ns,
                     runq_ns: e.runq_ns,
                     state: e.state,
+                    in_fault: e.in_fault != 0,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                     user_regs: None,
@@ -201,6 +204,7 @@ impl Event {
                     duration_ns: e.duration_ns,
                     runq_ns: e.runq_ns,
                     state: e.state,
+                    in_fault: e.in_fault != 0,
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: Vec::new(),
                     user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),

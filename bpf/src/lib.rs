@@ -225,7 +225,10 @@ impl Profiler {
         open.progs
             .on_switch
             .set_autoload(options.off_cpu_min_ns.is_some());
-        open.progs.on_waking.set_autoload(wakeups);
+        // sched_waking also starts the run-queue part of an off-CPU interval.
+        open.progs
+            .on_waking
+            .set_autoload(options.off_cpu_min_ns.is_some());
         open.progs.on_block_issue.set_autoload(options.block_io);
         open.progs.on_block_complete.set_autoload(options.block_io);
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
@@ -270,7 +273,7 @@ impl Profiler {
             let link = skel.progs.on_switch.attach();
             links.push(link.map_err(Error::bpf("attach sched_switch"))?);
         }
-        if wakeups {
+        if options.off_cpu_min_ns.is_some() {
             let link = skel.progs.on_waking.attach();
             links.push(link.map_err(Error::bpf("attach sched_waking"))?);
         }
@@ -311,6 +314,22 @@ impl Profiler {
             ring_bytes: ring,
             run_stats: None,
         })
+    }
+
+    /// Off-CPU intervals from now on tell whether the thread blocked inside a page fault:
+    /// whether `start..end` (`handle_mm_fault`, from kallsyms) is on its kernel stack.
+    pub fn look_for_faults(&self, start: u64, end: u64) {
+        if let Some(bss) = self.loaded.skel().maps.bss_data.as_deref() {
+            // The programs read these as they run: end first, so that they never see a
+            // start without its end.
+            let bss = bss as *const skel::types::bss as *mut skel::types::bss;
+            // SAFETY: the .bss map is mapped writable for the skeleton's life; single
+            // aligned u64 stores, read by the programs only.
+            unsafe {
+                std::ptr::write_volatile(&mut (*bss).fault_fn_end, end);
+                std::ptr::write_volatile(&mut (*bss).fault_fn_start, start);
+            }
+        }
     }
 
     /// Follows process `pid` (its threads, and the children it forks from now on).

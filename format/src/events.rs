@@ -7,7 +7,14 @@
 //! - **runq-time**: the run-queue part of an off-CPU interval, the same attr under its own
 //!   name: one sample per interval that waited for a CPU, sent with its offcpu-time sample
 //!   (same time, thread and stack), period = nanoseconds from the preemption, or from the
-//!   wakeup of a thread that blocked, to running again (runqlat's latency).
+//!   wakeup of a thread that blocked, to running again (runqlat's latency). In DWARF mode
+//!   it carries the registers and an empty stack copy: readers unwind it with the bytes of
+//!   the offcpu-time sample of the same thread and time (perf unwinds the leaf).
+//! - **fault-time**: a wait inside a page fault (for the page's read: a major fault; or for a
+//!   page that readahead is still reading), the same attr again: one sample per off-CPU
+//!   interval whose kernel stack holds handle_mm_fault, sent with its offcpu-time sample
+//!   (same time, thread and stack, the stack copy shared as runq-time's), period =
+//!   nanoseconds blocked (to the wakeup).
 //! - **bpfperf:block_io**: a made-up tracepoint (own system, own id) whose format travels in
 //!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
 //!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
@@ -30,6 +37,8 @@ pub const BLOCK_IO_TRACEPOINT_ID: u64 = 60001;
 
 /// Name of run-queue samples.
 pub const RUNQ_EVENT: &str = "runq-time";
+/// Name of page-fault samples.
+pub const FAULT_EVENT: &str = "fault-time";
 
 /// The attr of off-CPU samples; `sample_type` matches the on-CPU event's id layout.
 pub fn offcpu_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
@@ -39,6 +48,11 @@ pub fn offcpu_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
 /// The attr of run-queue samples (as [`offcpu_attr`]).
 pub fn runq_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
     time_event_attr(RUNQ_EVENT, sample_type, ids)
+}
+
+/// The attr of page-fault samples (as [`offcpu_attr`]).
+pub fn fault_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    time_event_attr(FAULT_EVENT, sample_type, ids)
 }
 
 /// Samples whose period is nanoseconds of something, as perf writes offcpu-time.

@@ -13,6 +13,7 @@ const OFFCPU_ID: u64 = 2;
 const BLOCK_IO_ID: u64 = 3;
 const WAKEUP_ID: u64 = 4;
 const RUNQ_ID: u64 = 5;
+const FAULT_ID: u64 = 6;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -58,6 +59,7 @@ pub struct Events {
     pub attrs: Vec<EventAttr>,
     pub offcpu: Option<usize>,
     pub runq: Option<usize>,
+    pub fault: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -89,6 +91,13 @@ pub fn events(cfg: &Config) -> Events {
         attrs.push(with_copies(format::events::runq_attr(
             SAMPLE_TYPE,
             vec![RUNQ_ID],
+        )));
+        attrs.len() - 1
+    });
+    let fault_attr = (cfg.faults && cfg.off_cpu_min_ns.is_some()).then(|| {
+        attrs.push(with_copies(format::events::fault_attr(
+            SAMPLE_TYPE,
+            vec![FAULT_ID],
         )));
         attrs.len() - 1
     });
@@ -130,6 +139,7 @@ pub fn events(cfg: &Config) -> Events {
         attrs,
         offcpu: offcpu_attr,
         runq: runq_attr,
+        fault: fault_attr,
         io: io_attr,
         wakeup: wakeup_attr,
         tracing_data,

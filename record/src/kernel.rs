@@ -1,18 +1,46 @@
-//! The kernel as perf describes it: the [kernel.kallsyms] mapping and the kernel's build id.
+//! The kernel as perf describes it: the [kernel.kallsyms] mapping and the kernel's build id;
+//! and where the functions the BPF programs look for on kernel stacks lie.
 
-/// `_text` and `_etext` from /proc/kallsyms (zero when kptr_restrict hides them).
-pub fn text_range() -> Option<(u64, u64)> {
-    let text = std::fs::read("/proc/kallsyms").ok()?;
-    // Lines are "ADDRESS TYPE NAME[\t[MODULE]]": compare names as bytes, parse only the two.
-    let address_of = |name: &[u8]| {
-        text.split(|&b| b == b'\n')
-            .find(|line| line.ends_with(name) && line.len() > name.len() + 2)
-            .and_then(|line| line.split(|&b| b == b' ').next())
+/// What record needs from /proc/kallsyms (zero addresses when kptr_restrict hides them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Symbols {
+    /// `_text` and `_etext`.
+    pub text: Option<(u64, u64)>,
+    /// `handle_mm_fault`, from its address to the next symbol's.
+    pub fault_fn: Option<(u64, u64)>,
+}
+
+/// Reads /proc/kallsyms once.
+pub fn symbols() -> Symbols {
+    let Ok(text) = std::fs::read("/proc/kallsyms") else {
+        return Symbols::default();
+    };
+    // Lines are "ADDRESS TYPE NAME[\t[MODULE]]": compare names as bytes, parse addresses only
+    // where needed.
+    let lines = || text.split(|&b| b == b'\n');
+    let address = |line: &[u8]| {
+        line.split(|&b| b == b' ')
+            .next()
             .and_then(|addr| u64::from_str_radix(std::str::from_utf8(addr).ok()?, 16).ok())
     };
-    match (address_of(b" _text")?, address_of(b" _etext")?) {
-        (s, e) if s != 0 && e > s => Some((s, e)),
+    let address_of = |name: &[u8]| {
+        lines()
+            .find(|line| line.ends_with(name) && line.len() > name.len() + 2)
+            .and_then(address)
+            .filter(|&a| a != 0)
+    };
+    let text_range = match (address_of(b" _text"), address_of(b" _etext")) {
+        (Some(s), Some(e)) if e > s => Some((s, e)),
         _ => None,
+    };
+    // The function ends where the next symbol starts (kallsyms lists no sizes).
+    let fault_fn = address_of(b" T handle_mm_fault").and_then(|start| {
+        let end = lines().filter_map(address).filter(|&a| a > start).min()?;
+        Some((start, end))
+    });
+    Symbols {
+        text: text_range,
+        fault_fn,
     }
 }
 

@@ -49,6 +49,9 @@ struct Args {
     /// Do not record block I/O.
     #[arg(long)]
     no_io: bool,
+    /// Do not record page faults that had to read (major faults, timed: fault-time).
+    #[arg(long)]
+    no_faults: bool,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
     /// perf and analyze read the file as they read perf's.
     #[arg(
@@ -145,6 +148,7 @@ impl Args {
             wakeups: !self.no_wakeups,
             compression_level: self.compression_level,
             block_io: !self.no_io,
+            faults: !self.no_faults,
             verbose: self.verbose,
             ring_pages: self.mmap_pages,
             stack_copy_bytes: match self.call_graph {
@@ -184,12 +188,13 @@ fn main() -> ExitCode {
     match result {
         Ok(s) => {
             eprintln!(
-                "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} lost, {:.2} s, {} bytes written to {} ]",
+                "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {} lost, {:.2} s, {} bytes written to {} ]",
                 s.samples,
                 s.off_cpu,
                 s.runq,
                 s.wakeups,
                 s.io,
+                s.faults,
                 s.lost,
                 s.duration.as_secs_f64(),
                 s.bytes,

@@ -61,12 +61,15 @@ pub struct Recorder {
     pub off_cpu: u64,
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
+    /// Major page faults.
+    pub faults: u64,
     pub io: u64,
     pub wakeups: u64,
     pub lost: u64,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
     pub offcpu_attr: Option<usize>,
     pub runq_attr: Option<usize>,
+    pub fault_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
@@ -94,11 +97,13 @@ impl Recorder {
             samples: 0,
             off_cpu: 0,
             runq: 0,
+            faults: 0,
             io: 0,
             wakeups: 0,
             lost: 0,
             offcpu_attr: events.offcpu,
             runq_attr: events.runq,
+            fault_attr: events.fault,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
             named: HashSet::new(),
@@ -326,9 +331,13 @@ impl Recorder {
                     &[],
                 )?;
                 self.off_cpu += 1;
+                // The samples below share the off-CPU sample's stack: in DWARF mode they carry
+                // its registers and no bytes of their own (the stack copies are the bulk of the
+                // file); analyze borrows the off-CPU sample's, perf unwinds the leaf.
+                let shared = copy.map(|(regs, _)| (regs, &[][..]));
                 if let (Some(attr), true) = (self.runq_attr, o.runq_ns > 0) {
                     self.write_stack_sample(
-                        copy,
+                        shared,
                         attr,
                         o.pid,
                         o.tid,
@@ -340,6 +349,23 @@ impl Recorder {
                         &[],
                     )?;
                     self.runq += 1;
+                }
+                // Blocked inside a page fault: the time it waited there (until its wakeup).
+                if let (Some(attr), true) = (self.fault_attr, o.in_fault) {
+                    let waited = o.duration_ns - o.runq_ns.min(o.duration_ns);
+                    self.write_stack_sample(
+                        shared,
+                        attr,
+                        o.pid,
+                        o.tid,
+                        o.cpu,
+                        o.time,
+                        waited,
+                        &o.kernel_stack,
+                        &o.user_stack,
+                        &[],
+                    )?;
+                    self.faults += 1;
                 }
             }
             Item::BlockIo(b) => {

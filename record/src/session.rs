@@ -30,6 +30,8 @@ pub struct Config {
     pub wakeups: bool,
     /// Record block I/O.
     pub block_io: bool,
+    /// Record major page faults, timed.
+    pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
@@ -58,6 +60,8 @@ pub struct Summary {
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
     pub io: u64,
+    /// Major page faults (fault-time samples).
+    pub faults: u64,
     pub wakeups: u64,
     /// Off-CPU intervals recorded without their waker (it could not be kept).
     pub missed_wakers: u64,
@@ -80,7 +84,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
     // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
-    let kernel_text = std::thread::spawn(kernel::text_range);
+    let kernel_symbols = std::thread::spawn(kernel::symbols);
     host::install_signal_handlers();
     host::mount_tracefs();
     let started = Instant::now();
@@ -151,8 +155,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     phases.mark("workload released");
 
-    let text = kernel_text.join().unwrap_or(None);
-    phases.mark("kernel text range read");
+    let symbols = kernel_symbols.join().unwrap_or_default();
+    phases.mark("kernel symbols read");
+    if cfg.faults {
+        if let Some((start, end)) = symbols.fault_fn {
+            profiler.look_for_faults(start, end);
+        }
+    }
+    let text = symbols.text;
     if let Some((start, end)) = text {
         let kmap = SideBand::Mmap {
             misc: misc::KERNEL,
@@ -325,11 +335,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracing_data,
         ..Default::default()
     };
-    let (samples, off_cpu, runq, io, wakeups, lost) = (
+    let (samples, off_cpu, runq, io, faults, wakeups, lost) = (
         rec.samples,
         rec.off_cpu,
         rec.runq,
         rec.io,
+        rec.faults,
         rec.wakeups,
         rec.lost,
     );
@@ -345,6 +356,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         off_cpu,
         runq,
         io,
+        faults,
         wakeups,
         missed_wakers,
         lost,

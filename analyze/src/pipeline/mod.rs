@@ -36,6 +36,10 @@ pub enum EventSel {
     /// `runq-time` samples: the part of off-CPU intervals spent waiting for a CPU; weight =
     /// nanoseconds, charged to where the thread was preempted or blocked.
     Runq,
+    /// `fault-time` samples: page faults that had to read; weight = nanoseconds the fault
+    /// took, at the stack that faulted. (`Wall` has that time already: a thread waiting in
+    /// a fault is off the CPU.)
+    Fault,
     /// bpfperf block I/O samples; weight = I/O latency in nanoseconds.
     Io,
     /// On-CPU samples weighted by their period (ns) plus off-CPU ns: where wall time went.
@@ -54,6 +58,7 @@ impl EventSel {
             "cpu" => EventSel::Cpu,
             "offcpu" => EventSel::OffCpu,
             "runq" => EventSel::Runq,
+            "fault" => EventSel::Fault,
             "io" => EventSel::Io,
             "wall" => EventSel::Wall,
             "wakeup" => EventSel::Wakeup,

@@ -12,6 +12,7 @@ pub(super) enum Kind {
     Sampling,
     OffCpu,
     Runq,
+    Fault,
     Io,
     Wakeup,
 }
@@ -20,6 +21,7 @@ pub(super) fn kind_of(name: &str) -> Kind {
     match name {
         format::events::OFFCPU_EVENT => Kind::OffCpu,
         format::events::RUNQ_EVENT => Kind::Runq,
+        format::events::FAULT_EVENT => Kind::Fault,
         format::events::BLOCK_IO_EVENT => Kind::Io,
         format::events::WAKEUP_EVENT => Kind::Wakeup,
         _ => Kind::Sampling,
@@ -82,6 +84,10 @@ pub(super) fn select<'a>(
         EventSel::Runq => (
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::Runq)).then_some(s.period)),
             "run-queue".into(),
+        ),
+        EventSel::Fault => (
+            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Fault)).then_some(s.period)),
+            "page faults".into(),
         ),
         EventSel::Io => (
             Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),

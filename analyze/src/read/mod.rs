@@ -8,6 +8,8 @@
 //! exec'd later still symbolizes right.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
@@ -318,6 +320,7 @@ pub fn read_with(
                 merge,
             ) {
                 name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
+                share_stack_copies(&mut rec);
                 return Ok(rec);
             }
         }
@@ -403,7 +406,51 @@ pub fn read_with(
     }
     timeline.finish(&mut rec);
     name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
+    share_stack_copies(&mut rec);
     Ok(rec)
+}
+
+/// record writes run-queue and page-fault samples beside the off-CPU sample they are part
+/// of, with its registers and, in DWARF mode, no stack bytes of their own: they unwind with
+/// the bytes of the off-CPU sample of the same thread at the same time.
+fn share_stack_copies(rec: &mut Recording) {
+    use format::events::{FAULT_EVENT, OFFCPU_EVENT, RUNQ_EVENT};
+    let index = |name: &str| rec.events.iter().position(|n| n == name);
+    let Some(offcpu) = index(OFFCPU_EVENT) else {
+        return;
+    };
+    let sharing = [index(RUNQ_EVENT), index(FAULT_EVENT)];
+    let shares = |s: &RawSample| {
+        sharing.contains(&Some(s.event))
+            && s.stack_copy.as_ref().is_some_and(|c| c.bytes.is_empty())
+    };
+    if !rec.samples.iter().any(shares) {
+        return;
+    }
+    let owners: FxHashMap<(i32, u64), usize> = rec
+        .samples
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.event == offcpu && s.stack_copy.as_ref().is_some_and(|c| !c.bytes.is_empty())
+        })
+        .map(|(i, s)| ((s.tid, s.time), i))
+        .collect();
+    for i in 0..rec.samples.len() {
+        let s = &rec.samples[i];
+        if !shares(s) {
+            continue;
+        }
+        if let Some(&owner) = owners.get(&(s.tid, s.time)) {
+            let bytes = rec.samples[owner]
+                .stack_copy
+                .as_ref()
+                .map(|c| c.bytes.clone());
+            if let (Some(copy), Some(bytes)) = (rec.samples[i].stack_copy.as_mut(), bytes) {
+                copy.bytes = bytes;
+            }
+        }
+    }
 }
 
 /// Samples of threads the recording never names get perf's names: `swapper` for the idle

@@ -92,7 +92,8 @@ struct offcpu_event {
 	__u32 state;
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
-	__u32 _pad;
+	/* 1: it blocked inside a page fault (handle_mm_fault is on its kernel stack). */
+	__u32 in_fault;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
 };
@@ -136,7 +137,7 @@ struct offcpu_copy_event {
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 user_regs[USER_REGS];
 	__u32 stack_bytes;
-	__u32 _pad;
+	__u32 in_fault; /* as in offcpu_event */
 };
 
 /* What a DWARF-mode switch-out keeps until switch-in: the event to send, and the stack. */

@@ -205,8 +205,8 @@ pub fn stderr_of(o: &Output) -> String {
 }
 
 /// The summary line's numbers: (samples, lost), from
-/// "[ record: N samples, N off-CPU events, N run-queue waits, N wakeups, N I/O events, N lost,
-/// ... ]".
+/// "[ record: N samples, N off-CPU events, N run-queue waits, N wakeups, N I/O events, N page
+/// faults, N lost, ... ]".
 pub fn summary_counts(stderr: &str) -> (u64, u64) {
     let line = stderr
         .lines()

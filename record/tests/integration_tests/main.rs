@@ -3,6 +3,7 @@
 mod common;
 mod dwarf;
 mod errors;
+mod faults;
 mod follow;
 mod heatmap;
 mod loss;
