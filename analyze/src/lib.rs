@@ -32,6 +32,7 @@
 pub mod aggregate;
 pub mod annotate;
 pub mod archive;
+pub mod cache;
 pub mod debuginfod;
 pub mod info;
 pub mod input;

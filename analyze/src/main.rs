@@ -160,6 +160,12 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         slowest: usize,
     },
+    /// Page-cache use (cachestat): accesses, hits, misses and dirtied pages with the hit
+    /// ratio, per process and per second.
+    Cache {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+    },
     /// Run-queue latency: a log2 histogram per process (runqlat -P) and the threads that
     /// waited most for a CPU.
     Sched {
@@ -427,6 +433,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Io { input, slowest } => {
             let reqs = analyze::io::read_requests(&input)?;
             write!(stdout, "{}", analyze::io::report(&reqs, slowest))?;
+        }
+        Command::Cache { input } => {
+            let intervals = analyze::cache::read_intervals(&input)?;
+            write!(stdout, "{}", analyze::cache::report(&intervals))?;
         }
         Command::Sched { input, top } => {
             let rec = analyze::read::read(&input)?;

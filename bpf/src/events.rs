@@ -9,6 +9,7 @@ unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
 unsafe impl plain::Plain for types::wakeup_event {}
+unsafe impl plain::Plain for types::cache_counts {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
@@ -84,6 +85,18 @@ pub struct OffCpuInterval {
     /// DWARF mode: the user registers and stack bytes when it blocked.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+}
+
+/// A tracked process's page-cache use since its counters were last taken, counted in the
+/// kernel ([`crate::Profiler::take_cache_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCounts {
+    pub pid: u32,
+    /// Pages looked up: by read() and by page faults on file mappings.
+    pub accesses: u64,
+    /// Pages added to the page cache: read from the file, or new pages written.
+    pub added: u64,
+    pub dirtied: u64,
 }
 
 /// Who woke a thread, for the off-CPU interval that just ended (sent right after it, with

@@ -41,7 +41,9 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
-pub use events::{BlockIoRequest, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS};
+pub use events::{
+    BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS,
+};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
@@ -68,6 +70,8 @@ pub struct Options {
     pub wakeups: bool,
     /// Report every block I/O request.
     pub block_io: bool,
+    /// Count each tracked process's page-cache use (cachestat).
+    pub cache: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
@@ -83,6 +87,7 @@ impl Default for Options {
             off_cpu_min_ns: Some(1000),
             wakeups: true,
             block_io: true,
+            cache: true,
             stack_copy_bytes: 0,
             ring_bytes: None,
         }
@@ -163,13 +168,15 @@ impl Drop for Loaded {
 }
 
 /// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
-/// copies counted at half their cap), as a power of two between 1 and 64 MiB.
+/// copies counted at half their cap), as a power of two between 8 and 64 MiB. At least 8 MiB
+/// for the other events' bursts: off-CPU, waker and block I/O events reserve 2 KB each, and
+/// a program faulting in a file page by page sends ~30 MB/s of them (4 MiB lost some).
 fn ring_bytes(frequency: u64, cpus: u64, stack_copy_bytes: u32) -> u64 {
     let per_sample =
         std::mem::size_of::<skel::types::sample_event>() as u64 + stack_copy_bytes as u64 / 2;
     let per_second = frequency * cpus * per_sample;
     (per_second / 2)
-        .clamp(1 << 20, 64 << 20)
+        .clamp(8 << 20, 64 << 20)
         .next_power_of_two()
 }
 
@@ -219,6 +226,7 @@ impl Profiler {
         rodata.offcpu_enabled = options.off_cpu_min_ns.is_some();
         rodata.offcpu_min_ns = options.off_cpu_min_ns.unwrap_or(0);
         rodata.io_enabled = options.block_io;
+        rodata.cache_enabled = options.cache;
         let wakeups = options.off_cpu_min_ns.is_some() && options.wakeups;
         rodata.wakeup_enabled = wakeups;
         rodata.stack_copy_bytes = options.stack_copy_bytes.min(MAX_STACK_COPY);
@@ -229,6 +237,14 @@ impl Profiler {
         open.progs
             .on_waking
             .set_autoload(options.off_cpu_min_ns.is_some());
+        for prog in [
+            &mut open.progs.on_cache_read,
+            &mut open.progs.on_cache_fault,
+            &mut open.progs.on_cache_add,
+            &mut open.progs.on_cache_dirty,
+        ] {
+            prog.set_autoload(options.cache);
+        }
         open.progs.on_block_issue.set_autoload(options.block_io);
         open.progs.on_block_complete.set_autoload(options.block_io);
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
@@ -283,6 +299,17 @@ impl Profiler {
             let complete = skel.progs.on_block_complete.attach();
             links.push(complete.map_err(Error::bpf("attach block_rq_complete"))?);
         }
+        if options.cache {
+            let progs = &skel.progs;
+            for (what, prog) in [
+                ("attach mm_filemap_get_pages", &progs.on_cache_read),
+                ("attach mm_filemap_fault", &progs.on_cache_fault),
+                ("attach mm_filemap_add_to_page_cache", &progs.on_cache_add),
+                ("attach writeback_dirty_folio", &progs.on_cache_dirty),
+            ] {
+                links.push(prog.attach().map_err(Error::bpf(what))?);
+            }
+        }
         for cpu in cpus {
             let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
             links.push(
@@ -330,6 +357,37 @@ impl Profiler {
                 std::ptr::write_volatile(&mut (*bss).fault_fn_start, start);
             }
         }
+    }
+
+    /// Each process's page-cache counts since the last call (and the counters restart):
+    /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
+    pub fn take_cache_counts(&self) -> Vec<CacheCounts> {
+        let map = &self.loaded.skel().maps.cache_counts;
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        let mut out = Vec::new();
+        for key in keys {
+            // Taken and deleted at once: counts added meanwhile go to a fresh entry.
+            let Ok(Some(value)) = map.lookup_and_delete(&key) else {
+                continue;
+            };
+            let mut c = skel::types::cache_counts::default();
+            if plain::copy_from_bytes(&mut c, &value).is_err() {
+                continue;
+            }
+            let Ok(pid) = key[..].try_into().map(u32::from_ne_bytes) else {
+                continue;
+            };
+            if c.accesses + c.added + c.dirtied > 0 {
+                out.push(CacheCounts {
+                    pid,
+                    accesses: c.accesses,
+                    added: c.added,
+                    dirtied: c.dirtied,
+                });
+            }
+        }
+        out.sort_by_key(|c| c.pid);
+        out
     }
 
     /// Follows process `pid` (its threads, and the children it forks from now on).
@@ -445,6 +503,10 @@ impl Profiler {
             ("on_waking", &progs.on_waking),
             ("on_block_issue", &progs.on_block_issue),
             ("on_block_complete", &progs.on_block_complete),
+            ("on_cache_read", &progs.on_cache_read),
+            ("on_cache_fault", &progs.on_cache_fault),
+            ("on_cache_add", &progs.on_cache_add),
+            ("on_cache_dirty", &progs.on_cache_dirty),
             ("on_fork", &progs.on_fork),
             ("on_exit", &progs.on_exit),
         ];

@@ -19,6 +19,9 @@
 //!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
 //!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
 //!   issuing stack, RAW = [`BlockIo`].
+//! - **bpfperf:cachestat**: tracepoint-style too: one sample per process per second of its
+//!   page-cache use, counted in the kernel: pid = the process, time = the second's end,
+//!   RAW = [`CacheStat`] (pages accessed, added to the cache, dirtied).
 //! - **bpfperf:wakeup**: likewise, one sample per off-CPU interval whose waker was seen:
 //!   time = when the woken thread ran again (the time of its offcpu-time sample), pid/tid =
 //!   the waker (pid 0: an interrupt), period = nanoseconds the wakee was blocked, callchain =
@@ -268,9 +271,106 @@ REC->rwbs, REC->sector, REC->bytes, REC->latency_ns, REC->comm, REC->tracked\n"
     }
 }
 
+/// Name of the page-cache statistics event.
+pub const CACHESTAT_EVENT: &str = "bpfperf:cachestat";
+/// Tracepoint id of `bpfperf:cachestat`.
+pub const CACHESTAT_TRACEPOINT_ID: u64 = 60003;
+
+/// The attr of page-cache statistics samples.
+pub fn cachestat_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    EventAttr {
+        name: CACHESTAT_EVENT.into(),
+        config: CACHESTAT_TRACEPOINT_ID,
+        ..block_io_attr(sample_type, ids)
+    }
+}
+
+/// A process's page-cache use over an interval, counted in the kernel (cachestat's counts),
+/// as the RAW payload of a `bpfperf:cachestat` sample. The sample's pid is the process, its
+/// time the interval's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStat {
+    /// Pages looked up in the page cache: by read() and by page faults.
+    pub accesses: u64,
+    /// Pages added to the page cache: read from the file, or new pages written (cachestat
+    /// counts misses as added - dirtied).
+    pub added: u64,
+    /// Pages the process dirtied.
+    pub dirtied: u64,
+    /// Length of the interval (ns).
+    pub interval_ns: u64,
+}
+
+/// Size of the cachestat RAW payload.
+pub const CACHESTAT_RAW_SIZE: usize = 40;
+
+impl CacheStat {
+    /// The RAW payload, at the offsets of [`cachestat_format`].
+    pub fn to_raw(&self, pid: i32) -> [u8; CACHESTAT_RAW_SIZE] {
+        let mut b = [0u8; CACHESTAT_RAW_SIZE];
+        b[0..2].copy_from_slice(&(CACHESTAT_TRACEPOINT_ID as u16).to_le_bytes());
+        b[4..8].copy_from_slice(&pid.to_le_bytes());
+        b[8..16].copy_from_slice(&self.accesses.to_le_bytes());
+        b[16..24].copy_from_slice(&self.added.to_le_bytes());
+        b[24..32].copy_from_slice(&self.dirtied.to_le_bytes());
+        b[32..40].copy_from_slice(&self.interval_ns.to_le_bytes());
+        b
+    }
+
+    /// Reads a payload written by [`CacheStat::to_raw`]; `None` if it is not one.
+    pub fn from_raw(raw: &[u8]) -> Option<CacheStat> {
+        let raw = raw.get(..CACHESTAT_RAW_SIZE)?;
+        if u16::from_le_bytes([raw[0], raw[1]]) as u64 != CACHESTAT_TRACEPOINT_ID {
+            return None;
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
+        Some(CacheStat {
+            accesses: u64_at(8),
+            added: u64_at(16),
+            dirtied: u64_at(24),
+            interval_ns: u64_at(32),
+        })
+    }
+}
+
+/// The tracefs-style format of `bpfperf:cachestat`, for TRACING_DATA.
+pub fn cachestat_format() -> EventFormat {
+    let text = format!(
+        "name: cachestat\nID: {CACHESTAT_TRACEPOINT_ID}\nformat:\n{COMMON_FIELDS}\
+\tfield:u64 accesses;\toffset:8;\tsize:8;\tsigned:0;\n\
+\tfield:u64 added;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:u64 dirtied;\toffset:24;\tsize:8;\tsigned:0;\n\
+\tfield:u64 interval_ns;\toffset:32;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"accesses=%llu added=%llu dirtied=%llu interval=%llu ns\", \
+REC->accesses, REC->added, REC->dirtied, REC->interval_ns\n"
+    );
+    EventFormat {
+        system: "bpfperf".into(),
+        text: text.into_bytes(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cachestat_round_trips() {
+        let c = CacheStat {
+            accesses: 100,
+            added: 7,
+            dirtied: 3,
+            interval_ns: 1_000_000_000,
+        };
+        let raw = c.to_raw(42);
+        assert_eq!(CacheStat::from_raw(&raw), Some(c));
+        assert_eq!(i32::from_le_bytes(raw[4..8].try_into().unwrap()), 42);
+        let f = String::from_utf8(cachestat_format().text).unwrap();
+        assert!(
+            f.contains("ID: 60003") && f.contains("offset:32;\tsize:8;"),
+            "{f}"
+        );
+    }
 
     #[test]
     fn block_io_round_trips_and_fits_its_format() {

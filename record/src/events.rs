@@ -14,6 +14,7 @@ const BLOCK_IO_ID: u64 = 3;
 const WAKEUP_ID: u64 = 4;
 const RUNQ_ID: u64 = 5;
 const FAULT_ID: u64 = 6;
+const CACHESTAT_ID: u64 = 7;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -60,6 +61,7 @@ pub struct Events {
     pub offcpu: Option<usize>,
     pub runq: Option<usize>,
     pub fault: Option<usize>,
+    pub cache: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -105,7 +107,7 @@ pub fn events(cfg: &Config) -> Events {
     // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
     // killed recording stays readable).
     let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
-    let tracing_data = if cfg.block_io || wakeups {
+    let tracing_data = if cfg.block_io || wakeups || cfg.cache {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {
                 if cfg.block_io {
@@ -114,10 +116,13 @@ pub fn events(cfg: &Config) -> Events {
                 if wakeups {
                     td.events.push(format::events::wakeup_format());
                 }
+                if cfg.cache {
+                    td.events.push(format::events::cachestat_format());
+                }
                 Some(td.to_bytes())
             }
             Err(e) => {
-                eprintln!("record: warning: block I/O and wakeups not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
+                eprintln!("record: warning: block I/O, wakeups and page-cache counts not recorded: cannot read tracefs ({e}); mount it with: mount -t tracefs nodev /sys/kernel/tracing");
                 None
             }
         }
@@ -135,8 +140,16 @@ pub fn events(cfg: &Config) -> Events {
         attrs.push(format::events::wakeup_attr(SAMPLE_TYPE, vec![WAKEUP_ID]));
         attrs.len() - 1
     });
+    let cache_attr = (tracing_data.is_some() && cfg.cache).then(|| {
+        attrs.push(format::events::cachestat_attr(
+            SAMPLE_TYPE,
+            vec![CACHESTAT_ID],
+        ));
+        attrs.len() - 1
+    });
     Events {
         attrs,
+        cache: cache_attr,
         offcpu: offcpu_attr,
         runq: runq_attr,
         fault: fault_attr,

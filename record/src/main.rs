@@ -49,6 +49,10 @@ struct Args {
     /// Do not record block I/O.
     #[arg(long)]
     no_io: bool,
+    /// Do not count page-cache use (cachestat: accesses, misses, dirtied pages per process
+    /// and second).
+    #[arg(long)]
+    no_cache: bool,
     /// Do not record page faults that had to read (major faults, timed: fault-time).
     #[arg(long)]
     no_faults: bool,
@@ -148,6 +152,7 @@ impl Args {
             wakeups: !self.no_wakeups,
             compression_level: self.compression_level,
             block_io: !self.no_io,
+            cache: !self.no_cache,
             faults: !self.no_faults,
             verbose: self.verbose,
             ring_pages: self.mmap_pages,

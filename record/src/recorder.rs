@@ -13,6 +13,12 @@ pub enum Item {
     OffCpu(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
     Wakeup(bpf::Wakeup),
+    /// A process's page-cache counts over the interval that ends at `time`.
+    Cache {
+        counts: bpf::CacheCounts,
+        time: u64,
+        interval_ns: u64,
+    },
     Fact(TimedFact),
 }
 
@@ -23,6 +29,7 @@ impl Item {
             Item::OffCpu(o) => o.time,
             Item::BlockIo(b) => b.time,
             Item::Wakeup(w) => w.time,
+            Item::Cache { time, .. } => *time,
             Item::Fact(f) => f.time,
         }
     }
@@ -70,6 +77,7 @@ pub struct Recorder {
     pub offcpu_attr: Option<usize>,
     pub runq_attr: Option<usize>,
     pub fault_attr: Option<usize>,
+    pub cache_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
@@ -104,6 +112,7 @@ impl Recorder {
             offcpu_attr: events.offcpu,
             runq_attr: events.runq,
             fault_attr: events.fault,
+            cache_attr: events.cache,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
             named: HashSet::new(),
@@ -367,6 +376,34 @@ impl Recorder {
                     )?;
                     self.faults += 1;
                 }
+            }
+            Item::Cache {
+                counts,
+                time,
+                interval_ns,
+            } => {
+                let Some(attr) = self.cache_attr else {
+                    return Ok(());
+                };
+                let stat = format::events::CacheStat {
+                    accesses: counts.accesses,
+                    added: counts.added,
+                    dirtied: counts.dirtied,
+                    interval_ns: *interval_ns,
+                };
+                let raw = stat.to_raw(counts.pid as i32);
+                self.write_stack_sample(
+                    None,
+                    attr,
+                    counts.pid,
+                    counts.pid,
+                    0,
+                    *time,
+                    counts.accesses.max(1),
+                    &[],
+                    &[],
+                    &raw,
+                )?;
             }
             Item::BlockIo(b) => {
                 let Some(attr) = self.io_attr else {

@@ -30,6 +30,8 @@ pub struct Config {
     pub wakeups: bool,
     /// Record block I/O.
     pub block_io: bool,
+    /// Count page-cache use per process each second (cachestat).
+    pub cache: bool,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -81,6 +83,25 @@ pub struct Summary {
 const ROUND_SLACK_NS: u64 = 20_000_000;
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
+/// Page-cache counts are taken this often (cachestat's interval).
+const CACHE_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// Takes the kernel's page-cache counts since `since` into `pending`; returns now.
+fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u64) -> u64 {
+    let now = monotonic_ns();
+    pending.extend(
+        profiler
+            .take_cache_counts()
+            .into_iter()
+            .map(|counts| Item::Cache {
+                counts,
+                time: now,
+                interval_ns: now - since,
+            }),
+    );
+    now
+}
+
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
     // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
@@ -106,6 +127,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         off_cpu_min_ns: cfg.off_cpu_min_ns,
         wakeups: cfg.wakeups,
         block_io: cfg.block_io,
+        cache: cfg.cache,
         stack_copy_bytes: cfg.stack_copy_bytes,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
     };
@@ -205,6 +227,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut forwarded = false;
     let mut drops_written = 0;
     let mut facts = Vec::new();
+    let mut cache_taken = monotonic_ns();
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
@@ -217,6 +240,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         })?;
         sideband.drain(&mut facts);
         rec.pending.extend(facts.drain(..).map(Item::Fact));
+        if cfg.cache && monotonic_ns() >= cache_taken + CACHE_INTERVAL_NS {
+            cache_taken = take_cache_counts(&profiler, &mut rec.pending, cache_taken);
+        }
         let drops = profiler.drops();
         if drops > drops_written {
             rec.write_lost(drops - drops_written, cut)?;
@@ -282,6 +308,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     sideband.drain(&mut facts);
     rec.pending.extend(facts.drain(..).map(Item::Fact));
+    if cfg.cache {
+        take_cache_counts(&profiler, &mut rec.pending, cache_taken);
+    }
     let drops = profiler.drops();
     if drops > drops_written {
         rec.write_lost(drops - drops_written, monotonic_ns())?;

@@ -167,6 +167,14 @@ struct wakeup_event {
 	__u64 ustack[MAX_STACK_DEPTH];
 };
 
+/* Page-cache use of one tracked process since its counters were last taken (cachestat's
+ * counts: misses = added - dirtied, hits = accesses - misses). Values of the cache_counts map, read by record. */
+struct cache_counts {
+	__u64 accesses; /* pages looked up: by read() and by page faults */
+	__u64 added;	/* pages added to the cache (read in, or new pages written) */
+	__u64 dirtied;	/* pages dirtied */
+};
+
 /* A tracked thread group ended. */
 struct exit_event {
 	__u32 kind;

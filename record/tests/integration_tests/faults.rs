@@ -1,7 +1,7 @@
 //! Page faults that waited: a program that maps a file dropped from the page cache and
 //! touches every page (readahead off) must show one fault-time sample per major fault the
 //! kernel counted for it, with the time under the touching function, in both call-graph
-//! modes; perf reads the event.
+//! modes; perf reads the event; analyze cache counts the pages read in as misses.
 
 use crate::common::*;
 
@@ -58,6 +58,23 @@ fn check_faults(name: &str, mode: &str) {
         (0.9..=1.1).contains(&ratio),
         "{faults} fault-time samples vs {majflt} major faults"
     );
+
+    // analyze cache: the pages read in are its misses (cachestat's count, in the kernel).
+    let out = analyze(&["cache"], &file);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let misses: u64 = text
+        .lines()
+        .next()
+        .and_then(|l| l.split(", ").find_map(|part| part.strip_suffix(" misses")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no misses in analyze cache:\n{text}"));
+    eprintln!("{name} ({mode}): analyze cache: {misses} misses");
+    assert!(
+        (0.9..=1.1).contains(&(misses as f64 / majflt as f64)),
+        "{misses} page-cache misses vs {majflt} major faults:\n{text}"
+    );
+    assert!(text.contains(name), "the process is named: {text}");
     assert!(
         touching as f64 >= 0.8 * total as f64,
         "{touching} of {total} ns under touch_pages"
