@@ -78,7 +78,7 @@ fn offcpu_time_matches_known_sleep_and_io_is_attributed() {
 }
 
 #[test]
-fn no_off_cpu_and_no_io_turn_them_off() {
+fn no_off_cpu_no_io_and_no_cache_turn_them_off() {
     if !can_record() {
         return;
     }
@@ -87,7 +87,7 @@ fn no_off_cpu_and_no_io_turn_them_off() {
     let file = dir.path("plain.data");
     let sleeper = fixture("sleeper-fp");
     let out = record(
-        &["--no-off-cpu", "--no-io", "-o", file.to_str().unwrap()],
+        &["--no-off-cpu", "--no-io", "--no-cache", "-o", file.to_str().unwrap()],
         &[sleeper.to_str().unwrap(), "1", "5", "1000", "1", "/var/tmp"],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
