@@ -16,10 +16,14 @@ use format::linux_perf_data::PerfFileRecord;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub io: BlockIo,
+    /// The issuer (the RAW's common_pid).
     pub pid: i32,
+    /// The sample's thread: the issuer's, or the dirtier's when the request is charged to it.
     pub tid: i32,
     /// Completion time (ns, CLOCK_MONOTONIC).
     pub time: u64,
+    /// Writeback of pages a recorded thread dirtied: that process (pid, name).
+    pub dirtier: Option<(i32, String)>,
 }
 
 impl Request {
@@ -38,24 +42,40 @@ pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
         .map(|i| reader.event_name(i) == BLOCK_IO_EVENT)
         .collect();
     let mut out = Vec::new();
+    let mut names: std::collections::HashMap<i32, String> = Default::default();
     while let Some(record) = reader.next_record()? {
         let PerfFileRecord::EventRecord { attr_index, record } = record else {
             continue;
         };
-        if !io_attrs.get(attr_index).copied().unwrap_or(false) {
-            continue;
-        }
-        let Ok(EventRecord::Sample(s)) = format::parse_record(&record) else {
-            continue;
+        let is_io = io_attrs.get(attr_index).copied().unwrap_or(false);
+        let s = match format::parse_record(&record) {
+            Ok(EventRecord::Comm(c)) if c.pid == c.tid => {
+                names.insert(
+                    c.pid,
+                    String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+                );
+                continue;
+            }
+            Ok(EventRecord::Sample(s)) if is_io => s,
+            _ => continue,
         };
         let Some(io) = s.raw.and_then(|raw| BlockIo::from_raw(&raw.as_slice())) else {
             continue;
         };
+        let pid = s.pid.unwrap_or(-1);
+        let dirtier = (io.dirtied != 0).then(|| {
+            let name = names
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| format!(":{pid}"));
+            (pid, name)
+        });
         out.push(Request {
+            pid: if io.dirtied != 0 { io.issuer_pid } else { pid },
             io,
-            pid: s.pid.unwrap_or(-1),
             tid: s.tid.unwrap_or(-1),
             time: s.timestamp.unwrap_or(0),
+            dirtier,
         });
     }
     Ok(out)
@@ -187,6 +207,38 @@ pub fn report(reqs: &[Request], slowest: usize) -> String {
             us(s.max_ns)
         );
     }
+    let mut by_dirtier: BTreeMap<(String, i32), Vec<&Request>> = BTreeMap::new();
+    for r in reqs {
+        if let Some((pid, name)) = &r.dirtier {
+            by_dirtier.entry((name.clone(), *pid)).or_default().push(r);
+        }
+    }
+    if !by_dirtier.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nwriteback by the process that dirtied the pages (its stack is the sample's):"
+        );
+        let _ = writeln!(
+            o,
+            "  {:<20} {:>8} {:>9} {:>14}   issued by",
+            "dirtier", "pid", "requests", "bytes"
+        );
+        for ((name, pid), rs) in &by_dirtier {
+            let s = stats(rs.iter().copied());
+            let mut issuers: Vec<String> = rs.iter().map(|r| r.io.comm_str()).collect();
+            issuers.sort();
+            issuers.dedup();
+            let _ = writeln!(
+                o,
+                "  {:<20} {:>8} {:>9} {:>14}   {}",
+                name,
+                pid,
+                s.requests,
+                s.bytes,
+                issuers.join(", ")
+            );
+        }
+    }
     let mut slow: Vec<&Request> = reqs.iter().collect();
     slow.sort_by_key(|r| (std::cmp::Reverse(r.io.latency_ns), r.time));
     let _ = writeln!(o, "\nslowest requests:");
@@ -231,6 +283,7 @@ mod tests {
             pid: 1,
             tid: 1,
             time: lat_us,
+            dirtier: None,
         }
     }
 
@@ -251,6 +304,21 @@ mod tests {
         assert_eq!(h[3], 1);
         let text = report(&reqs, 3);
         assert!(text.contains("reads         50 requests"), "{text}");
+        assert!(
+            !text.contains("writeback by"),
+            "no dirtier, no table: {text}"
+        );
+        let mut charged = reqs.clone();
+        charged[1].dirtier = Some((7, "writer".into()));
+        let text = report(&charged, 3);
+        let table = &text[text.find("writeback by").expect(&text)..];
+        assert!(
+            table
+                .lines()
+                .nth(2)
+                .is_some_and(|l| l.split_whitespace().eq(["writer", "7", "1", "4096", "tar"])),
+            "{table}"
+        );
         assert!(text.contains("8,1"), "{text}");
         assert!(text.contains("1000.0"), "slowest listed: {text}");
     }

@@ -18,6 +18,8 @@ pub(crate) const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
 pub(crate) const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
 pub(crate) const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;
 pub(crate) const EVENT_WAKEUP: u32 = types::event_kind::EVENT_WAKEUP.0;
+pub(crate) const EVENT_DIRTY: u32 = types::event_kind::EVENT_DIRTY.0;
+pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 
 /// Entries of the drops map (bpfperf.h's EVENT_KINDS).
 pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
@@ -141,6 +143,9 @@ pub struct BlockIoRequest {
     /// The issuing stacks.
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
+    /// Who dirtied its first page, if a tracked thread did: (pid, tid, time of its
+    /// [`Event::Dirty`]).
+    pub dirtier: Option<(u32, u32, u64)>,
 }
 
 /// What the BPF programs report.
@@ -148,6 +153,10 @@ pub struct BlockIoRequest {
 pub enum Event {
     OnCpu(OnCpuSample),
     OffCpu(OffCpuInterval),
+    /// A tracked thread began a burst of dirtying pages (a write): `time` and its stacks
+    /// (the interval fields are 0). Writeback requests of those pages name it
+    /// ([`BlockIoRequest::dirtier`]).
+    Dirty(OffCpuInterval),
     BlockIo(BlockIoRequest),
     Wakeup(Wakeup),
     /// A tracked process (thread group) exited.
@@ -155,6 +164,50 @@ pub enum Event {
         pid: u32,
         time: u64,
     },
+}
+
+/// An interval with frame-pointer stacks (`offcpu_event`'s layout).
+fn interval(data: &[u8]) -> Option<OffCpuInterval> {
+    let mut e = types::offcpu_event::default();
+    plain::copy_from_bytes(&mut e, data).ok()?;
+    Some(OffCpuInterval {
+        pid: e.pid,
+        tid: e.tid,
+        cpu: e.cpu,
+        time: e.time_ns,
+        duration_ns: e.duration_ns,
+        runq_ns: e.runq_ns,
+        state: e.state,
+        in_fault: e.in_fault != 0,
+        kernel_stack: stack(&e.kstack, e.kstack_bytes),
+        user_stack: stack(&e.ustack, e.ustack_bytes),
+        user_regs: None,
+        stack_copy: Vec::new(),
+    })
+}
+
+/// An interval with registers and a user stack copy (`offcpu_copy_event`'s layout, then the
+/// bytes copied).
+fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
+    let mut e = types::offcpu_copy_event::default();
+    let fixed = std::mem::size_of::<types::offcpu_copy_event>();
+    plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
+    let copied = data.get(fixed..).unwrap_or(&[]);
+    let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
+    Some(OffCpuInterval {
+        pid: e.pid,
+        tid: e.tid,
+        cpu: e.cpu,
+        time: e.time_ns,
+        duration_ns: e.duration_ns,
+        runq_ns: e.runq_ns,
+        state: e.state,
+        in_fault: e.in_fault != 0,
+        kernel_stack: stack(&e.kstack, e.kstack_bytes),
+        user_stack: Vec::new(),
+        user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
+        stack_copy: copied.to_vec(),
+    })
 }
 
 fn stack(frames: &[u64], bytes: i32) -> Vec<u64> {
@@ -185,45 +238,10 @@ impl Event {
                     stack_copy: copied.to_vec(),
                 }))
             }
-            EVENT_OFF_CPU => {
-                let mut e = types::offcpu_event::default();
-                plain::copy_from_bytes(&mut e, data).ok()?;
-                Some(Event::OffCpu(OffCpuInterval {
-                    pid: e.pid,
-                    tid: e.tid,
-                    cpu: e.cpu,
-                    time: e.time_ns,
-                    duration_ns: e.duration_ns,
-                    runq_ns: e.runq_ns,
-                    state: e.state,
-                    in_fault: e.in_fault != 0,
-                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
-                    user_stack: stack(&e.ustack, e.ustack_bytes),
-                    user_regs: None,
-                    stack_copy: Vec::new(),
-                }))
-            }
-            EVENT_OFF_CPU_COPY => {
-                let mut e = types::offcpu_copy_event::default();
-                let fixed = std::mem::size_of::<types::offcpu_copy_event>();
-                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
-                let copied = data.get(fixed..).unwrap_or(&[]);
-                let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
-                Some(Event::OffCpu(OffCpuInterval {
-                    pid: e.pid,
-                    tid: e.tid,
-                    cpu: e.cpu,
-                    time: e.time_ns,
-                    duration_ns: e.duration_ns,
-                    runq_ns: e.runq_ns,
-                    state: e.state,
-                    in_fault: e.in_fault != 0,
-                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
-                    user_stack: Vec::new(),
-                    user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
-                    stack_copy: copied.to_vec(),
-                }))
-            }
+            EVENT_OFF_CPU => interval(data).map(Event::OffCpu),
+            EVENT_OFF_CPU_COPY => interval_with_copy(data).map(Event::OffCpu),
+            EVENT_DIRTY => interval(data).map(Event::Dirty),
+            EVENT_DIRTY_COPY => interval_with_copy(data).map(Event::Dirty),
             EVENT_BLOCK_IO => {
                 let mut e = types::block_io_event::default();
                 plain::copy_from_bytes(&mut e, data).ok()?;
@@ -241,6 +259,11 @@ impl Event {
                     rwbs: e.rwbs.map(|c| c as u8),
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
+                    dirtier: (e.dirty_ns != 0).then_some((
+                        e.dirtier_pid,
+                        e.dirtier_tid,
+                        e.dirty_ns,
+                    )),
                 }))
             }
             EVENT_WAKEUP => {

@@ -241,10 +241,12 @@ impl Profiler {
             &mut open.progs.on_cache_read,
             &mut open.progs.on_cache_fault,
             &mut open.progs.on_cache_add,
-            &mut open.progs.on_cache_dirty,
         ] {
             prog.set_autoload(options.cache);
         }
+        // Dirtied pages count for cachestat and name the dirtier of their writeback.
+        let dirty = options.cache || options.block_io;
+        open.progs.on_cache_dirty.set_autoload(dirty);
         open.progs.on_block_issue.set_autoload(options.block_io);
         open.progs.on_block_complete.set_autoload(options.block_io);
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
@@ -305,10 +307,13 @@ impl Profiler {
                 ("attach mm_filemap_get_pages", &progs.on_cache_read),
                 ("attach mm_filemap_fault", &progs.on_cache_fault),
                 ("attach mm_filemap_add_to_page_cache", &progs.on_cache_add),
-                ("attach writeback_dirty_folio", &progs.on_cache_dirty),
             ] {
                 links.push(prog.attach().map_err(Error::bpf(what))?);
             }
+        }
+        if dirty {
+            let link = skel.progs.on_cache_dirty.attach();
+            links.push(link.map_err(Error::bpf("attach writeback_dirty_folio"))?);
         }
         for cpu in cpus {
             let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
@@ -439,8 +444,9 @@ impl Profiler {
         self.sum_per_cpu(&self.loaded.skel().maps.drops, events::EVENT_WAKEUP)
     }
 
-    /// Drops so far by event kind (on-CPU, off-CPU, block I/O, wakers), for diagnostics.
-    pub fn drops_by_kind(&self) -> [(&'static str, u64); 4] {
+    /// Drops so far by event kind (on-CPU, off-CPU, block I/O, dirtiers, wakers), for
+    /// diagnostics.
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 5] {
         let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
         [
             ("on-CPU samples", of(events::EVENT_ON_CPU)),
@@ -449,6 +455,10 @@ impl Profiler {
                 of(events::EVENT_OFF_CPU) + of(events::EVENT_OFF_CPU_COPY),
             ),
             ("block I/O requests", of(events::EVENT_BLOCK_IO)),
+            (
+                "write bursts (dirtiers)",
+                of(events::EVENT_DIRTY) + of(events::EVENT_DIRTY_COPY),
+            ),
             ("wakers", of(events::EVENT_WAKEUP)),
         ]
     }

@@ -191,6 +191,13 @@ pub struct BlockIo {
     pub comm: [u8; 16],
     /// 1 when the issuer was one of the recorded processes.
     pub tracked: u8,
+    /// The issuing task (the RAW's common_pid, and its thread).
+    pub issuer_pid: i32,
+    pub issuer_tid: i32,
+    /// 1 when the request is charged to the thread that dirtied its pages: the sample's
+    /// pid, tid and stacks are then the dirtier's (at its write), not the issuer's (often a
+    /// kernel writeback thread).
+    pub dirtied: u8,
 }
 
 /// Size of the RAW payload.
@@ -211,12 +218,17 @@ impl BlockIo {
         b[40..48].copy_from_slice(&self.rwbs);
         b[48..64].copy_from_slice(&self.comm);
         b[64] = self.tracked;
+        b[68..72].copy_from_slice(&self.issuer_tid.to_le_bytes());
+        b[72] = self.dirtied;
         b
     }
 
     /// Reads a RAW payload written by [`BlockIo::to_raw`]; `None` if it is too short.
+    /// (Payloads of earlier versions end after `tracked`: issuer_tid and dirtied read 0.)
     pub fn from_raw(raw: &[u8]) -> Option<BlockIo> {
-        let raw = raw.get(..65)?;
+        let short = raw.get(..65)?;
+        let tail = raw.get(65..BLOCK_IO_RAW_SIZE);
+        let raw = short;
         let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
         Some(BlockIo {
@@ -228,6 +240,9 @@ impl BlockIo {
             rwbs: raw[40..48].try_into().unwrap(),
             comm: raw[48..64].try_into().unwrap(),
             tracked: raw[64],
+            issuer_pid: u32_at(4) as i32,
+            issuer_tid: tail.map_or(0, |t| i32::from_le_bytes(t[3..7].try_into().unwrap())),
+            dirtied: tail.map_or(0, |t| t[7]),
         })
     }
 
@@ -260,10 +275,12 @@ pub fn block_io_format() -> EventFormat {
 \tfield:u64 issue_ns;\toffset:32;\tsize:8;\tsigned:0;\n\
 \tfield:char rwbs[8];\toffset:40;\tsize:8;\tsigned:0;\n\
 \tfield:char comm[16];\toffset:48;\tsize:16;\tsigned:0;\n\
-\tfield:unsigned char tracked;\toffset:64;\tsize:1;\tsigned:0;\n\n\
-print fmt: \"%d,%d %s %llu + %u bytes latency=%llu ns comm=%s tracked=%u\", \
+\tfield:unsigned char tracked;\toffset:64;\tsize:1;\tsigned:0;\n\
+\tfield:int issuer_tid;\toffset:68;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned char dirtied;\toffset:72;\tsize:1;\tsigned:0;\n\n\
+print fmt: \"%d,%d %s %llu + %u bytes latency=%llu ns comm=%s tracked=%u dirtied=%u\", \
 ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), \
-REC->rwbs, REC->sector, REC->bytes, REC->latency_ns, REC->comm, REC->tracked\n"
+REC->rwbs, REC->sector, REC->bytes, REC->latency_ns, REC->comm, REC->tracked, REC->dirtied\n"
     );
     EventFormat {
         system: "bpfperf".into(),

@@ -130,10 +130,15 @@ pub fn events(cfg: &Config) -> Events {
         None
     };
     let io_attr = (tracing_data.is_some() && cfg.block_io).then(|| {
-        attrs.push(format::events::block_io_attr(
-            SAMPLE_TYPE,
-            vec![BLOCK_IO_ID],
-        ));
+        let mut attr = format::events::block_io_attr(SAMPLE_TYPE, vec![BLOCK_IO_ID]);
+        if cfg.stack_copy_bytes > 0 {
+            // Writeback charged to its dirtier carries the dirtier's registers and stack
+            // copy; other requests keep the issuer's frame-pointer chain (no registers).
+            attr.sample_type |= st::REGS_USER | st::STACK_USER;
+            attr.sample_regs_user = USER_REGS_MASK;
+            attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
+        }
+        attrs.push(attr);
         attrs.len() - 1
     });
     let wakeup_attr = (tracing_data.is_some() && wakeups).then(|| {

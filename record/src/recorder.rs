@@ -11,6 +11,8 @@ use crate::sideband::{Fact, TimedFact};
 pub enum Item {
     Sample(bpf::OnCpuSample),
     OffCpu(bpf::OffCpuInterval),
+    /// A tracked thread began dirtying pages (its stacks, for the writeback to come).
+    Dirty(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
     Wakeup(bpf::Wakeup),
     /// A process's page-cache counts over the interval that ends at `time`.
@@ -26,7 +28,7 @@ impl Item {
     fn time(&self) -> u64 {
         match self {
             Item::Sample(s) => s.time,
-            Item::OffCpu(o) => o.time,
+            Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
             Item::Wakeup(w) => w.time,
             Item::Cache { time, .. } => *time,
@@ -38,6 +40,7 @@ impl Item {
         match e {
             bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
             bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
+            bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
             bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
             bpf::Event::Exit { .. } => None,
@@ -71,6 +74,8 @@ pub struct Recorder {
     /// Major page faults.
     pub faults: u64,
     pub io: u64,
+    /// I/O requests charged to the thread that dirtied their pages.
+    pub charged_to_dirtier: u64,
     pub wakeups: u64,
     pub lost: u64,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
@@ -86,7 +91,14 @@ pub struct Recorder {
     /// namespaces, their build id, read while their process lived (see [`crate::foreign`]).
     pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
     pub callchain: Vec<u64>,
+    /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
+    /// that name them; the oldest go first past [`DIRTY_BURSTS`].
+    pub dirty_bursts: BTreeMap<(u64, u32), bpf::OffCpuInterval>,
 }
+
+/// Write bursts kept for their writeback (dirty data waits up to 30 s by default; a burst is
+/// at least 100 ms of a thread's writes; with DWARF copies of up to 16 KiB, 16 MiB at most).
+const DIRTY_BURSTS: usize = 1024;
 
 impl Recorder {
     /// Writes into `writer` the facts of the `tracked` thread groups (of all, system-wide) and
@@ -105,6 +117,8 @@ impl Recorder {
             samples: 0,
             off_cpu: 0,
             runq: 0,
+            charged_to_dirtier: 0,
+            dirty_bursts: BTreeMap::new(),
             faults: 0,
             io: 0,
             wakeups: 0,
@@ -405,11 +419,23 @@ impl Recorder {
                     &raw,
                 )?;
             }
+            Item::Dirty(d) => {
+                if self.io_attr.is_some() {
+                    self.dirty_bursts.insert((d.time, d.tid), d.clone());
+                    while self.dirty_bursts.len() > DIRTY_BURSTS {
+                        self.dirty_bursts.pop_first();
+                    }
+                }
+            }
             Item::BlockIo(b) => {
                 let Some(attr) = self.io_attr else {
                     return Ok(());
                 };
                 self.name_task(b.pid, b.tid, &b.comm, b.time, b.cpu)?;
+                // Writeback of pages a tracked thread dirtied is charged to it, at its write.
+                let dirtier = b
+                    .dirtier
+                    .and_then(|(_, tid, time)| self.dirty_bursts.get(&(time, tid)).cloned());
                 let io = format::events::BlockIo {
                     dev: b.dev,
                     sector: b.sector,
@@ -419,20 +445,41 @@ impl Recorder {
                     issue_ns: b.issue_time,
                     comm: b.comm,
                     tracked: b.tracked as u8,
+                    issuer_pid: b.pid as i32,
+                    issuer_tid: b.tid as i32,
+                    dirtied: dirtier.is_some() as u8,
                 };
                 let raw = io.to_raw(b.pid as i32);
-                self.write_stack_sample(
-                    None,
-                    attr,
-                    b.pid,
-                    b.tid,
-                    b.cpu,
-                    b.time,
-                    io.latency_ns,
-                    &b.kernel_stack,
-                    &b.user_stack,
-                    &raw,
-                )?;
+                match &dirtier {
+                    Some(d) => {
+                        let copy = d.user_regs.as_ref().map(|r| (r, &d.stack_copy[..]));
+                        self.write_stack_sample(
+                            copy,
+                            attr,
+                            d.pid,
+                            d.tid,
+                            b.cpu,
+                            b.time,
+                            io.latency_ns,
+                            &d.kernel_stack,
+                            &d.user_stack,
+                            &raw,
+                        )?;
+                        self.charged_to_dirtier += 1;
+                    }
+                    None => self.write_stack_sample(
+                        None,
+                        attr,
+                        b.pid,
+                        b.tid,
+                        b.cpu,
+                        b.time,
+                        io.latency_ns,
+                        &b.kernel_stack,
+                        &b.user_stack,
+                        &raw,
+                    )?,
+                }
                 self.io += 1;
             }
             Item::Wakeup(w) => {

@@ -20,8 +20,8 @@
 /* Block requests in flight at the same time. */
 #define MAX_INFLIGHT 16384
 
-/* Entries of the drops map: one per event kind (below). */
-#define EVENT_KINDS 8
+/* Entries of the drops map: one per event kind (below), and 0. */
+#define EVENT_KINDS 9
 
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
@@ -40,7 +40,9 @@ enum event_kind {
 	EVENT_OFF_CPU = 3, /* a tracked thread ran again after blocking */
 	EVENT_BLOCK_IO = 4, /* a block request completed */
 	EVENT_OFF_CPU_COPY = 5, /* an off-CPU interval with a user stack copy (DWARF mode) */
-	EVENT_WAKEUP = 6 /* who woke a thread whose off-CPU interval was just sent */
+	EVENT_WAKEUP = 6, /* who woke a thread whose off-CPU interval was just sent */
+	EVENT_DIRTY = 7, /* a tracked thread began dirtying pages: offcpu_event's layout */
+	EVENT_DIRTY_COPY = 8 /* the same with registers and a stack copy: offcpu_copy_event's */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -116,7 +118,12 @@ struct block_io_event {
 	__u8 _pad[3];
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
+	/* Who dirtied the request's first page, when a tracked thread did (0: not known): its
+	 * pid and tid, and the time of its dirty_event (the start of that write burst). */
+	__u32 dirtier_pid;
+	__u32 dirtier_tid;
 	__u32 _pad2;
+	__u64 dirty_ns;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
 };

@@ -11,3 +11,4 @@ mod offcpu_io;
 mod sampling;
 mod sched;
 mod signals;
+mod writeback;

@@ -87,7 +87,13 @@ fn no_off_cpu_no_io_and_no_cache_turn_them_off() {
     let file = dir.path("plain.data");
     let sleeper = fixture("sleeper-fp");
     let out = record(
-        &["--no-off-cpu", "--no-io", "--no-cache", "-o", file.to_str().unwrap()],
+        &[
+            "--no-off-cpu",
+            "--no-io",
+            "--no-cache",
+            "-o",
+            file.to_str().unwrap(),
+        ],
         &[sleeper.to_str().unwrap(), "1", "5", "1000", "1", "/var/tmp"],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));

@@ -1,0 +1,131 @@
+//! Writeback charged to its origin: a buffered writer exits, then `sync` writes its pages
+//! back from the kernel's side. analyze io must count the bytes the disks counted and charge
+//! the writer's bytes to it, and report --event io must put that I/O under the writer's
+//! write() stack, not the flusher's.
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// Sectors written by every disk so far, in bytes (/sys/block/DEV/stat's 7th field).
+fn disk_bytes_written() -> u64 {
+    let mut total = 0;
+    for dev in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        let name = dev.file_name().to_string_lossy().into_owned();
+        // Virtual devices that never reach a disk.
+        if name.starts_with("loop") || name.starts_with("ram") || name.starts_with("zram") {
+            continue;
+        }
+        if let Ok(stat) = std::fs::read_to_string(dev.path().join("stat")) {
+            let fields: Vec<u64> = stat
+                .split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            total += fields.get(6).copied().unwrap_or(0) * 512;
+        }
+    }
+    total
+}
+
+/// The bytes of the "writes" line of `analyze io`.
+fn analyze_io_written(file: &Path) -> (u64, String) {
+    let out = analyze(&["io"], file);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let bytes = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("writes"))
+        .and_then(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|&x| x == "bytes")?;
+            w.get(at - 1)?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no writes line in analyze io:\n{text}"));
+    (bytes, text)
+}
+
+fn check_writeback(name: &str, mode: &str) {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    // The recording on a tmpfs: its own writeback must not mix with the disk's count.
+    let file = Path::new("/dev/shm").join(format!(
+        "bpfperf-writeback-{}-{mode}.data",
+        std::process::id()
+    ));
+    let target = Path::new("/var/tmp").join(format!("bpfperf-writer-{}", std::process::id()));
+    let command = format!(
+        "{} {} 64 && sync",
+        fixture(name).display(),
+        target.display()
+    );
+    // What others left dirty goes first.
+    std::process::Command::new("sync").status().unwrap();
+    let before = disk_bytes_written();
+    let out = record(
+        &["-o", file.to_str().unwrap(), "--call-graph", mode],
+        &["sh", "-c", &command],
+    );
+    let after = disk_bytes_written();
+    let _ = std::fs::remove_file(&target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let disks = after - before;
+    let (recorded, text) = analyze_io_written(&file);
+    let ratio = recorded as f64 / disks as f64;
+
+    // The writer's bytes, as analyze io charges them to their dirtier.
+    let dirtied: u64 = text
+        .lines()
+        .skip_while(|l| !l.starts_with("writeback by the process that dirtied the pages"))
+        .find(|l| l.trim_start().starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .unwrap_or_else(|| panic!("the writer is named as the dirtier:\n{text}"));
+    // Its write() stacks: with frame pointers, libc's write keeps none, so write_chunks, its
+    // caller, is missing (as in perf); DWARF unwinding finds it.
+    let in_write = |k: &str| {
+        k.starts_with(&format!("{name};"))
+            && k.contains("ksys_write")
+            && (mode == "fp" || k.contains("write_chunks"))
+    };
+    let stacks = analyze_folded(&file, &["--event", "io"]);
+    let writer: u64 = stacks
+        .iter()
+        .filter(|(k, _)| in_write(k))
+        .map(|(_, v)| *v)
+        .sum();
+    let of_writer: u64 = stacks
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("{name};")))
+        .map(|(_, v)| *v)
+        .sum();
+    let _ = std::fs::remove_file(&file);
+    eprintln!(
+        "{name} ({mode}): analyze io writes {recorded} bytes, disks {disks} (ratio {ratio:.3}); {dirtied} bytes ({:.1}%) charged to the writer, {:.1}% of its I/O time under its write()",
+        100.0 * dirtied as f64 / recorded as f64,
+        100.0 * writer as f64 / of_writer.max(1) as f64
+    );
+    assert!(disks >= 64 << 20, "64 MiB reached the disk: {disks}");
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "{recorded} bytes recorded vs {disks} written:\n{text}"
+    );
+    assert!(
+        dirtied as f64 >= 0.7 * recorded as f64,
+        "{dirtied} of {recorded} bytes charged to the writer:\n{text}"
+    );
+    assert!(
+        writer as f64 >= 0.7 * of_writer as f64,
+        "{writer} of {of_writer} ns of the writer's I/O under its write():\n{stacks:?}"
+    );
+}
+
+#[test]
+fn writeback_is_charged_to_the_writer_frame_pointers() {
+    check_writeback("writer-fp", "fp");
+}
+
+#[test]
+fn writeback_is_charged_to_the_writer_dwarf() {
+    check_writeback("writer-nofp", "dwarf");
+}
