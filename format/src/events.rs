@@ -204,12 +204,12 @@ pub struct BlockIo {
 pub const BLOCK_IO_RAW_SIZE: usize = 76;
 
 impl BlockIo {
-    /// The RAW payload: the 8-byte common header, then the fields at the offsets of
-    /// [`block_io_format`].
-    pub fn to_raw(&self, issuer_pid: i32) -> [u8; BLOCK_IO_RAW_SIZE] {
+    /// The RAW payload: the 8-byte common header (common_pid: the issuer), then the fields
+    /// at the offsets of [`block_io_format`].
+    pub fn to_raw(&self) -> [u8; BLOCK_IO_RAW_SIZE] {
         let mut b = [0u8; BLOCK_IO_RAW_SIZE];
         b[0..2].copy_from_slice(&(BLOCK_IO_TRACEPOINT_ID as u16).to_le_bytes());
-        b[4..8].copy_from_slice(&issuer_pid.to_le_bytes());
+        b[4..8].copy_from_slice(&self.issuer_pid.to_le_bytes());
         b[8..12].copy_from_slice(&self.dev.to_le_bytes());
         b[12..16].copy_from_slice(&self.bytes.to_le_bytes());
         b[16..24].copy_from_slice(&self.sector.to_le_bytes());
@@ -398,11 +398,14 @@ mod tests {
             latency_ns: 1234,
             issue_ns: 99,
             tracked: 1,
+            issuer_pid: 7,
+            issuer_tid: 8,
+            dirtied: 1,
             ..Default::default()
         };
         io.rwbs[..2].copy_from_slice(b"WS");
         io.comm[..3].copy_from_slice(b"tar");
-        let raw = io.to_raw(7);
+        let raw = io.to_raw();
         assert_eq!(BlockIo::from_raw(&raw), Some(io));
         assert_eq!(io.major_minor(), (8, 16));
         assert_eq!(
@@ -422,7 +425,7 @@ mod tests {
         };
         let raw = w.to_raw(3);
         assert_eq!(Wakeup::from_raw(&raw), Some(w));
-        assert_eq!(Wakeup::from_raw(&BlockIo::default().to_raw(3)), None);
+        assert_eq!(Wakeup::from_raw(&BlockIo::default().to_raw()), None);
         fields_fit(wakeup_format(), WAKEUP_RAW_SIZE);
     }
 

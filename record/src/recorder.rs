@@ -449,7 +449,7 @@ impl Recorder {
                     issuer_tid: b.tid as i32,
                     dirtied: dirtier.is_some() as u8,
                 };
-                let raw = io.to_raw(b.pid as i32);
+                let raw = io.to_raw();
                 match &dirtier {
                     Some(d) => {
                         let copy = d.user_regs.as_ref().map(|r| (r, &d.stack_copy[..]));

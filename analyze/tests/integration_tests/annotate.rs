@@ -295,6 +295,8 @@ fn off_cpu_time_annotates_where_threads_blocked() {
         .find(|l| l.contains("call") && l.contains("<sleep_step>"))
         .and_then(counts)
         .unwrap_or_else(|| panic!("the call of sleep_step:\n{text}"));
-    // 2 threads x 10 x 10 ms asked for: at least that, in ns, passed through the call.
-    assert!(call.2 >= 190_000_000 && call.0 > 99.0, "{text}");
+    // 2 threads x 10 x 10 ms asked for: at least that, in ns, passed through the call. (Not
+    // all of the function's off-CPU time: under a loaded CI its CPU burn is preempted now and
+    // then, runnable but off the CPU: 2.6% once.)
+    assert!(call.2 >= 190_000_000 && call.0 > 90.0, "{text}");
 }

@@ -362,11 +362,12 @@ fn write_block_io(path: &Path) -> (PerfFileWriter, Vec<u8>, format::events::Bloc
         latency_ns: 250_000,
         issue_ns: 999_750_000,
         tracked: 1,
+        issuer_pid: 99,
         ..Default::default()
     };
     io.rwbs[..2].copy_from_slice(b"WS");
     io.comm[..3].copy_from_slice(b"tar");
-    let raw = io.to_raw(99);
+    let raw = io.to_raw();
     w.write_sample(
         0,
         &Sample {
