@@ -358,7 +358,14 @@ impl Recorder {
                 // its registers and no bytes of their own (the stack copies are the bulk of the
                 // file); analyze borrows the off-CPU sample's, perf unwinds the leaf.
                 let shared = copy.map(|(regs, _)| (regs, &[][..]));
-                if let (Some(attr), true) = (self.runq_attr, o.runq_ns > 0) {
+                // Waiting for a CPU; blocked inside a page fault (until its wakeup).
+                let runq = self.runq_attr.filter(|_| o.runq_ns > 0);
+                let fault = self.fault_attr.filter(|_| o.in_fault);
+                let waited = o.duration_ns - o.runq_ns.min(o.duration_ns);
+                for (attr, period) in [(runq, o.runq_ns), (fault, waited)] {
+                    let Some(attr) = attr else {
+                        continue;
+                    };
                     self.write_stack_sample(
                         shared,
                         attr,
@@ -366,30 +373,14 @@ impl Recorder {
                         o.tid,
                         o.cpu,
                         o.time,
-                        o.runq_ns,
+                        period,
                         &o.kernel_stack,
                         &o.user_stack,
                         &[],
                     )?;
-                    self.runq += 1;
                 }
-                // Blocked inside a page fault: the time it waited there (until its wakeup).
-                if let (Some(attr), true) = (self.fault_attr, o.in_fault) {
-                    let waited = o.duration_ns - o.runq_ns.min(o.duration_ns);
-                    self.write_stack_sample(
-                        shared,
-                        attr,
-                        o.pid,
-                        o.tid,
-                        o.cpu,
-                        o.time,
-                        waited,
-                        &o.kernel_stack,
-                        &o.user_stack,
-                        &[],
-                    )?;
-                    self.faults += 1;
-                }
+                self.runq += runq.is_some() as u64;
+                self.faults += fault.is_some() as u64;
             }
             Item::Cache {
                 counts,

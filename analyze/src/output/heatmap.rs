@@ -71,15 +71,13 @@ impl Heatmap {
             .copied()
             .max()
             .map_or(1, |b| b - first_bucket + 1);
-        let mut map = Heatmap {
-            axis: Axis::Latency { first_bucket },
-            start: first,
+        let mut map = Heatmap::empty(
+            Axis::Latency { first_bucket },
+            first,
             column_ns,
             columns,
             rows,
-            counts: vec![0; columns * rows],
-            weights: vec![0; columns * rows],
-        };
+        );
         for ((s, w), b) in samples.iter().zip(buckets) {
             let col = ((s.time.saturating_sub(first)) / column_ns) as usize;
             map.add(col.min(columns - 1), b - first_bucket, s.count, *w);
@@ -92,15 +90,7 @@ impl Heatmap {
         let column_ns = 1_000_000_000;
         let columns = ((last - first) / column_ns + 1) as usize;
         let rows = rows.clamp(1, 1000);
-        let mut map = Heatmap {
-            axis: Axis::Offset,
-            start: first,
-            column_ns,
-            columns,
-            rows,
-            counts: vec![0; columns * rows],
-            weights: vec![0; columns * rows],
-        };
+        let mut map = Heatmap::empty(Axis::Offset, first, column_ns, columns, rows);
         for (s, w) in samples {
             let at = s.time.saturating_sub(first);
             let col = ((at / column_ns) as usize).min(columns - 1);
@@ -112,6 +102,18 @@ impl Heatmap {
             map.add(col, row, s.count, *w);
         }
         map
+    }
+
+    fn empty(axis: Axis, start: u64, column_ns: u64, columns: usize, rows: usize) -> Heatmap {
+        Heatmap {
+            axis,
+            start,
+            column_ns,
+            columns,
+            rows,
+            counts: vec![0; columns * rows],
+            weights: vec![0; columns * rows],
+        }
     }
 
     fn add(&mut self, col: usize, row: usize, count: u64, weight: u64) {
