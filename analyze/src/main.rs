@@ -124,6 +124,18 @@ enum Command {
         /// Table columns: sym, dso, comm, pid, srcline.
         #[arg(long, value_delimiter = ',', default_value = "comm,dso,sym")]
         sort: Vec<String>,
+        /// Accepted as perf accepts it: the report is text.
+        #[arg(long)]
+        stdio: bool,
+        /// Leave out rows under PCT percent (of the column the rows are sorted by).
+        #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+        percent_limit: f64,
+        /// Sort by Total (what passes through each row: callers too), as perf --children.
+        #[arg(long, overrides_with = "no_children")]
+        children: bool,
+        /// Sort by Self (the default), as perf --no-children.
+        #[arg(long)]
+        no_children: bool,
     },
     /// Every sample with its stack, as perf script prints them.
     Script {
@@ -363,6 +375,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             folded,
             kernel_annotate,
             sort,
+            stdio: _,
+            percent_limit,
+            children,
+            no_children: _,
         } => {
             let keys = sort
                 .iter()
@@ -381,7 +397,11 @@ fn run(args: Args) -> anyhow::Result<()> {
                     writeln!(out, "{line}")?;
                 }
             } else {
-                write!(out, "{}", output::report::report(&p, &keys))?;
+                let rows = output::report::Rows {
+                    percent_limit,
+                    children,
+                };
+                write!(out, "{}", output::report::report(&p, &keys, rows))?;
             }
             out.flush()?;
             analyze::timing::mark("output");

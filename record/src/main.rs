@@ -84,8 +84,16 @@ struct Args {
     /// every file its samples touched (`analyze archive`, run when recording ends).
     #[arg(long)]
     archive: bool,
-    /// The command to run and record.
-    #[arg(last = true)]
+    /// Print nothing but errors (no summary), as perf record -q.
+    #[arg(short, long)]
+    quiet: bool,
+    /// The command to run and record, with its arguments (`--` before it is optional, as in
+    /// perf record: `record ls -l` records `ls -l`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
@@ -127,7 +135,9 @@ fn parse_pages(s: &str) -> Result<u64, String> {
 impl Args {
     fn into_config(self) -> anyhow::Result<session::Config> {
         if self.command.is_empty() && self.pid.is_empty() && !self.all_cpus {
-            anyhow::bail!("nothing to record: give a command after --, or -p PID, or -a");
+            anyhow::bail!(
+                "nothing to record: give a command (record ls, or record -- ls), or -p PID, or -a"
+            );
         }
         if self.freq == 0 || self.freq > 100_000 {
             anyhow::bail!(
@@ -189,8 +199,22 @@ fn archive(path: &std::path::Path) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let args = Args::parse();
     let want_archive = args.archive;
+    let quiet = args.quiet;
     let result = args.into_config().and_then(|cfg| session::record(&cfg));
     match result {
+        Ok(s) if quiet => {
+            if let Some(why) = &s.stopped {
+                eprintln!("record: {why}");
+                return ExitCode::from(1);
+            }
+            if want_archive {
+                if let Err(e) = archive(&s.path) {
+                    eprintln!("record: {e:#}");
+                    return ExitCode::from(255);
+                }
+            }
+            ExitCode::from(s.exit_status.unwrap_or(0).clamp(0, 255) as u8)
+        }
         Ok(s) => {
             eprintln!(
                 "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {} lost, {:.2} s, {} bytes written to {} ]",

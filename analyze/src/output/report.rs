@@ -40,7 +40,16 @@ impl SortKey {
     }
 }
 
-pub fn report(profile: &Profile, keys: &[SortKey]) -> String {
+/// Which rows a report shows, in what order (perf report's options of the same names).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rows {
+    /// Leave out rows under this percentage (of the column they are sorted by).
+    pub percent_limit: f64,
+    /// Sort by Total (the weight of the stacks passing through: perf's --children), not Self.
+    pub children: bool,
+}
+
+pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
     let total = profile.total;
     let mut self_w: HashMap<Vec<String>, u64> = HashMap::new();
     let mut total_w: HashMap<Vec<String>, u64> = HashMap::new();
@@ -84,8 +93,6 @@ pub fn report(profile: &Profile, keys: &[SortKey]) -> String {
             }
         }
     }
-    let mut rows: Vec<(&Vec<String>, &u64)> = self_w.iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let pct = |w: u64| {
         if total == 0 {
             0.0
@@ -93,6 +100,28 @@ pub fn report(profile: &Profile, keys: &[SortKey]) -> String {
             100.0 * w as f64 / total as f64
         }
     };
+    // Rows by Self; with children, every row with Total weight (callers too), by Total.
+    let sorted_by = |row: &Vec<String>, own: u64| {
+        if shown.children {
+            total_w.get(row).copied().unwrap_or(own)
+        } else {
+            own
+        }
+    };
+    let mut rows: Vec<(&Vec<String>, &u64)> = if shown.children {
+        total_w
+            .keys()
+            .map(|r| (r, self_w.get(r).unwrap_or(&0)))
+            .collect()
+    } else {
+        self_w.iter().collect()
+    };
+    rows.retain(|(r, w)| pct(sorted_by(r, **w)) >= shown.percent_limit);
+    rows.sort_by(|a, b| {
+        sorted_by(b.0, *b.1)
+            .cmp(&sorted_by(a.0, *a.1))
+            .then(a.0.cmp(b.0))
+    });
     let widths: Vec<usize> = (0..keys.len())
         .map(|c| {
             rows.iter()

@@ -14,4 +14,5 @@ mod info;
 mod inline;
 mod jit;
 mod kallsyms_cache;
+mod report;
 mod scale;

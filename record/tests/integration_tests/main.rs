@@ -5,6 +5,7 @@ mod dwarf;
 mod errors;
 mod faults;
 mod follow;
+mod habits;
 mod heatmap;
 mod loss;
 mod offcpu_io;

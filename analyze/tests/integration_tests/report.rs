@@ -1,0 +1,67 @@
+//! `analyze report` with perf's options: --stdio accepted, --percent-limit, --children, on a
+//! perf recording of busy (frame pointers).
+
+use crate::common::*;
+
+fn rows(text: &str) -> Vec<(f64, f64, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let pct = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
+            (pct(w[0]), pct(w[1]), w[w.len() - 1].to_string())
+        })
+        .collect()
+}
+
+fn report(args: &[&str]) -> String {
+    let out = analyze(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn percent_limit_and_children_as_perf_takes_them() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("report-options");
+    let file = dir.0.join("busy.data");
+    perf_record(
+        &file,
+        &["-g", "-F", "999"],
+        &fixture("busy-fp"),
+        &["1", "2"],
+    );
+    let f = file.to_str().unwrap();
+
+    // --stdio --percent-limit 5: the hot function, nothing under 5%.
+    let text = report(&["report", "--stdio", "--percent-limit", "5", "-i", f]);
+    let limited = rows(&text);
+    assert!(limited.iter().any(|r| r.2 == "spin_inner"), "{text}");
+    assert!(limited.iter().all(|r| r.0 >= 5.0), "{text}");
+    // hash_loop has ~40% of the samples: a 50% limit leaves it out.
+    let all = rows(&report(&["report", "-i", f]));
+    let half = rows(&report(&["report", "--percent-limit", "50", "-i", f]));
+    let has = |rows: &[(f64, f64, String)], name: &str| rows.iter().any(|r| r.2 == name);
+    assert!(has(&all, "hash_loop") && !has(&half, "hash_loop") && has(&half, "spin_inner"));
+
+    // --children: sorted by Total, callers listed: the threads' root first (it has no Self),
+    // worker with more passing through it than its own.
+    let text = report(&["report", "--children", "--percent-limit", "50", "-i", f]);
+    let children = rows(&text);
+    assert!(
+        children.windows(2).all(|w| w[0].1 >= w[1].1),
+        "sorted by Total: {text}"
+    );
+    assert!(children[0].0 == 0.0 && children[0].1 > 90.0, "{text}");
+    assert!(
+        children.iter().any(|r| r.2 == "worker" && r.1 > r.0),
+        "{text}"
+    );
+    assert!(children.iter().all(|r| r.1 >= 50.0), "{text}");
+}
