@@ -84,6 +84,10 @@ struct Args {
     /// every file its samples touched (`analyze archive`, run when recording ends).
     #[arg(long)]
     archive: bool,
+    /// Stop after SECS seconds (a workload keeps running). Without a command or -p: every
+    /// process, as `-a -- sleep SECS`.
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
     /// Print nothing but errors (no summary), as perf record -q.
     #[arg(short, long)]
     quiet: bool,
@@ -134,7 +138,16 @@ fn parse_pages(s: &str) -> Result<u64, String> {
 
 impl Args {
     fn into_config(self) -> anyhow::Result<session::Config> {
-        if self.command.is_empty() && self.pid.is_empty() && !self.all_cpus {
+        let duration = match self.duration {
+            Some(d) if !(d > 0.0 && d.is_finite()) => {
+                anyhow::bail!("--duration {d}: expected a number of seconds above 0")
+            }
+            d => d.map(std::time::Duration::from_secs_f64),
+        };
+        // A duration alone records every process, as `-a -- sleep SECS` does.
+        let all_cpus =
+            self.all_cpus || (duration.is_some() && self.command.is_empty() && self.pid.is_empty());
+        if self.command.is_empty() && self.pid.is_empty() && !all_cpus {
             anyhow::bail!(
                 "nothing to record: give a command (record ls, or record -- ls), or -p PID, or -a"
             );
@@ -145,7 +158,7 @@ impl Args {
                 self.freq
             );
         }
-        let target = if self.all_cpus {
+        let target = if all_cpus {
             session::Target::SystemWide
         } else if !self.pid.is_empty() {
             session::Target::Pids(self.pid.clone())
@@ -165,6 +178,7 @@ impl Args {
             cache: !self.no_cache,
             faults: !self.no_faults,
             verbose: self.verbose,
+            duration,
             ring_pages: self.mmap_pages,
             stack_copy_bytes: match self.call_graph {
                 CallGraph::Dwarf(n) => n,

@@ -40,6 +40,8 @@ pub struct Config {
     pub ring_pages: Option<u64>,
     /// Print phase timings.
     pub verbose: bool,
+    /// Stop recording after this long (the workload, if any, keeps running).
+    pub duration: Option<Duration>,
     /// zstd level of `-z` (None: records written as they are).
     pub compression_level: Option<i32>,
 }
@@ -276,7 +278,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             (Target::Pids(pids), None) => pids.iter().all(|&p| procfs::has_exited(p)),
             _ => false,
         };
-        if done || rec.writer.is_full() {
+        let timed_out = cfg.duration.is_some_and(|d| started.elapsed() >= d);
+        if done || timed_out || rec.writer.is_full() {
             break;
         }
     }
