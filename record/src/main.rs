@@ -210,44 +210,38 @@ fn archive(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The line perf prints at the end of a recording, and what was lost.
+fn print_summary(s: &session::Summary) {
+    eprintln!(
+        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {} lost, {:.2} s, {} bytes written to {} ]",
+        s.samples,
+        s.off_cpu,
+        s.runq,
+        s.wakeups,
+        s.io,
+        s.faults,
+        s.lost,
+        s.duration.as_secs_f64(),
+        s.bytes,
+        s.path.display()
+    );
+    if s.missed_wakers > 0 {
+        eprintln!(
+            "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",
+            s.missed_wakers
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let want_archive = args.archive;
     let quiet = args.quiet;
     let result = args.into_config().and_then(|cfg| session::record(&cfg));
     match result {
-        Ok(s) if quiet => {
-            if let Some(why) = &s.stopped {
-                eprintln!("record: {why}");
-                return ExitCode::from(1);
-            }
-            if want_archive {
-                if let Err(e) = archive(&s.path) {
-                    eprintln!("record: {e:#}");
-                    return ExitCode::from(255);
-                }
-            }
-            ExitCode::from(s.exit_status.unwrap_or(0).clamp(0, 255) as u8)
-        }
         Ok(s) => {
-            eprintln!(
-                "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {} lost, {:.2} s, {} bytes written to {} ]",
-                s.samples,
-                s.off_cpu,
-                s.runq,
-                s.wakeups,
-                s.io,
-                s.faults,
-                s.lost,
-                s.duration.as_secs_f64(),
-                s.bytes,
-                s.path.display()
-            );
-            if s.missed_wakers > 0 {
-                eprintln!(
-                    "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",
-                    s.missed_wakers
-                );
+            if !quiet {
+                print_summary(&s);
             }
             if let Some(why) = &s.stopped {
                 eprintln!("record: {why}");

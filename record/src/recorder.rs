@@ -74,8 +74,6 @@ pub struct Recorder {
     /// Major page faults.
     pub faults: u64,
     pub io: u64,
-    /// I/O requests charged to the thread that dirtied their pages.
-    pub charged_to_dirtier: u64,
     pub wakeups: u64,
     pub lost: u64,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
@@ -117,7 +115,6 @@ impl Recorder {
             samples: 0,
             off_cpu: 0,
             runq: 0,
-            charged_to_dirtier: 0,
             dirty_bursts: BTreeMap::new(),
             faults: 0,
             io: 0,
@@ -456,7 +453,6 @@ impl Recorder {
                             &d.user_stack,
                             &raw,
                         )?;
-                        self.charged_to_dirtier += 1;
                     }
                     None => self.write_stack_sample(
                         None,

@@ -60,6 +60,10 @@ pub(super) fn select<'a>(
                 available: rec.events.join(", "),
             })
     };
+    // Samples of one of bpfperf's own events, weighed by their period (nanoseconds).
+    let of_kind = |kind: Kind| -> Box<Weigh> {
+        Box::new(move |e, s| (kinds.get(e) == Some(&kind)).then_some(s.period))
+    };
     let (weigh, label): (Box<Weigh>, String) = match &o.event {
         EventSel::Cpu => {
             let i = sampling;
@@ -77,22 +81,10 @@ pub(super) fn select<'a>(
             )
         }
         EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
-        EventSel::OffCpu => (
-            Box::new(|e, s| (kinds.get(e) == Some(&Kind::OffCpu)).then_some(s.period)),
-            "off-CPU".into(),
-        ),
-        EventSel::Runq => (
-            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Runq)).then_some(s.period)),
-            "run-queue".into(),
-        ),
-        EventSel::Fault => (
-            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Fault)).then_some(s.period)),
-            "page faults".into(),
-        ),
-        EventSel::Io => (
-            Box::new(|e, s| (kinds.get(e) == Some(&Kind::Io)).then_some(s.period)),
-            "block I/O".into(),
-        ),
+        EventSel::OffCpu => (of_kind(Kind::OffCpu), "off-CPU".into()),
+        EventSel::Runq => (of_kind(Kind::Runq), "run-queue".into()),
+        EventSel::Fault => (of_kind(Kind::Fault), "page faults".into()),
+        EventSel::Io => (of_kind(Kind::Io), "block I/O".into()),
         EventSel::Wakeup => (
             Box::new(|e, s| {
                 matches!(kinds.get(e), Some(Kind::OffCpu | Kind::Wakeup)).then_some(s.period)

@@ -106,10 +106,7 @@ pub(super) fn unwind_each<'r>(
         .par_iter()
         .map_init(UnwindCache::default, |cache, (s, _)| {
             each(1);
-            if let Some(copy) = &s.stack_copy {
-                copy.bytes.reading();
-            }
-            unwinder.unwind(cache, s)
+            unwind_one(unwinder, cache, s)
         })
         .collect();
     done_reading(&samples);
@@ -123,6 +120,14 @@ pub(super) fn unwind_each<'r>(
         stacks,
         ends,
     }
+}
+
+/// One sample's stack, its copy's pages counted against the input's page budget.
+fn unwind_one(unwinder: &Unwinder<'_>, cache: &mut UnwindCache, s: &RawSample) -> UnwoundStack {
+    if let Some(copy) = &s.stack_copy {
+        copy.bytes.reading();
+    }
+    unwinder.unwind(cache, s)
 }
 
 /// Gives the input's pages that the stack copies lie in back (see
@@ -152,10 +157,7 @@ pub(super) fn unwind_grouped<'r>(
                 let mut groups = Groups::default();
                 let mut ends = BTreeMap::new();
                 for (k, (s, weight)) in chunk.iter().enumerate() {
-                    if let Some(copy) = &s.stack_copy {
-                        copy.bytes.reading();
-                    }
-                    let stack = unwinder.unwind(cache, s);
+                    let stack = unwind_one(unwinder, cache, s);
                     if let Some(end) = stack.end {
                         *ends.entry(end).or_insert(0) += 1;
                     }

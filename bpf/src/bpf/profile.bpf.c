@@ -437,6 +437,17 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 		bpf_map_delete_elem(&wakers, &tid);
 }
 
+/* DWARF mode: `task`'s user registers and a copy of its user stack (off-CPU and dirty
+ * events, capped at MAX_OFFCPU_COPY). */
+static __always_inline void keep_user_copy(struct task_struct *task, struct offcpu_copy_buf *b)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	fill_user_regs(b->e.user_regs, regs);
+	__u64 sp = regs->sp;
+	__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
+	b->e.stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+}
+
 /* DWARF mode: keep registers and a copy of the user stack of the thread that blocks. */
 static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev, __u32 tid,
 					     __u64 now, __u32 state)
@@ -452,11 +463,7 @@ static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev
 	e->state = state & 3;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
 	e->in_fault = e->state ? in_page_fault(e->kstack, e->kstack_bytes) : 0;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-	fill_user_regs(e->user_regs, regs);
-	__u64 sp = regs->sp;
-	__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
-	e->stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(prev, sp, cap));
+	keep_user_copy(prev, b);
 	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
 		count_drop(EVENT_OFF_CPU_COPY);
 }
@@ -714,11 +721,7 @@ static __always_inline void dirty_emit(void *ctx, __u64 now)
 		e->state = 0;
 		e->in_fault = 0;
 		e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		fill_user_regs(e->user_regs, regs);
-		__u64 sp = regs->sp;
-		__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
-		e->stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+		keep_user_copy(task, b);
 		bpf_ringbuf_submit(b, submit_flags());
 		return;
 	}
