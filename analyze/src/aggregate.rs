@@ -17,6 +17,8 @@ pub struct Stack {
     /// How many of `frames` are user frames.
     pub user_len: u32,
     pub weight: u64,
+    /// How many recorded samples (events) it sums.
+    pub count: u64,
 }
 
 impl Stack {
@@ -40,23 +42,31 @@ pub struct Profile {
     pub stats: Stats,
 }
 
+/// A thread's stack: comm, pid, tid, user frames, frames.
+type StackKey<'a> = (u32, i32, i32, u32, &'a [u32]);
+
 pub fn aggregate(s: Symbolized) -> Profile {
-    let mut merged: FxHashMap<(u32, i32, i32, u32, &[u32]), u64> = FxHashMap::default();
+    let mut merged: FxHashMap<StackKey, (u64, u64)> = FxHashMap::default();
     for st in &s.stacks {
-        *merged
+        let m = merged
             .entry((st.comm, st.pid, st.tid, st.user_len, &st.frames))
-            .or_insert(0) += st.weight;
+            .or_insert((0, 0));
+        m.0 += st.weight;
+        m.1 += st.count;
     }
     let mut stacks: Vec<Stack> = merged
         .into_iter()
-        .map(|((comm, pid, tid, user_len, frames), weight)| Stack {
-            comm,
-            pid,
-            tid,
-            frames: frames.to_vec(),
-            user_len,
-            weight,
-        })
+        .map(
+            |((comm, pid, tid, user_len, frames), (weight, count))| Stack {
+                comm,
+                pid,
+                tid,
+                frames: frames.to_vec(),
+                user_len,
+                weight,
+                count,
+            },
+        )
         .collect();
     stacks.sort_unstable_by(|a, b| {
         (a.comm, a.pid, a.tid, &a.frames, a.user_len)

@@ -149,6 +149,19 @@ enum Command {
         #[arg(short, long, default_value = "flamegraph.svg")]
         output: PathBuf,
     },
+    /// The profile in a format other tools read: pprof (gzipped profile.proto: go tool pprof,
+    /// Pyroscope, Parca), firefox (the Firefox Profiler's processed format: a track per
+    /// thread, off-CPU time and block I/O as markers), speedscope (its JSON file format).
+    Export {
+        #[command(flatten)]
+        select: Select,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The file (`-`: standard output) [default: profile.pb.gz, profile.json,
+        /// profile.speedscope.json].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// A heatmap SVG: for latencies (--event io, offcpu, runq, fault) time across and log2 latency
     /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
     /// Each cell names its --time range.
@@ -187,6 +200,23 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ExportFormat {
+    Pprof,
+    Firefox,
+    Speedscope,
+}
+
+impl ExportFormat {
+    fn default_file(self) -> &'static str {
+        match self {
+            ExportFormat::Pprof => "profile.pb.gz",
+            ExportFormat::Firefox => "profile.json",
+            ExportFormat::Speedscope => "profile.speedscope.json",
+        }
+    }
 }
 
 #[derive(ClapArgs, Debug)]
@@ -425,6 +455,11 @@ fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
+        Command::Export {
+            select,
+            format,
+            output,
+        } => export(&select, format, output)?,
         Command::Heatmap {
             select,
             output: out,
@@ -463,6 +498,59 @@ fn run(args: Args) -> anyhow::Result<()> {
             let waits = analyze::sched::waits(&rec);
             write!(stdout, "{}", analyze::sched::report(&waits, top))?;
         }
+    }
+    Ok(())
+}
+
+/// `analyze export`: the whole pipeline, then one of the exports (the Firefox Profiler's with
+/// every sample apart, for their times, and the off-CPU and I/O spans beside them).
+fn export(select: &Select, format: ExportFormat, output: Option<PathBuf>) -> anyhow::Result<()> {
+    use output::export::{self, Context};
+    let firefox = matches!(format, ExportFormat::Firefox);
+    let mut options = select.options(false, true);
+    // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
+    options.per_sample = !matches!(format, ExportFormat::Pprof);
+    let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
+    let requests = if firefox {
+        analyze::io::read_requests(&select.input)?
+    } else {
+        Vec::new()
+    };
+    let mut bytes = Vec::new();
+    with_recording(select, &options, |rec, loader| {
+        let s = pipeline::symbolize(rec, &options, loader)?;
+        for w in &s.stats.warnings {
+            eprintln!("analyze: warning: {w}");
+        }
+        summary(&s, rec.lost);
+        let cx = Context {
+            measure: options.event.measure().to_string(),
+            event: s.event.clone(),
+            build_ids: rec
+                .build_ids
+                .iter()
+                .map(|(path, id)| (path.clone(), analyze::loader::hex(id)))
+                .collect(),
+            span: rec.time_span().unwrap_or((0, 0)),
+            lines: options.lines,
+            inline: options.inline,
+            name: select.input.display().to_string(),
+        };
+        match format {
+            ExportFormat::Firefox => {
+                let spans = export::firefox::spans(rec, &requests, &options);
+                export::firefox::write(&s, &spans, &cx, &mut bytes)?;
+            }
+            ExportFormat::Pprof => export::pprof::write(&aggregate::aggregate(s), &cx, &mut bytes)?,
+            ExportFormat::Speedscope => export::speedscope::write(&s, &cx, &mut bytes)?,
+        }
+        Ok(())
+    })?;
+    if output.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(&bytes)?;
+    } else {
+        std::fs::write(&output, bytes).map_err(|e| anyhow::anyhow!("{}: {e}", output.display()))?;
+        eprintln!("analyze: wrote {}", output.display());
     }
     Ok(())
 }

@@ -26,6 +26,9 @@ pub struct SymbolizedStack {
     pub event: u32,
     pub period: u64,
     pub weight: u64,
+    /// How many recorded samples this one stands for (identical samples are merged while
+    /// reading and before unwinding unless every sample is kept).
+    pub count: u64,
     /// Indices into [`Symbolized::frames`], root first: user frames, then kernel frames.
     pub frames: Vec<u32>,
     /// How many of `frames` are user frames.

@@ -67,6 +67,19 @@ impl EventSel {
         }
     }
 
+    /// What the weights measure, as exports name their sample types and tracks: `samples`
+    /// for counted events, else the time's kind.
+    pub fn measure(&self) -> &'static str {
+        match self {
+            EventSel::Cpu | EventSel::Named(_) | EventSel::All => "samples",
+            EventSel::OffCpu | EventSel::Wakeup => "offcpu",
+            EventSel::Runq => "runq",
+            EventSel::Fault => "fault",
+            EventSel::Io => "io",
+            EventSel::Wall => "wall",
+        }
+    }
+
     /// What the weights count.
     pub fn unit(&self) -> &'static str {
         match self {

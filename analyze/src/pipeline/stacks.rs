@@ -154,6 +154,7 @@ pub(super) fn symbolized(
                     event: s.event as u32,
                     period: s.period,
                     weight: *weight,
+                    count: 0,
                     frames,
                     user_len,
                     addrs,
@@ -165,9 +166,10 @@ pub(super) fn symbolized(
         .collect();
     let mut stats = r.stats;
     stats.warnings.extend(symbols.warnings.iter().cloned());
-    for ((st, n, u), count) in built.into_iter().zip(&r.counts) {
+    for ((mut st, n, u), &count) in built.into_iter().zip(&r.counts) {
         stats.frames += n * count;
         stats.unknown_frames += u * count;
+        st.count = count;
         out.stacks.push(st);
     }
     crate::timing::mark("stacks");

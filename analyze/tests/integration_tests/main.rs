@@ -6,6 +6,7 @@ mod common;
 mod damaged;
 mod dwarf;
 mod errors;
+mod export;
 mod fidelity;
 mod folded;
 mod formats;
