@@ -2,7 +2,7 @@
 //! speedscope's file format checked against its own JSON schema and opened in a real browser
 //! (speedscope from npm in headless Chromium, over a loopback HTTP server).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::common::*;
@@ -200,4 +200,291 @@ fn pprof_export_reads_in_go_tool_pprof() {
             "{program} --tid"
         );
     }
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Firefox Profiler: a processed profile (meta, threads, samples, consistent tables) with
+/// every sample of the recording, on-CPU and off-CPU in one file: the off-CPU intervals as
+/// markers naming their waker, the program in the library list with its build id.
+#[test]
+fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("export-firefox");
+    let file = dir.0.join("handoff.data");
+    let bin = fixture("handoff-fp");
+    // Blocked and woken (handoff), then busy on two threads.
+    let script = format!(
+        "{} 40 5000 && {} 0.3 2",
+        bin.display(),
+        fixture("busy-fp").display()
+    );
+    record_ours(
+        &file,
+        &["--call-graph", "fp", "-F", "999"],
+        Path::new("/bin/sh"),
+        &["-c", &script],
+    );
+    let out = dir.0.join("handoff.json");
+    export(&file, "firefox", &out, &[]);
+    let p = json(&out);
+    assert!(p["meta"]["version"].as_u64().is_some(), "meta.version");
+    assert!(p["meta"]["preprocessedProfileVersion"].as_u64().is_some());
+    let threads = p["threads"].as_array().unwrap();
+    let mut samples = 0;
+    let (mut offcpu, mut woken_by_handoff) = (0, 0);
+    for t in threads {
+        let s = &t["samples"];
+        let n = s["length"].as_u64().unwrap() as usize;
+        let stacks = s["stack"].as_array().unwrap();
+        assert_eq!(stacks.len(), n);
+        let weights: Vec<u64> = match s["weight"].as_array() {
+            Some(w) => w.iter().map(|x| x.as_u64().unwrap()).collect(),
+            None => vec![1; n],
+        };
+        samples += weights.iter().sum::<u64>();
+        // Every sample's stack, frame and function exist.
+        let (st, fr, fu) = (&t["stackTable"], &t["frameTable"], &t["funcTable"]);
+        for stack in stacks.iter().filter_map(|x| x.as_u64()) {
+            assert!(stack < st["length"].as_u64().unwrap());
+            let frame = st["frame"][stack as usize].as_u64().unwrap();
+            let func = fr["func"][frame as usize].as_u64().unwrap();
+            assert!(func < fu["length"].as_u64().unwrap());
+        }
+        let strings = t["stringArray"].as_array().unwrap();
+        let m = &t["markers"];
+        for (i, data) in m["data"].as_array().unwrap().iter().enumerate() {
+            let name = strings[m["name"][i].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap();
+            if name == "off-CPU" {
+                offcpu += 1;
+                let waker = data["waker"].as_u64().unwrap() as usize;
+                if strings[waker].as_str().unwrap().starts_with("handoff-fp (") {
+                    woken_by_handoff += 1;
+                }
+            }
+        }
+    }
+    let on_cpu: u64 = folded(&file, &[]).values().sum();
+    assert_eq!(samples, on_cpu, "every on-CPU sample");
+    assert!(samples > 300, "busy's samples: {samples}");
+    let busy_threads = threads
+        .iter()
+        .filter(|t| t["name"] == "busy-fp" && t["samples"]["length"].as_u64() > Some(50))
+        .count();
+    assert!(busy_threads >= 2, "a track per busy thread");
+    let events = Command::new("perf")
+        .args(["script", "-F", "event", "-i"])
+        .arg(&file)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let recorded_offcpu = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .filter(|l| l.trim().trim_end_matches(':') == "offcpu-time")
+        .count();
+    eprintln!(
+        "firefox: {samples} samples, {offcpu} off-CPU markers ({woken_by_handoff} woken by handoff), perf script: {recorded_offcpu} offcpu-time"
+    );
+    assert_eq!(offcpu, recorded_offcpu, "one marker per off-CPU interval");
+    assert!(woken_by_handoff >= 40, "the 40 handoffs name their waker");
+    let id = build_id(&bin).unwrap();
+    let libs = p["libs"].as_array().unwrap();
+    assert!(
+        libs.iter()
+            .any(|l| l["codeId"] == id.as_str() && l["name"] == "handoff-fp"),
+        "{libs:?}"
+    );
+}
+
+/// Serves `dir` over HTTP on a loopback port (GET only) until the process ends.
+fn serve(dir: PathBuf) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut line = String::new();
+            let mut reader = BufReader::new(&stream);
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            // Headers, up to the blank line.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/");
+            let path = path
+                .split(['?', '#'])
+                .next()
+                .unwrap()
+                .trim_start_matches('/');
+            let file = dir.join(if path.is_empty() { "index.html" } else { path });
+            let mut stream = &stream;
+            match std::fs::read(&file) {
+                Ok(body) if !path.contains("..") => {
+                    let kind = match file.extension().and_then(|e| e.to_str()) {
+                        Some("html") => "text/html",
+                        Some("js") => "text/javascript",
+                        Some("css") => "text/css",
+                        Some("json") => "application/json",
+                        Some("wasm") => "application/wasm",
+                        _ => "application/octet-stream",
+                    };
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(&body);
+                }
+                _ => {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                }
+            }
+        }
+    });
+    port
+}
+
+/// speedscope: the export matches speedscope's own JSON schema (ajv, from npm) and carries
+/// every sample; speedscope (from npm) opens it in headless Chromium over loopback HTTP: the
+/// page's title names our profile, no import error, frames drawn (a screenshot is kept in
+/// target/export-check/ for a look).
+#[test]
+fn speedscope_export_matches_its_schema_and_opens_in_a_browser() {
+    let web = root().join("target/web/node_modules");
+    let release = web.join("speedscope/dist/release");
+    if !perf_ok()
+        || !have(
+            release.join("index.html").exists(),
+            "speedscope (scripts/setup)",
+        )
+        || !have(
+            Command::new("chromium").arg("--version").output().is_ok(),
+            "chromium",
+        )
+    {
+        return;
+    }
+    let dir = Tmp::new("export-speedscope");
+    let file = dir.0.join("cxx.data");
+    let bin = fixture("cxxprog-g++-fp");
+    perf_record(&file, &["-F", "499", "-g"], &bin, &["0.4", "2"]);
+    let site = dir.0.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    for entry in std::fs::read_dir(&release).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), site.join(entry.file_name())).unwrap();
+    }
+    let out = site.join("cxx.speedscope.json");
+    export(&file, "speedscope", &out, &[]);
+
+    // The schema, by ajv.
+    let check = r#"
+        const [ajvPath, schemaPath, file] = process.argv.slice(1);
+        const Ajv = require(ajvPath);
+        const validate = new Ajv({ strict: false, allErrors: true }).compile(require(schemaPath));
+        const data = JSON.parse(require('fs').readFileSync(file));
+        if (!validate(data)) { console.log(JSON.stringify(validate.errors.slice(0, 5))); process.exit(1); }
+    "#;
+    let node = Command::new("node")
+        .args(["-e", check])
+        .arg(web.join("ajv"))
+        .arg(release.join("file-format-schema.json"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        node.status.success(),
+        "speedscope's schema: {}{}",
+        String::from_utf8_lossy(&node.stdout),
+        String::from_utf8_lossy(&node.stderr)
+    );
+
+    // Frames and samples.
+    let p = json(&out);
+    let frames = p["shared"]["frames"].as_array().unwrap();
+    let mut total = 0;
+    for profile in p["profiles"].as_array().unwrap() {
+        let samples = profile["samples"].as_array().unwrap();
+        let weights = profile["weights"].as_array().unwrap();
+        assert_eq!(samples.len(), weights.len());
+        for s in samples {
+            assert!(s
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| (f.as_u64().unwrap() as usize) < frames.len()));
+        }
+        total += weights.iter().map(|w| w.as_u64().unwrap()).sum::<u64>();
+    }
+    assert_eq!(total, perf_sample_count(&file), "every sample");
+    assert!(frames.iter().any(|f| f["name"] == "sort_values"
+        && f["file"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("cxxprog.cpp"))));
+
+    // The browser.
+    let port = serve(site);
+    let url = format!("http://127.0.0.1:{port}/index.html#profileURL=/cxx.speedscope.json");
+    let chromium = |extra: &[&str]| {
+        let out = Command::new("timeout")
+            .args([
+                "120",
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--enable-unsafe-swiftshader",
+            ])
+            .args(["--virtual-time-budget=15000", "--window-size=1280,800"])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "chromium: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dom = chromium(&["--dump-dom"]);
+    let title = dom
+        .split("<title>")
+        .nth(1)
+        .and_then(|t| t.split("</title>").next())
+        .unwrap_or("");
+    eprintln!("speedscope: {total} samples, page title {title:?}");
+    assert!(
+        title.contains("cxx.data: cpu-clock") && title.ends_with(" - speedscope"),
+        "the page's title names our profile: {title:?}"
+    );
+    assert!(
+        !dom.contains("Something went wrong"),
+        "import error:\n{dom}"
+    );
+    assert!(dom.contains("<canvas"), "no canvas: {dom}");
+    assert!(
+        dom.contains("cxxprog-g++-fp (pid"),
+        "our thread's profile shown"
+    );
+    let shots = root().join("target/export-check");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("speedscope.png");
+    chromium(&[&format!("--screenshot={}", shot.display())]);
+    let size = std::fs::metadata(&shot).unwrap().len();
+    eprintln!("speedscope: screenshot {} ({size} bytes)", shot.display());
+    assert!(
+        size > 30_000,
+        "a flame chart is more than an empty page ({size} bytes)"
+    );
 }
