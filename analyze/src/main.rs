@@ -22,12 +22,19 @@ struct Args {
     command: Command,
 }
 
-/// What to include, shared by the stack-based subcommands.
+/// The recording and what of it to include, shared by the stack-based subcommands.
 #[derive(ClapArgs, Debug)]
 struct Select {
     /// The recording.
     #[arg(short, long, default_value = "perf.data")]
     input: PathBuf,
+    #[command(flatten)]
+    filter: Filter,
+}
+
+/// What to include (`analyze diff` applies it to both recordings).
+#[derive(ClapArgs, Debug, Clone)]
+struct Filter {
     /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
@@ -70,6 +77,12 @@ struct Select {
 }
 
 impl Select {
+    fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        self.filter.options(addresses, lines)
+    }
+}
+
+impl Filter {
     fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
         pipeline::Options {
             time: self.time.clone(),
@@ -162,6 +175,10 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Differential flame graph of two recordings (inferno's differential colors: red grew,
+    /// blue shrank; BEFORE normalized to AFTER's total unless --no-normalize), and a table of
+    /// the functions whose share changed most.
+    Diff(Box<DiffArgs>),
     /// A heatmap SVG: for latencies (--event io, offcpu, runq, fault) time across and log2 latency
     /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
     /// Each cell names its --time range.
@@ -200,6 +217,33 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+#[derive(ClapArgs, Debug)]
+struct DiffArgs {
+    /// Both recordings: -i BEFORE -i AFTER (the other flags apply to both).
+    #[arg(
+        short,
+        long = "input",
+        num_args = 1,
+        required = true,
+        value_name = "FILE"
+    )]
+    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    filter: Filter,
+    /// Print the differential folded stacks (`stack BEFORE AFTER`) instead.
+    #[arg(long)]
+    folded: bool,
+    /// The differential flame graph.
+    #[arg(short, long, default_value = "diff.svg")]
+    output: PathBuf,
+    /// Compare the counts as they are, not BEFORE scaled to AFTER's total.
+    #[arg(long)]
+    no_normalize: bool,
+    /// How many functions the table lists.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -285,7 +329,7 @@ fn with_recording_files<T>(
 ) -> anyhow::Result<T> {
     analyze::timing::mark("start");
     let input = analyze::input::open(&select.input)?;
-    let loader = loader_for(&input, select.symfs.clone());
+    let loader = loader_for(&input, select.filter.symfs.clone());
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
     // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
@@ -310,7 +354,7 @@ fn with_recording_files<T>(
         // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
         // nothing but that).
         let rec = std::thread::scope(|scope| {
-            if !select.user_only && load_files {
+            if !select.filter.user_only && load_files {
                 scope.spawn(|| {
                     let t = std::time::Instant::now();
                     loader.kallsyms();
@@ -460,6 +504,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             format,
             output,
         } => export(&select, format, output)?,
+        Command::Diff(args) => diff(&args, &mut stdout)?,
         Command::Heatmap {
             select,
             output: out,
@@ -552,6 +597,52 @@ fn export(select: &Select, format: ExportFormat, output: Option<PathBuf>) -> any
         std::fs::write(&output, bytes).map_err(|e| anyhow::anyhow!("{}: {e}", output.display()))?;
         eprintln!("analyze: wrote {}", output.display());
     }
+    Ok(())
+}
+
+/// `analyze diff`: both recordings through the pipeline, then the differential views.
+fn diff(args: &DiffArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
+    use output::diff;
+    let [before, after] = args.inputs.as_slice() else {
+        anyhow::bail!(
+            "diff takes two recordings: -i BEFORE -i AFTER ({} given)",
+            args.inputs.len()
+        );
+    };
+    let profile_of = |input: &PathBuf| -> anyhow::Result<Profile> {
+        let select = Select {
+            input: input.clone(),
+            filter: args.filter.clone(),
+        };
+        profile(&select, false)
+    };
+    let (b, a) = (profile_of(before)?, profile_of(after)?);
+    let lines = diff::folded(
+        &output::folded::folded(&b, false),
+        &output::folded::folded(&a, false),
+        !args.no_normalize,
+    )?;
+    if args.folded {
+        let mut out = std::io::BufWriter::new(stdout);
+        for l in &lines {
+            writeln!(out, "{l}")?;
+        }
+        out.flush()?;
+        return Ok(());
+    }
+    let title = format!(
+        "{} -> {}: {} ({})",
+        before.display(),
+        after.display(),
+        a.event,
+        a.unit
+    );
+    let file = std::fs::File::create(&args.output)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
+    diff::write_svg(&lines, &title, a.unit, std::io::BufWriter::new(file))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
+    write!(stdout, "{}", diff::table(&diff::changes(&b, &a), args.top))?;
+    eprintln!("analyze: wrote {}", args.output.display());
     Ok(())
 }
 

@@ -4,6 +4,7 @@ mod annotate;
 mod archive;
 mod common;
 mod damaged;
+mod diff;
 mod dwarf;
 mod errors;
 mod export;
