@@ -149,6 +149,18 @@ enum Command {
         /// Sort by Self (the default), as perf --no-children.
         #[arg(long)]
         no_children: bool,
+        /// Draw each row's call graph: callee (the default: the function, then who called
+        /// it) or caller (from the root down to the function); perf's forms such as
+        /// graph,0.5,caller are taken too.
+        #[arg(
+            short = 'g',
+            long = "call-graph",
+            num_args = 0..=1,
+            default_missing_value = "callee",
+            value_name = "caller|callee",
+            value_parser = parse_call_order
+        )]
+        call_graph: Option<output::report::CallOrder>,
     },
     /// Every sample with its stack, as perf script prints them.
     Script {
@@ -217,6 +229,19 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
+}
+
+/// `-g`'s value: caller or callee, alone or among perf's comma-separated fields.
+fn parse_call_order(s: &str) -> Result<output::report::CallOrder, String> {
+    use output::report::CallOrder;
+    let fields: Vec<&str> = s.split(',').collect();
+    if fields.contains(&"caller") {
+        Ok(CallOrder::Caller)
+    } else if fields.contains(&"callee") || fields.iter().all(|f| !f.is_empty()) {
+        Ok(CallOrder::Callee)
+    } else {
+        Err(format!("{s}: expected caller or callee"))
+    }
 }
 
 #[derive(ClapArgs, Debug)]
@@ -453,6 +478,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             percent_limit,
             children,
             no_children: _,
+            call_graph,
         } => {
             let keys = sort
                 .iter()
@@ -474,6 +500,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 let rows = output::report::Rows {
                     percent_limit,
                     children,
+                    call_graph,
                 };
                 write!(out, "{}", output::report::report(&p, &keys, rows))?;
             }

@@ -1,4 +1,4 @@
-//! `analyze report` with perf's options: --stdio accepted, --percent-limit, --children, on a
+//! `analyze report` with perf's options: --stdio accepted, --percent-limit, --children, -g, on a
 //! perf recording of busy (frame pointers).
 
 use crate::common::*;
@@ -64,4 +64,63 @@ fn percent_limit_and_children_as_perf_takes_them() {
         "{text}"
     );
     assert!(children.iter().all(|r| r.1 >= 50.0), "{text}");
+
+    // -g: each row's call graph under it, in perf's two orders; the main path of spin_inner's
+    // graph is the one perf report -g draws for it.
+    for (order, args) in [
+        ("callee", &["-g"][..]),
+        ("caller", &["-g", "caller"]),
+        ("caller", &["-g", "graph,0.5,caller"]),
+    ] {
+        let mut a = vec!["report", "--percent-limit", "30", "-i", f];
+        a.extend_from_slice(args);
+        let ours = path_under(&report(&a), "spin_inner");
+        let perf = std::process::Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "--percent-limit",
+                "30",
+            ])
+            .args(["-g", order, "-i", f])
+            .output()
+            .unwrap();
+        let theirs = path_under(&String::from_utf8_lossy(&perf.stdout), "spin_inner");
+        assert!(ours.len() >= 2, "{args:?}: {ours:?}");
+        assert_eq!(ours, theirs, "{args:?}: spin_inner's main path");
+        let (first, last) = (&ours[0], ours.last().unwrap());
+        match order {
+            "callee" => assert_eq!(first, "spin_inner"),
+            _ => assert_eq!(last, "spin_inner"),
+        }
+    }
+}
+
+/// The first path of the call graph under `symbol`'s row: each frame once, from `---` on,
+/// following the first branch where paths part.
+fn path_under(text: &str, symbol: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let row = lines
+        .iter()
+        .position(|l| !l.starts_with('#') && l.ends_with(&format!("[.] {symbol}")))
+        .unwrap_or_else(|| panic!("no {symbol} row:\n{text}"));
+    let mut path = Vec::new();
+    for l in &lines[row + 1..] {
+        let t = l.trim();
+        if t.is_empty() || t.contains('%') && !t.contains("--") || t.starts_with('#') {
+            break;
+        }
+        // "---name", "|--12.34%--name", "|          name", "name".
+        let name = t
+            .rsplit("--")
+            .next()
+            .unwrap()
+            .trim_start_matches('|')
+            .trim();
+        if !name.is_empty() && !path.contains(&name.to_string()) {
+            path.push(name.to_string());
+        }
+    }
+    path
 }
