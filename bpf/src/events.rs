@@ -216,6 +216,18 @@ fn stack(frames: &[u64], bytes: i32) -> Vec<u64> {
 }
 
 impl Event {
+    /// The CPU it happened on, for events that are about one CPU (a dirtying only names
+    /// the writer of pages that a request issued elsewhere writes; an exit is bookkeeping).
+    pub fn cpu(&self) -> Option<u32> {
+        match self {
+            Event::OnCpu(s) => Some(s.cpu),
+            Event::OffCpu(o) => Some(o.cpu),
+            Event::BlockIo(b) => Some(b.cpu),
+            Event::Wakeup(w) => Some(w.cpu),
+            Event::Dirty(_) | Event::Exit { .. } => None,
+        }
+    }
+
     /// Decodes one ring buffer record; `None` for a record of unknown kind or size.
     pub fn decode(data: &[u8]) -> Option<Event> {
         let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);

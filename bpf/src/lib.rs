@@ -60,8 +60,12 @@ use skel::{ProfileSkel, ProfileSkelBuilder};
 /// What to capture.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Sample on-CPU stacks with cpu-clock.
+    pub sampling: bool,
     /// cpu-clock samples per second per CPU.
     pub frequency: u64,
+    /// Sample on these CPUs only (None: every online CPU).
+    pub cpus: Option<Vec<u32>>,
     /// Sample every process, not only the tracked ones.
     pub system_wide: bool,
     /// Report off-CPU intervals of the tracked threads longer than this (None: off).
@@ -82,7 +86,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            sampling: true,
             frequency: 999,
+            cpus: None,
             system_wide: false,
             off_cpu_min_ns: Some(1000),
             wakeups: true,
@@ -315,7 +321,10 @@ impl Profiler {
             let link = skel.progs.on_cache_dirty.attach();
             links.push(link.map_err(Error::bpf("attach writeback_dirty_folio"))?);
         }
-        for cpu in cpus {
+        let sampled = cpus
+            .into_iter()
+            .filter(|c| options.sampling && options.cpus.as_ref().is_none_or(|l| l.contains(c)));
+        for cpu in sampled {
             let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
             links.push(
                 skel.progs

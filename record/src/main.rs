@@ -10,6 +10,7 @@ mod procfs;
 mod recorder;
 mod session;
 mod sideband;
+mod status;
 mod workload;
 
 use std::path::PathBuf;
@@ -37,6 +38,23 @@ struct Args {
     /// Accepted as perf accepts it (stacks are always recorded).
     #[arg(short = 'g')]
     g: bool,
+    /// What to record (comma-separated or repeated; default: all of them): cpu-clock
+    /// (on-CPU samples), offcpu (off-CPU time, with run-queue waits), wakeup (who woke the
+    /// blocked threads), runq, fault (page faults that had to read), io (block I/O), cache
+    /// (cachestat counts). wakeup, runq and fault come from off-CPU intervals: they bring
+    /// offcpu with them.
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_delimiter = ',',
+        value_name = "EVENT",
+        value_parser = ["cpu-clock", "cpu", "offcpu", "wakeup", "runq", "fault", "io", "cache"]
+    )]
+    events: Vec<String>,
+    /// Record on these CPUs only (perf's -C: 0,2-3): samples are taken there, and the other
+    /// events that happen there are kept. cachestat counts per process: it stays off.
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse_cpu_list)]
+    cpus: Option<CpuList>,
     /// Do not record off-CPU time.
     #[arg(long)]
     no_off_cpu: bool,
@@ -127,6 +145,27 @@ fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
     }
 }
 
+/// CPUs by number, sorted.
+#[derive(Clone, Debug)]
+struct CpuList(Vec<u32>);
+
+/// perf's CPU list: `0,2-3`.
+fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        let bad = || format!("{s}: expected CPUs as perf takes them, such as 0,2-3");
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        if a > b || b >= 4096 {
+            return Err(bad());
+        }
+        cpus.extend(a..=b);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(CpuList(cpus))
+}
+
 fn parse_pages(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(n) if n.is_power_of_two() && n <= 1 << 18 => Ok(n),
@@ -158,6 +197,17 @@ impl Args {
                 self.freq
             );
         }
+        // -e: only what it names (--no-* flags still take things away).
+        let chosen = |names: &[&str]| {
+            self.events.is_empty() || self.events.iter().any(|e| names.contains(&e.as_str()))
+        };
+        let off_cpu = chosen(&["offcpu", "wakeup", "runq", "fault"]) && !self.no_off_cpu;
+        if let Some(CpuList(cpus)) = &self.cpus {
+            let online = bpf::perf_event::online_cpus()?;
+            if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
+                anyhow::bail!("-C: CPU {c} is not online (online: {online:?})");
+            }
+        }
         let target = if all_cpus {
             session::Target::SystemWide
         } else if !self.pid.is_empty() {
@@ -171,13 +221,16 @@ impl Args {
             target,
             command: self.command,
             cmdline: std::env::args().collect(),
-            off_cpu_min_ns: (!self.no_off_cpu).then_some(self.off_cpu_min * 1000),
-            wakeups: !self.no_wakeups,
+            sampling: chosen(&["cpu-clock", "cpu"]),
+            cpus: self.cpus.clone().map(|l| l.0),
+            off_cpu_min_ns: off_cpu.then_some(self.off_cpu_min * 1000),
+            wakeups: !self.no_wakeups && chosen(&["wakeup"]),
             compression_level: self.compression_level,
-            block_io: !self.no_io,
-            cache: !self.no_cache,
-            faults: !self.no_faults,
+            block_io: !self.no_io && chosen(&["io"]),
+            cache: !self.no_cache && chosen(&["cache"]) && self.cpus.is_none(),
+            faults: !self.no_faults && chosen(&["fault"]),
             verbose: self.verbose,
+            status_line: !self.quiet,
             duration,
             ring_pages: self.mmap_pages,
             stack_copy_bytes: match self.call_graph {

@@ -18,7 +18,11 @@ use crate::{buildid, kernel, procfs, workload};
 #[derive(Debug, Clone)]
 pub struct Config {
     pub output: PathBuf,
+    /// Sample on-CPU stacks (cpu-clock).
+    pub sampling: bool,
     pub frequency: u64,
+    /// Only what happens on these CPUs (None: every CPU).
+    pub cpus: Option<Vec<u32>>,
     pub target: Target,
     /// The workload to run (may be empty with -p or -a).
     pub command: Vec<String>,
@@ -40,6 +44,8 @@ pub struct Config {
     pub ring_pages: Option<u64>,
     /// Print phase timings.
     pub verbose: bool,
+    /// Show a status line while recording (on a terminal only).
+    pub status_line: bool,
     /// Stop recording after this long (the workload, if any, keeps running).
     pub duration: Option<Duration>,
     /// zstd level of `-z` (None: records written as they are).
@@ -104,6 +110,14 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
     now
 }
 
+/// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
+fn on_chosen_cpu(cfg: &Config, e: &bpf::Event) -> bool {
+    match (&cfg.cpus, e.cpu()) {
+        (Some(cpus), Some(cpu)) => cpus.contains(&cpu),
+        _ => true,
+    }
+}
+
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
     // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
@@ -124,7 +138,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let system_wide = cfg.target == Target::SystemWide;
     // On an early return below, dropping the held child kills it.
     let options = bpf::Options {
+        sampling: cfg.sampling,
         frequency: cfg.frequency,
+        cpus: cfg.cpus.clone(),
         system_wide,
         off_cpu_min_ns: cfg.off_cpu_min_ns,
         wakeups: cfg.wakeups,
@@ -230,6 +246,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut drops_written = 0;
     let mut facts = Vec::new();
     let mut cache_taken = monotonic_ns();
+    let mut status = crate::status::StatusLine::new(cfg.status_line);
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
@@ -238,7 +255,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             if let bpf::Event::Exit { pid, .. } = e {
                 child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
             }
-            pending.extend(Item::from_event(e))
+            if on_chosen_cpu(cfg, &e) {
+                pending.extend(Item::from_event(e))
+            }
         })?;
         sideband.drain(&mut facts);
         rec.pending.extend(facts.drain(..).map(Item::Fact));
@@ -250,6 +269,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             rec.write_lost(drops - drops_written, cut)?;
             drops_written = drops;
         }
+        status.update(|| crate::status::Counts {
+            samples: rec.samples,
+            other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups,
+            lost: drops,
+            bytes: rec.writer.bytes_written(),
+        });
         rec.flush_until(cut)?;
 
         if let Some(pid) = child_pid {
@@ -296,6 +321,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         )
     });
+    status.clear();
     phases.mark("recording");
     // Last events: the workload's own are published before it can be reaped (the kernel
     // writes them in do_exit); a BPF program still running on another CPU needs microseconds.
@@ -303,7 +329,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // What is left in the ring, a batch at a time (each batch written before the next).
     loop {
         let pending = &mut rec.pending;
-        let taken = profiler.poll(Duration::ZERO, |e| pending.extend(Item::from_event(e)))?;
+        let taken = profiler.poll(Duration::ZERO, |e| {
+            if on_chosen_cpu(cfg, &e) {
+                pending.extend(Item::from_event(e))
+            }
+        })?;
         if taken < bpf::POLL_BATCH {
             break;
         }

@@ -1,4 +1,5 @@
-//! perf's habits at the prompt: `record CMD ARGS` without `--`, `-q`, `--duration`.
+//! perf's habits at the prompt: `record CMD ARGS` without `--`, `-q`, `--duration`, `-e`, `-C`,
+//! and the status line of a long recording on a terminal.
 
 use std::process::Command;
 
@@ -102,4 +103,166 @@ fn duration_stops_the_recording() {
         "stopped after 0.5 s, not after sleep 30: {took:.2} s"
     );
     assert!(stderr.contains("[ record:"), "{stderr}");
+}
+
+/// Each event's name and CPU in `file`, as perf script prints them.
+fn events_and_cpus(file: &std::path::Path) -> Vec<(String, u32)> {
+    let out = Command::new("perf")
+        .args(["script", "-F", "cpu,event", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let cpu = w.next()?.trim_matches(['[', ']']).parse().ok()?;
+            Some((w.next()?.trim_end_matches(':').to_string(), cpu))
+        })
+        .collect()
+}
+
+/// `-e` records what it names and nothing else; `-C` keeps what happened on those CPUs.
+#[test]
+fn events_and_cpus_choose_what_is_recorded() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("choose");
+    let handoff = fixture("handoff-fp");
+    let handoff = handoff.to_str().unwrap();
+    let names = |file: &std::path::Path| -> std::collections::BTreeSet<String> {
+        events_and_cpus(file).into_iter().map(|e| e.0).collect()
+    };
+
+    // -e cpu-clock: samples only.
+    let file = dir.path("cpu.data");
+    let out = record(
+        &["-e", "cpu-clock", "-o", file.to_str().unwrap()],
+        &[
+            "sh",
+            "-c",
+            &format!("{} 0.3 2; {handoff} 20 2000", fixture("busy-fp").display()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let got = names(&file);
+    assert_eq!(
+        got.into_iter().collect::<Vec<_>>(),
+        ["cpu-clock"],
+        "-e cpu-clock"
+    );
+
+    // -e offcpu,wakeup: off-CPU intervals (with their run-queue part) and wakers, no samples.
+    let file = dir.path("offcpu.data");
+    let out = record(
+        &["-e", "offcpu", "-e", "wakeup", "-o", file.to_str().unwrap()],
+        &[handoff, "20", "2000"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let got = names(&file);
+    assert!(
+        got.contains("offcpu-time") && got.contains("bpfperf:wakeup"),
+        "{got:?}"
+    );
+    assert!(
+        !got.contains("cpu-clock") && !got.contains("bpfperf:block_io"),
+        "{got:?}"
+    );
+    let bad = record(
+        &["-e", "cycles", "-o", dir.path("bad.data").to_str().unwrap()],
+        &["true"],
+    );
+    assert!(!bad.status.success() && stderr_of(&bad).contains("cycles"));
+
+    // -a -C 0 while busy keeps both CPUs busy: every event on CPU 0, a second's samples.
+    let file = dir.path("cpu0.data");
+    let out = record(
+        &["-a", "-C", "0", "-o", file.to_str().unwrap()],
+        &[fixture("busy-fp").to_str().unwrap(), "1", "2"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let events = events_and_cpus(&file);
+    let samples = events.iter().filter(|e| e.0 == "cpu-clock").count();
+    assert!(samples > 600, "CPU 0 sampled for a second: {samples}");
+    assert!(events.iter().all(|e| e.1 == 0), "only CPU 0: {events:?}");
+    let bad = record(
+        &[
+            "-a",
+            "-C",
+            "4095",
+            "--duration",
+            "1",
+            "-o",
+            dir.path("bad.data").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        stderr_of(&bad).contains("CPU 4095 is not online"),
+        "{}",
+        stderr_of(&bad)
+    );
+}
+
+/// On a terminal (a pty from script(1)), a recording longer than a second shows a status line
+/// on the terminal's last row, below a scrolling region for the workload's output; at the end
+/// the region is given back and the line cleared before the summary. -q: no line. A pipe: none.
+#[test]
+fn a_long_recording_on_a_terminal_shows_a_status_line() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("status");
+    let run = |args: &str| -> String {
+        let file = dir.path("status.data");
+        let cmd = format!(
+            "stty rows 24 cols 120; {} {args} -e cpu-clock -o {} {} 2.5 1",
+            env!("CARGO_BIN_EXE_record"),
+            file.display(),
+            fixture("busy-fp").display()
+        );
+        let out = Command::new("script")
+            .args(["-qfec", &cmd, "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = run("");
+    let region = text
+        .find("\x1b[1;23r")
+        .expect("a scrolling region above the last row");
+    let line = text
+        .find("\x1b[24;1H\x1b[2K[ recording: 1 s, ")
+        .expect("the status line");
+    let status_2 = text
+        .find("[ recording: 2 s, ")
+        .expect("redrawn each second");
+    let reset = text
+        .find("\x1b[r\x1b[24;1H\x1b[2K")
+        .expect("the region given back, the row cleared");
+    let summary = text.find("[ record: ").expect("the summary");
+    assert!(
+        region < line && line < status_2 && status_2 < reset && reset < summary,
+        "{text:?}"
+    );
+    assert!(
+        text.contains("busy: done"),
+        "the workload's output: {text:?}"
+    );
+
+    let quiet = run("-q");
+    assert!(
+        !quiet.contains('\x1b') && !quiet.contains("record"),
+        "-q: {quiet:?}"
+    );
+    let piped_file = dir.path("piped.data");
+    let piped = record(
+        &["-e", "cpu-clock", "-o", piped_file.to_str().unwrap()],
+        &[fixture("busy-fp").to_str().unwrap(), "1.5", "1"],
+    );
+    assert!(!stderr_of(&piped).contains('\x1b'), "no terminal, no line");
 }
