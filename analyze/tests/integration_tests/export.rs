@@ -208,7 +208,8 @@ fn json(path: &Path) -> serde_json::Value {
 
 /// Firefox Profiler: a processed profile (meta, threads, samples, consistent tables) with
 /// every sample of the recording, on-CPU and off-CPU in one file: the off-CPU intervals as
-/// markers naming their waker, the program in the library list with its build id.
+/// markers naming their waker, block I/O requests as markers naming their issuer, the
+/// program in the library list with its build id.
 #[test]
 fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     if !can_record() {
@@ -217,11 +218,13 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     let dir = Tmp::new("export-firefox");
     let file = dir.0.join("handoff.data");
     let bin = fixture("handoff-fp");
-    // Blocked and woken (handoff), then busy on two threads.
+    // Blocked and woken (handoff), busy on two threads, then direct writes (block I/O
+    // issued by dd itself).
     let script = format!(
-        "{} 40 5000 && {} 0.3 2",
+        "{} 40 5000 && {} 0.3 2 && dd if=/dev/zero of={} bs=256k count=16 oflag=direct status=none",
         bin.display(),
-        fixture("busy-fp").display()
+        fixture("busy-fp").display(),
+        dir.0.join("dd.out").display()
     );
     record_ours(
         &file,
@@ -236,7 +239,7 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     assert!(p["meta"]["preprocessedProfileVersion"].as_u64().is_some());
     let threads = p["threads"].as_array().unwrap();
     let mut samples = 0;
-    let (mut offcpu, mut woken_by_handoff) = (0, 0);
+    let (mut offcpu, mut woken_by_handoff, mut io, mut io_by_dd) = (0, 0, 0, 0);
     for t in threads {
         let s = &t["samples"];
         let n = s["length"].as_u64().unwrap() as usize;
@@ -261,6 +264,11 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
             let name = strings[m["name"][i].as_u64().unwrap() as usize]
                 .as_str()
                 .unwrap();
+            if name == "block I/O" {
+                io += 1;
+                let issuer = data["issuer"].as_u64().unwrap() as usize;
+                io_by_dd += strings[issuer].as_str().unwrap().starts_with("dd (") as usize;
+            }
             if name == "off-CPU" {
                 offcpu += 1;
                 let waker = data["waker"].as_u64().unwrap() as usize;
@@ -292,6 +300,15 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
         "firefox: {samples} samples, {offcpu} off-CPU markers ({woken_by_handoff} woken by handoff), perf script: {recorded_offcpu} offcpu-time"
     );
     assert_eq!(offcpu, recorded_offcpu, "one marker per off-CPU interval");
+    let recorded_io = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .filter(|l| l.trim().trim_end_matches(':') == "bpfperf:block_io")
+        .count();
+    eprintln!(
+        "firefox: {io} block I/O markers ({io_by_dd} issued by dd), perf script: {recorded_io}"
+    );
+    assert_eq!(io, recorded_io, "one marker per block I/O request");
+    assert!(io_by_dd >= 16, "dd's 16 direct writes");
     assert!(woken_by_handoff >= 40, "the 40 handoffs name their waker");
     let id = build_id(&bin).unwrap();
     let libs = p["libs"].as_array().unwrap();
