@@ -44,15 +44,23 @@ fn hottest_leaf(f: &Folded) -> (String, u64) {
     (name.to_string(), w)
 }
 
-/// How many samples perf script counts in `file` (one event).
-fn perf_sample_count(file: &Path) -> u64 {
+/// perf script's FIELDS of every sample in `file`, a line each, trimmed.
+fn perf_script_fields(file: &Path, fields: &str) -> Vec<String> {
     let out = Command::new("perf")
-        .args(["script", "-F", "period", "-i"])
+        .args(["script", "-F", fields, "-i"])
         .arg(file)
         .stderr(Stdio::null())
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// How many samples perf script counts in `file` (one event).
+fn perf_sample_count(file: &Path) -> u64 {
+    perf_script_fields(file, "period").len() as u64
 }
 
 fn go_pprof(args: &[&str], profile: &Path) -> String {
@@ -179,16 +187,9 @@ fn pprof_export_reads_in_go_tool_pprof() {
         }
         // The same selection flags as report: --tid of one worker keeps its samples only.
         let tid_total = {
-            let by_tid = Command::new("perf")
-                .args(["script", "-F", "tid", "-i"])
-                .arg(&file)
-                .stderr(Stdio::null())
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&by_tid.stdout).into_owned();
             let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
-            for l in text.lines() {
-                *counts.entry(l.trim().to_string()).or_insert(0) += 1;
+            for tid in perf_script_fields(&file, "tid") {
+                *counts.entry(tid).or_insert(0) += 1;
             }
             counts.into_iter().max_by_key(|(_, n)| *n).unwrap()
         };
@@ -286,24 +287,19 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
         .filter(|t| t["name"] == "busy-fp" && t["samples"]["length"].as_u64() > Some(50))
         .count();
     assert!(busy_threads >= 2, "a track per busy thread");
-    let events = Command::new("perf")
-        .args(["script", "-F", "event", "-i"])
-        .arg(&file)
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    let recorded_offcpu = String::from_utf8_lossy(&events.stdout)
-        .lines()
-        .filter(|l| l.trim().trim_end_matches(':') == "offcpu-time")
-        .count();
+    let events = perf_script_fields(&file, "event");
+    let count = |name: &str| {
+        events
+            .iter()
+            .filter(|l| l.trim_end_matches(':') == name)
+            .count()
+    };
+    let recorded_offcpu = count("offcpu-time");
     eprintln!(
         "firefox: {samples} samples, {offcpu} off-CPU markers ({woken_by_handoff} woken by handoff), perf script: {recorded_offcpu} offcpu-time"
     );
     assert_eq!(offcpu, recorded_offcpu, "one marker per off-CPU interval");
-    let recorded_io = String::from_utf8_lossy(&events.stdout)
-        .lines()
-        .filter(|l| l.trim().trim_end_matches(':') == "bpfperf:block_io")
-        .count();
+    let recorded_io = count("bpfperf:block_io");
     eprintln!(
         "firefox: {io} block I/O markers ({io_by_dd} issued by dd), perf script: {recorded_io}"
     );

@@ -291,6 +291,23 @@ fn attach_files(json: &mut serde_json::Value, sym: &Symbolized, names: &[String]
     }
     let mut libs: Vec<Value> = Vec::new();
     let mut lib_index: HashMap<&str, usize> = HashMap::new();
+    let add_lib = |dso: &str, libs: &mut Vec<Value>| {
+        let base = dso.rsplit('/').next().unwrap_or(dso);
+        let id = cx.build_ids.get(dso).cloned().unwrap_or_default();
+        libs.push(json!({
+            "name": base, "path": dso, "debugName": base, "debugPath": dso,
+            "breakpadId": breakpad_id(&id), "codeId": id, "arch": "x86_64",
+        }));
+        libs.len() - 1
+    };
+    // Every file the recording lists, sampled or not (a thread that only blocked has its
+    // program in the list too); then any other file a frame names.
+    let mut recorded: Vec<&String> = cx.build_ids.keys().collect();
+    recorded.sort();
+    for dso in recorded {
+        let i = add_lib(dso, &mut libs);
+        lib_index.insert(dso, i);
+    }
     let Some(threads) = json.get_mut("threads").and_then(Value::as_array_mut) else {
         return;
     };
@@ -319,15 +336,9 @@ fn attach_files(json: &mut serde_json::Value, sym: &Symbolized, names: &[String]
                 file_name.push(Value::Null);
                 continue;
             };
-            let lib = *lib_index.entry(dso).or_insert_with(|| {
-                let base = dso.rsplit('/').next().unwrap_or(dso);
-                let id = cx.build_ids.get(dso).cloned().unwrap_or_default();
-                libs.push(json!({
-                    "name": base, "path": dso, "debugName": base, "debugPath": dso,
-                    "breakpadId": breakpad_id(&id), "codeId": id, "arch": "x86_64",
-                }));
-                libs.len() - 1
-            });
+            let lib = *lib_index
+                .entry(dso)
+                .or_insert_with(|| add_lib(dso, &mut libs));
             let r = *resources.entry(lib).or_insert_with(|| {
                 let base = dso.rsplit('/').next().unwrap_or(dso);
                 strings.push(json!(base));
