@@ -167,6 +167,10 @@ fn pprof_export_reads_in_go_tool_pprof() {
         }
         let raw = go_pprof(&["-raw"], &pb);
         assert!(raw.contains(&hot), "{program}: {hot} in -raw");
+        assert!(
+            raw.contains(&format!("process_name:[{program}] thread_name:[{program}]")),
+            "{program}: process and thread labels"
+        );
         if program == "rsprog-nofp" {
             // A location line followed by an indented line: an inlined function's Line.
             let inlined = raw.lines().collect::<Vec<_>>().windows(2).any(|w| {

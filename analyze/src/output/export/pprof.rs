@@ -3,7 +3,7 @@
 //!
 //! One Location per physical frame, its inlined functions as further Lines (innermost first);
 //! one Mapping per file with its build id; sample types named for what they count; each
-//! sample labelled with its thread's name and ids.
+//! sample labelled with its process's and thread's names and ids.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -72,11 +72,25 @@ fn build(profile: &Profile, cx: &Context) -> pb::Profile {
     }
     let mut functions: HashMap<(String, &str), u64> = HashMap::new();
     let mut locations: HashMap<&[u32], u64> = HashMap::new();
-    let (thread_name, pid, tid) = (
+    let (process_name, thread_name, pid, tid) = (
+        strings.id("process_name"),
         strings.id("thread_name"),
         strings.id("pid"),
         strings.id("tid"),
     );
+    // A process is named as its main thread mostly was (its first samples may precede its
+    // exec, named `:PID`); else as the thread sampled.
+    let mut main_names: HashMap<(i32, u32), u64> = HashMap::new();
+    for s in profile.stacks.iter().filter(|s| s.pid == s.tid) {
+        *main_names.entry((s.pid, s.comm)).or_insert(0) += s.weight;
+    }
+    let mut main_thread: HashMap<i32, (u64, u32)> = HashMap::new();
+    for ((pid, comm), w) in main_names {
+        let best = main_thread.entry(pid).or_insert((w, comm));
+        if (w, std::cmp::Reverse(comm)) > (best.0, std::cmp::Reverse(best.1)) {
+            *best = (w, comm);
+        }
+    }
     for stack in &profile.stacks {
         let mut ids = Vec::new();
         for range in physical_frames(&stack.frames, &profile.frames) {
@@ -129,7 +143,13 @@ fn build(profile: &Profile, cx: &Context) -> pb::Profile {
         if in_ns {
             value.push(stack.weight as i64);
         }
+        let process = main_thread.get(&stack.pid).map_or(stack.comm, |m| m.1);
         let label = vec![
+            pb::Label {
+                key: process_name,
+                str: strings.id(&profile.comms[process as usize]),
+                ..Default::default()
+            },
             pb::Label {
                 key: thread_name,
                 str: strings.id(&profile.comms[stack.comm as usize]),
