@@ -87,6 +87,7 @@ impl Filter {
         pipeline::Options {
             time: self.time.clone(),
             per_sample: false,
+            timeline: false,
             event: EventSel::parse(&self.event),
             inline: !self.no_inline,
             user_only: self.user_only,
@@ -581,7 +582,7 @@ fn export(select: &Select, format: ExportFormat, output: Option<PathBuf>) -> any
     let firefox = matches!(format, ExportFormat::Firefox);
     let mut options = select.options(false, true);
     // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
-    options.per_sample = !matches!(format, ExportFormat::Pprof);
+    options.timeline = !matches!(format, ExportFormat::Pprof);
     let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
     let requests = if firefox {
         analyze::io::read_requests(&select.input)?

@@ -37,6 +37,17 @@ pub struct SymbolizedStack {
     pub addrs: Vec<FrameAddr>,
 }
 
+/// One recorded sample of a timeline: which of [`Symbolized::stacks`] it has, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedSample {
+    /// Index into [`Symbolized::stacks`] (whose thread and command it has).
+    pub stack: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    pub weight: u64,
+}
+
 /// Counters of what could not be resolved, for the summary line.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -58,5 +69,9 @@ pub struct Symbolized {
     pub unit: &'static str,
     pub frames: Vec<FrameInfo>,
     pub stacks: Vec<SymbolizedStack>,
+    /// Every selected sample in file order, when a view asked for a timeline
+    /// (`pipeline::Options::timeline`): then `stacks` holds each thread's distinct stacks
+    /// once (unless every sample is kept apart anyway), and the samples point into it.
+    pub timeline: Vec<TimedSample>,
     pub stats: Stats,
 }

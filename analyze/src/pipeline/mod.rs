@@ -21,7 +21,7 @@ use crate::loader::{self, Loader};
 use crate::read::{MapId, Recording};
 use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo};
-pub use crate::symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack};
+pub use crate::symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack, TimedSample};
 use crate::unwind::{Unwinder, UnwoundStack};
 use crate::Error;
 pub use select::Weighed;
@@ -104,6 +104,9 @@ pub struct Options {
     pub time: Option<time_range::TimeRanges>,
     /// Keep every sample apart (views per sample: script, heatmaps), never merged by stack.
     pub per_sample: bool,
+    /// Views of time (the Firefox Profiler's tracks, speedscope's Time Order): every sample's
+    /// time in [`Symbolized::timeline`], each distinct stack unwound and symbolized once.
+    pub timeline: bool,
     /// Look up source lines (`file:line`, for `--sort srcline`); inline frames need them too.
     pub lines: bool,
     /// Keep each frame's address and symbol offset (for `script`).
@@ -122,7 +125,7 @@ impl Options {
     /// Whether reading must keep every sample with its own time: identical samples merged
     /// while reading keep the first one's time only.
     pub fn reads_each_sample(&self) -> bool {
-        self.keeps_each_sample() || self.time.is_some()
+        self.keeps_each_sample() || self.time.is_some() || self.timeline
     }
 }
 
@@ -138,6 +141,7 @@ impl Default for Options {
             comm: None,
             time: None,
             per_sample: false,
+            timeline: false,
             lines: true,
             addresses: false,
             progress: false,
@@ -218,6 +222,9 @@ pub struct Resolved<'r> {
     pub samples: Vec<Weighed<'r>>,
     /// How many recorded samples each of `samples` stands for.
     pub counts: Vec<u64>,
+    /// With [`Options::timeline`] (and samples grouped): every selected sample, pointing
+    /// into `samples`.
+    pub timeline: Vec<TimedSample>,
     /// Aligned with `samples`: the user frames, innermost first.
     pub stacks: Vec<UnwoundStack>,
     /// Aligned with `stacks`: each user frame's lookup key, `None` where no file tells.
@@ -286,9 +293,26 @@ pub fn resolve<'r>(
     // Per-sample output (script's times and addresses, wakeups matched by time) keeps every
     // sample; profiles only need each distinct stack once, with the weights summed.
     let keep_each = o.keeps_each_sample();
+    let mut timeline = Vec::new();
     let (samples, counts) = if keep_each {
         let counts = samples.iter().map(|(s, _)| s.count).collect();
         (samples, counts)
+    } else if o.timeline {
+        // Each sample's time, pointing at its group (unwinding must not merge groups
+        // further: their indices are the timeline's).
+        let (kept, counts, members) = select::group_identical_members(&samples);
+        timeline = samples
+            .iter()
+            .zip(members)
+            .map(|((s, weight), stack)| TimedSample {
+                stack,
+                time: s.time,
+                cpu: s.cpu,
+                period: s.period,
+                weight: *weight,
+            })
+            .collect();
+        (kept, counts)
     } else {
         select::group_identical(samples)
     };
@@ -312,7 +336,7 @@ pub fn resolve<'r>(
             counts,
             ends: BTreeMap::new(),
         }
-    } else if keep_each {
+    } else if keep_each || o.timeline {
         unwound::unwind_each(&unwinder, samples, counts, &progress)
     } else {
         unwound::unwind_grouped(&unwinder, samples, counts, &progress)
@@ -342,6 +366,7 @@ pub fn resolve<'r>(
         label,
         samples,
         counts,
+        timeline,
         stacks,
         keys,
         resolver,

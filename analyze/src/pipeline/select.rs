@@ -135,6 +135,14 @@ pub(super) fn select<'a>(
 /// per stack. Returns the kept samples, in order of first appearance, and how many each
 /// stands for.
 pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
+    let (kept, counts, _) = group_identical_members(&samples);
+    (kept, counts)
+}
+
+/// [`group_identical`], and for each of `samples` the index of the kept sample it went into.
+pub(super) fn group_identical_members<'a>(
+    samples: &[Weighed<'a>],
+) -> (Vec<Weighed<'a>>, Vec<u64>, Vec<u32>) {
     type Key<'a> = (
         usize,
         i32,
@@ -143,11 +151,13 @@ pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, V
         &'a [u64],
         &'a [crate::read::UserFrame],
     );
-    let mut index: FxHashMap<Key<'_>, usize> = FxHashMap::default();
-    let mut kept: Vec<Weighed<'_>> = Vec::new();
+    let mut index: FxHashMap<Key<'a>, usize> = FxHashMap::default();
+    let mut kept: Vec<Weighed<'a>> = Vec::new();
     let mut counts: Vec<u64> = Vec::new();
-    for (s, weight) in samples {
+    let mut members = Vec::with_capacity(samples.len());
+    for &(s, weight) in samples {
         if s.stack_copy.is_some() {
+            members.push(kept.len() as u32);
             kept.push((s, weight));
             counts.push(s.count);
             continue;
@@ -158,13 +168,15 @@ pub(super) fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, V
                 let i = *e.get();
                 kept[i].1 += weight;
                 counts[i] += s.count;
+                members.push(i as u32);
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(kept.len());
+                members.push(kept.len() as u32);
                 kept.push((s, weight));
                 counts.push(s.count);
             }
         }
     }
-    (kept, counts)
+    (kept, counts, members)
 }

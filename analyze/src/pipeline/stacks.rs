@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use super::{EventSel, Options, Resolved, Symbols};
 use crate::read::Recording;
 use crate::symbolize::FrameInfo;
-use crate::symbolized::{FrameAddr, Symbolized, SymbolizedStack};
+use crate::symbolized::{FrameAddr, Symbolized, SymbolizedStack, TimedSample};
 
 /// Frame ids: given in file order, then address order, so that the table does not depend on
 /// the thread count.
@@ -66,7 +66,7 @@ fn intern_frames(r: &Resolved<'_>, symbols: &Symbols, table: &mut Vec<FrameInfo>
 /// Builds every sample's stack from the symbols of its addresses.
 pub(super) fn symbolized(
     rec: &Recording,
-    r: Resolved<'_>,
+    mut r: Resolved<'_>,
     symbols: &Symbols,
     o: &Options,
 ) -> Symbolized {
@@ -78,6 +78,7 @@ pub(super) fn symbolized(
         ..Default::default()
     };
     let ids = intern_frames(&r, symbols, &mut out.frames);
+    let grouped_timeline = std::mem::take(&mut r.timeline);
     let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
     crate::timing::mark("intern frames");
 
@@ -185,6 +186,24 @@ pub(super) fn symbolized(
         ) {
             crate::wakeups::join(&mut out, offcpu as u32, wakeup as u32);
         }
+    }
+    if o.timeline {
+        out.timeline = if o.keeps_each_sample() {
+            // Every sample kept apart: each is its own stack.
+            out.stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| TimedSample {
+                    stack: i as u32,
+                    time: s.time,
+                    cpu: s.cpu,
+                    period: s.period,
+                    weight: s.weight,
+                })
+                .collect()
+        } else {
+            grouped_timeline
+        };
     }
     out
 }

@@ -176,8 +176,7 @@ impl Threads {
     }
 }
 
-/// Writes the samples of `sym` (every sample apart, with its time) and `spans` as a processed
-/// profile.
+/// Writes the samples of `sym`'s timeline and `spans` as a processed profile.
 pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) -> io::Result<()> {
     let interval = sampling_interval(sym);
     let mut profile = fx::Profile::new(
@@ -195,15 +194,16 @@ pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) ->
     };
     let clock_periods = cx.measure == "samples" && sym.event.contains("clock");
 
-    let mut order: Vec<usize> = (0..sym.stacks.len()).collect();
-    order.sort_by_key(|&i| (sym.stacks[i].time, i));
+    let mut order: Vec<usize> = (0..sym.timeline.len()).collect();
+    order.sort_by_key(|&i| (sym.timeline[i].time, i));
+    let stack_of = |i: usize| &sym.stacks[sym.timeline[i].stack as usize];
     // A thread is named as it was last: its first samples may precede its exec (`:PID`).
     let mut thread_names: HashMap<(i32, i32), &str> = spans
         .iter()
         .map(|s| ((s.pid, s.tid), s.comm.as_str()))
         .collect();
     for &i in &order {
-        let s = &sym.stacks[i];
+        let s = stack_of(i);
         thread_names.insert((s.pid, s.tid), &sym.comms[s.comm as usize]);
     }
     let names: Vec<String> = sym
@@ -211,31 +211,41 @@ pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) ->
         .iter()
         .map(|f| crate::output::folded::frame_name(f).into_owned())
         .collect();
+    // Each distinct stack is interned once (a stack belongs to one thread).
+    let mut interned: Vec<Option<Option<fx::StackHandle>>> = vec![None; sym.stacks.len()];
     for i in order {
-        let s = &sym.stacks[i];
+        let t = &sym.timeline[i];
+        let s = stack_of(i);
         let thread = threads.get(&mut profile, (s.pid, s.tid), thread_names[&(s.pid, s.tid)]);
-        let frames: Vec<fx::FrameInfo> = s
-            .frames
-            .iter()
-            .enumerate()
-            .map(|(k, &f)| fx::FrameInfo {
-                frame: fx::Frame::Label(profile.intern_string(&names[f as usize])),
-                category_pair: if k < s.user_len as usize {
-                    user
-                } else {
-                    kernel
-                }
-                .into(),
-                flags: FrameFlags::empty(),
-            })
-            .collect();
-        let stack = profile.intern_stack_frames(thread, frames.into_iter());
+        let stack = match interned[t.stack as usize] {
+            Some(stack) => stack,
+            None => {
+                let frames: Vec<fx::FrameInfo> = s
+                    .frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &f)| fx::FrameInfo {
+                        frame: fx::Frame::Label(profile.intern_string(&names[f as usize])),
+                        category_pair: if k < s.user_len as usize {
+                            user
+                        } else {
+                            kernel
+                        }
+                        .into(),
+                        flags: FrameFlags::empty(),
+                    })
+                    .collect();
+                let stack = profile.intern_stack_frames(thread, frames.into_iter());
+                interned[t.stack as usize] = Some(stack);
+                stack
+            }
+        };
         let cpu = if clock_periods {
-            CpuDelta::from_nanos(s.period)
+            CpuDelta::from_nanos(t.period)
         } else {
             CpuDelta::ZERO
         };
-        profile.add_sample(thread, since(s.time), stack, cpu, s.count.max(1) as i32);
+        profile.add_sample(thread, since(t.time), stack, cpu, 1);
     }
 
     let mut spans: Vec<&Span> = spans.iter().collect();
@@ -387,7 +397,7 @@ fn breakpad_id(build_id_hex: &str) -> String {
 
 /// The sampling interval: the median period of a clock event's samples (ns), else 1 ms.
 fn sampling_interval(sym: &Symbolized) -> SamplingInterval {
-    let mut periods: Vec<u64> = sym.stacks.iter().map(|s| s.period).collect();
+    let mut periods: Vec<u64> = sym.timeline.iter().map(|t| t.period).collect();
     if periods.is_empty() || !sym.event.contains("clock") {
         return SamplingInterval::from_millis(1);
     }

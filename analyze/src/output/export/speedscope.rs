@@ -54,7 +54,7 @@ struct Sampled<'a> {
     weights: Vec<u64>,
 }
 
-/// Writes the samples of `sym` (every sample apart, with its time) as a speedscope file.
+/// Writes the samples of `sym`'s timeline as a speedscope file.
 pub fn write(sym: &Symbolized, cx: &Context, out: impl Write) -> io::Result<()> {
     let frames = sym
         .frames
@@ -71,16 +71,18 @@ pub fn write(sym: &Symbolized, cx: &Context, out: impl Write) -> io::Result<()> 
             Frame { name, file, line }
         })
         .collect();
-    let mut order: Vec<usize> = (0..sym.stacks.len()).collect();
+    let stack_of = |i: usize| &sym.stacks[sym.timeline[i].stack as usize];
+    let mut order: Vec<usize> = (0..sym.timeline.len()).collect();
     order.sort_by_key(|&i| {
-        let s = &sym.stacks[i];
-        (s.pid, s.tid, s.time, i)
+        let s = stack_of(i);
+        (s.pid, s.tid, sym.timeline[i].time, i)
     });
     let mut profiles: Vec<Sampled> = Vec::new();
     // Each thread is named as it was last (its first samples may precede its exec).
     let mut last_comm: Vec<u32> = Vec::new();
     let mut current = None;
-    for s in order.into_iter().map(|i| &sym.stacks[i]) {
+    for i in order {
+        let s = stack_of(i);
         if current != Some((s.pid, s.tid)) {
             current = Some((s.pid, s.tid));
             profiles.push(Sampled {
@@ -100,9 +102,10 @@ pub fn write(sym: &Symbolized, cx: &Context, out: impl Write) -> io::Result<()> 
         }
         *last_comm.last_mut().expect("pushed above") = s.comm;
         let p = profiles.last_mut().expect("pushed above");
+        let weight = sym.timeline[i].weight;
         p.samples.push(&s.frames);
-        p.weights.push(s.weight);
-        p.end_value += s.weight;
+        p.weights.push(weight);
+        p.end_value += weight;
     }
     for (p, &comm) in profiles.iter_mut().zip(&last_comm) {
         p.name = format!("{} {}", sym.comms[comm as usize], p.name);
