@@ -410,7 +410,20 @@ fn with_recording_files<T>(
 
 /// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
 fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
-    let options = select.options(addresses, lines);
+    symbolized_with(select, &select.options(addresses, lines))
+}
+
+/// [`symbolized`] with every sample's time, each distinct stack (with its addresses) once.
+fn symbolized_timeline(select: &Select) -> anyhow::Result<Symbolized> {
+    let options = pipeline::Options {
+        timeline: true,
+        ..select.options(true, false)
+    };
+    symbolized_with(select, &options)
+}
+
+fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::Result<Symbolized> {
+    let options = options.clone();
     with_recording(select, &options, |rec, loader| {
         let s = pipeline::symbolize(rec, &options, loader)?;
         for w in &s.stats.warnings {
@@ -510,7 +523,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             std::mem::forget(p);
         }
         Command::Script { select } => {
-            let s = symbolized(&select, true, false)?;
+            let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);
             output::script::write_script(&s, &mut out)?;
             out.flush()?;

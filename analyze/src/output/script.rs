@@ -7,8 +7,10 @@ use std::io::{self, Write};
 
 use crate::symbolized::Symbolized;
 
+/// Writes every sample of `s`'s timeline.
 pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
-    for st in &s.stacks {
+    for t in &s.timeline {
+        let st = &s.stacks[t.stack as usize];
         let event = s
             .events
             .get(st.event as usize)
@@ -19,10 +21,10 @@ pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
             s.comms[st.comm as usize],
             st.pid,
             st.tid,
-            st.cpu,
-            st.time / 1_000_000_000,
-            st.time % 1_000_000_000 / 1000,
-            st.period,
+            t.cpu,
+            t.time / 1_000_000_000,
+            t.time % 1_000_000_000 / 1000,
+            t.period,
             event
         )?;
         for (i, &f) in st.frames.iter().enumerate().rev() {

@@ -119,7 +119,7 @@ impl Options {
     /// Whether views need every sample apart from the others (script's times and
     /// addresses, wakeups matched by time, heatmaps); else identical stacks become one.
     pub fn keeps_each_sample(&self) -> bool {
-        self.per_sample || self.addresses || self.event == EventSel::Wakeup
+        self.per_sample || (self.addresses && !self.timeline) || self.event == EventSel::Wakeup
     }
 
     /// Whether reading must keep every sample with its own time: identical samples merged
