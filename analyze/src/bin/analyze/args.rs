@@ -1,0 +1,321 @@
+//! The command line: subcommands and their flags (clap), and what the stack views share.
+
+use std::path::PathBuf;
+
+use analyze::output;
+use analyze::pipeline::{self, EventSel};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "analyze",
+    version,
+    about = "Analyze perf.data recordings (bpfperf's and perf's own)"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The recording and what of it to include, shared by the stack-based subcommands.
+#[derive(ClapArgs, Debug)]
+pub struct Select {
+    /// The recording.
+    #[arg(short, long, default_value = "perf.data")]
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub filter: Filter,
+}
+
+/// What to include (`analyze diff` applies it to both recordings).
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Filter {
+    /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
+    /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
+    /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
+    /// the stack where the thread was preempted or blocked), fault (page faults that had to
+    /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
+    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
+    #[arg(
+        long,
+        default_value = "cpu",
+        value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
+    )]
+    pub event: String,
+    /// Only samples of this process.
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// Only samples of this thread.
+    #[arg(long)]
+    pub tid: Option<i32>,
+    /// Only samples of threads of this name.
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// User frames only.
+    #[arg(short = 'U', conflicts_with = "kernel_only")]
+    pub user_only: bool,
+    /// Kernel frames only.
+    #[arg(short = 'K')]
+    pub kernel_only: bool,
+    /// Leave out inlined functions.
+    #[arg(long)]
+    pub no_inline: bool,
+    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
+    /// perf script prints times or from the recording's start, either side may be empty; or
+    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
+    /// Includes START, leaves out END.
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = pipeline::time_range::TimeRanges::parse)]
+    pub time: Option<pipeline::time_range::TimeRanges>,
+    /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
+    #[arg(long, value_name = "DIR")]
+    pub symfs: Option<PathBuf>,
+}
+
+impl Select {
+    pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        self.filter.options(addresses, lines)
+    }
+}
+
+impl Filter {
+    pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        pipeline::Options {
+            time: self.time.clone(),
+            per_sample: false,
+            timeline: false,
+            event: EventSel::parse(&self.event),
+            inline: !self.no_inline,
+            user_only: self.user_only,
+            kernel_only: self.kernel_only,
+            pid: self.pid,
+            tid: self.tid,
+            comm: self.comm.clone(),
+            lines,
+            addresses,
+            progress: true,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// What the file holds: events, counts, lost events, time span, features.
+    Info {
+        /// The recording or its archive (`-` reads a pipe-mode stream from standard input).
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// Look for every file under DIR first (perf's --symfs).
+        #[arg(long, value_name = "DIR")]
+        symfs: Option<PathBuf>,
+    },
+    /// One zstd tar with the recording and what analyzing it elsewhere needs of every file its
+    /// samples touched (laid out as perf's build-id cache), and the kernel's symbols.
+    Archive {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// The archive [default: INPUT.tar.zst].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Look for every file under DIR first (perf's --symfs).
+        #[arg(long, value_name = "DIR")]
+        symfs: Option<PathBuf>,
+    },
+    /// Where the time went: a top table, or folded stacks with --folded.
+    Report {
+        #[command(flatten)]
+        select: Select,
+        /// One line per unique stack, "comm;root;...;leaf COUNT" (flamegraph.pl's input).
+        #[arg(long)]
+        folded: bool,
+        /// Suffix kernel frames with _[k] in folded output.
+        #[arg(long)]
+        kernel_annotate: bool,
+        /// Table columns: sym, dso, comm, pid, srcline.
+        #[arg(long, value_delimiter = ',', default_value = "comm,dso,sym")]
+        sort: Vec<String>,
+        /// Accepted as perf accepts it: the report is text.
+        #[arg(long)]
+        stdio: bool,
+        /// Leave out rows under PCT percent (of the column the rows are sorted by).
+        #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+        percent_limit: f64,
+        /// Sort by Total (what passes through each row: callers too), as perf --children.
+        #[arg(long, overrides_with = "no_children")]
+        children: bool,
+        /// Sort by Self (the default), as perf --no-children.
+        #[arg(long)]
+        no_children: bool,
+        /// Draw each row's call graph: callee (the default: the function, then who called
+        /// it) or caller (from the root down to the function); perf's forms such as
+        /// graph,0.5,caller are taken too.
+        #[arg(
+            short = 'g',
+            long = "call-graph",
+            num_args = 0..=1,
+            default_missing_value = "callee",
+            value_name = "caller|callee",
+            value_parser = parse_call_order
+        )]
+        call_graph: Option<output::report::CallOrder>,
+    },
+    /// Every sample with its stack, as perf script prints them.
+    Script {
+        #[command(flatten)]
+        select: Select,
+    },
+    /// An interactive SVG flame graph.
+    Flamegraph {
+        #[command(flatten)]
+        select: Select,
+        #[arg(short, long, default_value = "flamegraph.svg")]
+        output: PathBuf,
+    },
+    /// The profile in a format other tools read: pprof (gzipped profile.proto: go tool pprof,
+    /// Pyroscope, Parca), firefox (the Firefox Profiler's processed format: a track per
+    /// thread, off-CPU time and block I/O as markers), speedscope (its JSON file format).
+    Export {
+        #[command(flatten)]
+        select: Select,
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The file (`-`: standard output) [default: profile.pb.gz, profile.json,
+        /// profile.speedscope.json].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Differential flame graph of two recordings (inferno's differential colors: red grew,
+    /// blue shrank; BEFORE normalized to AFTER's total unless --no-normalize), and a table of
+    /// the functions whose share changed most.
+    Diff(Box<DiffArgs>),
+    /// A heatmap SVG: for latencies (--event io, offcpu, runq, fault) time across and log2 latency
+    /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
+    /// Each cell names its --time range.
+    Heatmap {
+        #[command(flatten)]
+        select: Select,
+        #[arg(short, long, default_value = "heatmap.svg")]
+        output: PathBuf,
+        /// Rows per second of a sub-second offset heatmap.
+        #[arg(long, default_value_t = 50)]
+        rows: usize,
+    },
+    /// Which source lines and instructions of a function its samples fell on (without
+    /// SYMBOL: the hottest functions to choose from).
+    Annotate(Box<AnnotateArgs>),
+    /// Block I/O: latency histogram, per device and process, slowest requests.
+    Io {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// How many of the slowest requests to list.
+        #[arg(long, default_value_t = 10)]
+        slowest: usize,
+    },
+    /// Page-cache use (cachestat): accesses, hits, misses and dirtied pages with the hit
+    /// ratio, per process and per second.
+    Cache {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+    },
+    /// Run-queue latency: a log2 histogram per process (runqlat -P) and the threads that
+    /// waited most for a CPU.
+    Sched {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// How many threads to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+}
+
+/// `-g`'s value: caller or callee, alone or among perf's comma-separated fields.
+pub fn parse_call_order(s: &str) -> Result<output::report::CallOrder, String> {
+    use output::report::CallOrder;
+    let fields: Vec<&str> = s.split(',').collect();
+    if fields.contains(&"caller") {
+        Ok(CallOrder::Caller)
+    } else if fields.contains(&"callee") || fields.iter().all(|f| !f.is_empty()) {
+        Ok(CallOrder::Callee)
+    } else {
+        Err(format!("{s}: expected caller or callee"))
+    }
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct DiffArgs {
+    /// Both recordings: -i BEFORE -i AFTER (the other flags apply to both).
+    #[arg(
+        short,
+        long = "input",
+        num_args = 1,
+        required = true,
+        value_name = "FILE"
+    )]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub filter: Filter,
+    /// Print the differential folded stacks (`stack BEFORE AFTER`) instead.
+    #[arg(long)]
+    pub folded: bool,
+    /// The differential flame graph.
+    #[arg(short, long, default_value = "diff.svg")]
+    pub output: PathBuf,
+    /// Compare the counts as they are, not BEFORE scaled to AFTER's total.
+    #[arg(long)]
+    pub no_normalize: bool,
+    /// How many functions the table lists.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ExportFormat {
+    Pprof,
+    Firefox,
+    Speedscope,
+}
+
+impl ExportFormat {
+    pub fn default_file(self) -> &'static str {
+        match self {
+            ExportFormat::Pprof => "profile.pb.gz",
+            ExportFormat::Firefox => "profile.json",
+            ExportFormat::Speedscope => "profile.speedscope.json",
+        }
+    }
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct AnnotateArgs {
+    /// The function: its name as reports print it, its mangled name, or a unique part of it.
+    pub symbol: Option<String>,
+    #[command(flatten)]
+    pub select: Select,
+    /// Source lines only, each once with its counts.
+    #[arg(long, conflicts_with = "asm")]
+    pub source: bool,
+    /// Instructions only.
+    #[arg(long)]
+    pub asm: bool,
+    /// Plain text: no colors (as when the output is not a terminal).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Color hot lines: auto (on a terminal), always, never.
+    #[arg(long, default_value = "auto", value_name = "auto|always|never")]
+    pub color: String,
+    /// Intel syntax instead of AT&T (objdump's and perf's default).
+    #[arg(long)]
+    pub intel: bool,
+    /// Where to look for source files whose recorded paths are not here (repeatable): the
+    /// recorded path is tried under DIR, then with its leading directories dropped.
+    #[arg(long, value_name = "DIR")]
+    pub source_dir: Vec<PathBuf>,
+    /// perf's --prefix: put before source paths, after --prefix-strip components are dropped.
+    #[arg(long, value_name = "DIR")]
+    pub prefix: Option<PathBuf>,
+    /// perf's --prefix-strip: how many leading components of source paths to drop.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub prefix_strip: usize,
+    /// How many functions the list without SYMBOL shows.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}

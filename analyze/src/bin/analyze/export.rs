@@ -1,0 +1,68 @@
+//! `analyze export`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use analyze::aggregate;
+use analyze::output;
+use analyze::pipeline;
+
+use crate::args::{ExportFormat, Select};
+use crate::recording::{summary, with_recording};
+
+/// `analyze export`: the whole pipeline, then one of the exports (the Firefox Profiler's with
+/// every sample apart, for their times, and the off-CPU and I/O spans beside them).
+pub fn export(
+    select: &Select,
+    format: ExportFormat,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use output::export::{self, Context};
+    let firefox = matches!(format, ExportFormat::Firefox);
+    let mut options = select.options(false, true);
+    // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
+    options.timeline = !matches!(format, ExportFormat::Pprof);
+    let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
+    let requests = if firefox {
+        analyze::io::read_requests(&select.input)?
+    } else {
+        Vec::new()
+    };
+    let mut bytes = Vec::new();
+    with_recording(select, &options, |rec, loader| {
+        let s = pipeline::symbolize(rec, &options, loader)?;
+        for w in &s.stats.warnings {
+            eprintln!("analyze: warning: {w}");
+        }
+        summary(&s, rec.lost);
+        let cx = Context {
+            measure: options.event.measure().to_string(),
+            event: s.event.clone(),
+            build_ids: rec
+                .build_ids
+                .iter()
+                .map(|(path, id)| (path.clone(), analyze::loader::hex(id)))
+                .collect(),
+            span: rec.time_span().unwrap_or((0, 0)),
+            lines: options.lines,
+            inline: options.inline,
+            name: select.input.display().to_string(),
+        };
+        match format {
+            ExportFormat::Firefox => {
+                let spans = export::firefox::spans(rec, &requests, &options);
+                export::firefox::write(&s, &spans, &cx, &mut bytes)?;
+            }
+            ExportFormat::Pprof => export::pprof::write(&aggregate::aggregate(s), &cx, &mut bytes)?,
+            ExportFormat::Speedscope => export::speedscope::write(&s, &cx, &mut bytes)?,
+        }
+        Ok(())
+    })?;
+    if output.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(&bytes)?;
+    } else {
+        std::fs::write(&output, bytes).map_err(|e| anyhow::anyhow!("{}: {e}", output.display()))?;
+        eprintln!("analyze: wrote {}", output.display());
+    }
+    Ok(())
+}

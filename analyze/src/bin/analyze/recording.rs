@@ -1,0 +1,154 @@
+//! Reading a recording for a subcommand: its loader, the files it lists loaded meanwhile,
+//! the pipeline's warnings and summary line on stderr.
+
+use std::path::PathBuf;
+
+use analyze::aggregate::{self, Profile};
+use analyze::loader::Loader;
+use analyze::pipeline::{self, Symbolized};
+use analyze::read::Recording;
+
+use crate::args::Select;
+
+/// A loader for the files of a recording opened from `input`: its archive's first, if it
+/// came from one, then `symfs` and the sources the environment names.
+pub fn loader_for(input: &analyze::input::Input, symfs: Option<PathBuf>) -> Loader {
+    Loader::with_sources(analyze::loader::Sources {
+        archive: input.archive.clone(),
+        symfs,
+        ..analyze::loader::Sources::from_env()
+    })
+}
+
+/// Reads the recording `select` names (the files it lists loading meanwhile) and runs
+/// `stages` on it; the recording's notes on stderr.
+pub fn with_recording<T>(
+    select: &Select,
+    options: &pipeline::Options,
+    stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    with_recording_files(select, options, true, stages)
+}
+
+/// [`with_recording`], loading the files the recording lists only if `load_files` (views
+/// without stacks need none).
+pub fn with_recording_files<T>(
+    select: &Select,
+    options: &pipeline::Options,
+    load_files: bool,
+    stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    analyze::timing::mark("start");
+    let input = analyze::input::open(&select.input)?;
+    let loader = loader_for(&input, select.filter.symfs.clone());
+    // The files the recording lists start loading while it is read (symbol tables, and
+    // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
+    // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
+    let wants_dwarf = options.inline || options.lines;
+    let (rec, out) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
+        let loader = &loader;
+        let mut files_known = |ids: &analyze::read::BuildIds| {
+            if options.kernel_only || !load_files {
+                return;
+            }
+            // Files no local source has, from debuginfod (when the user named servers),
+            // before anything asks for them.
+            loader.fetch_missing(ids);
+            let mut files: Vec<(String, Vec<u8>)> =
+                ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
+            files.sort();
+            for (path, id) in files {
+                jobs.spawn(move |_| loader.prepare(&path, &id, wants_dwarf));
+            }
+        };
+        // Kernel symbols take milliseconds to read even from the cache, and reading the file
+        // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
+        // nothing but that).
+        let rec = std::thread::scope(|scope| {
+            if !select.filter.user_only && load_files {
+                scope.spawn(|| {
+                    let t = std::time::Instant::now();
+                    loader.kallsyms();
+                    if analyze::timing::enabled() {
+                        eprintln!(
+                            "analyze: kernel symbols {:.1} ms (beside reading)",
+                            t.elapsed().as_secs_f64() * 1e3
+                        );
+                    }
+                });
+            }
+            let merge = !options.reads_each_sample();
+            analyze::read::read_with(input.reader, merge, &mut files_known)
+        })?;
+        for n in &rec.notes {
+            eprintln!("analyze: warning: {n}");
+        }
+        let out = stages(&rec, loader)?;
+        Ok((rec, out))
+    })?;
+    // The recording and the loaded files are not needed any more: the process exit frees
+    // them at once, instead of a walk over every sample and mapping (a tenth of a run).
+    std::mem::forget(rec);
+    std::mem::forget(loader);
+    Ok(out)
+}
+
+/// Reads, unwinds and symbolizes what `select` asks for; warnings and the summary on stderr.
+pub fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Result<Symbolized> {
+    symbolized_with(select, &select.options(addresses, lines))
+}
+
+/// [`symbolized`] with every sample's time, each distinct stack (with its addresses) once.
+pub fn symbolized_timeline(select: &Select) -> anyhow::Result<Symbolized> {
+    let options = pipeline::Options {
+        timeline: true,
+        ..select.options(true, false)
+    };
+    symbolized_with(select, &options)
+}
+
+pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::Result<Symbolized> {
+    let options = options.clone();
+    with_recording(select, &options, |rec, loader| {
+        let s = pipeline::symbolize(rec, &options, loader)?;
+        for w in &s.stats.warnings {
+            eprintln!("analyze: warning: {w}");
+        }
+        summary(&s, rec.lost);
+        Ok(s)
+    })
+}
+
+/// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events.
+pub fn summary(s: &Symbolized, lost: u64) {
+    let st = &s.stats;
+    let pct = if st.frames == 0 {
+        0.0
+    } else {
+        100.0 * st.unknown_frames as f64 / st.frames as f64
+    };
+    let mut line = format!(
+        "analyze: {} {} samples, {} frames, {} [unknown] ({pct:.1}%)",
+        st.samples, s.event, st.frames, st.unknown_frames
+    );
+    if st.dwarf_samples > 0 {
+        let ends: Vec<String> = st
+            .stack_ends
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        line.push_str(&format!(
+            "; DWARF-unwound {} (stack ends: {})",
+            st.dwarf_samples,
+            ends.join(", ")
+        ));
+    }
+    if lost > 0 {
+        line.push_str(&format!("; {lost} events lost while recording"));
+    }
+    eprintln!("{line}");
+}
+
+pub fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
+    Ok(aggregate::aggregate(symbolized(select, false, lines)?))
+}
