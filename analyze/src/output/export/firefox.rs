@@ -281,14 +281,34 @@ pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) ->
     for &thread in threads.threads.values() {
         profile.set_thread_show_markers_in_timeline(thread, true);
     }
-    let mut json = serde_json::to_value(&profile).map_err(io::Error::other)?;
-    attach_files(&mut json, sym, &names, cx);
-    serde_json::to_writer(io::BufWriter::new(out), &json).map_err(io::Error::other)
+    // Patched as raw JSON: only each thread's function, resource and string tables are
+    // parsed (a Value of the whole profile, sample tables included, took ~10x the file).
+    let bytes = serde_json::to_vec(&profile).map_err(io::Error::other)?;
+    drop(profile);
+    let mut doc: Object = serde_json::from_slice(&bytes).map_err(io::Error::other)?;
+    let threads = doc.remove("threads").map_or(Ok(Vec::new()), |raw| {
+        serde_json::from_str::<Vec<Object>>(raw.get())
+    });
+    let mut threads = threads.map_err(io::Error::other)?;
+    drop(bytes);
+    let libs = attach_files(&mut threads, sym, &names, cx).map_err(io::Error::other)?;
+    use serde_json::value::to_raw_value as raw;
+    doc.insert("libs".into(), raw(&libs).map_err(io::Error::other)?);
+    doc.insert("threads".into(), raw(&threads).map_err(io::Error::other)?);
+    serde_json::to_writer(io::BufWriter::new(out), &doc).map_err(io::Error::other)
 }
+
+/// A JSON object whose members stay as they were written.
+type Object = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
 
 /// Gives each function its file and source file: the profile's library list (with build ids)
 /// and each thread's resources, which label frames do not get from the writer.
-fn attach_files(json: &mut serde_json::Value, sym: &Symbolized, names: &[String], cx: &Context) {
+fn attach_files(
+    threads: &mut [Object],
+    sym: &Symbolized,
+    names: &[String],
+    cx: &Context,
+) -> Result<Vec<serde_json::Value>, serde_json::Error> {
     use serde_json::{json, Value};
     // Each name's first frame says where the function is.
     let mut where_is: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
@@ -318,21 +338,20 @@ fn attach_files(json: &mut serde_json::Value, sym: &Symbolized, names: &[String]
         let i = add_lib(dso, &mut libs);
         lib_index.insert(dso, i);
     }
-    let Some(threads) = json.get_mut("threads").and_then(Value::as_array_mut) else {
-        return;
+    let table = |thread: &Object, key: &str| -> Result<Value, serde_json::Error> {
+        thread
+            .get(key)
+            .map_or(Ok(Value::Null), |raw| serde_json::from_str(raw.get()))
     };
     for thread in threads {
-        let Some(strings) = thread["stringArray"].as_array().cloned() else {
+        let Value::Array(mut strings) = table(thread, "stringArray")? else {
             continue;
         };
-        let mut strings: Vec<Value> = strings;
+        let mut func_table = table(thread, "funcTable")?;
         let mut resources: HashMap<usize, usize> = HashMap::new();
         let mut sources: HashMap<&str, usize> = HashMap::new();
         let mut resource_table = (Vec::new(), Vec::new());
-        let funcs = thread["funcTable"]["name"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let funcs = func_table["name"].as_array().cloned().unwrap_or_default();
         let mut resource = Vec::with_capacity(funcs.len());
         let mut file_name = Vec::with_capacity(funcs.len());
         for name in &funcs {
@@ -366,15 +385,18 @@ fn attach_files(json: &mut serde_json::Value, sym: &Symbolized, names: &[String]
             });
         }
         let n = resource_table.0.len();
-        thread["resourceTable"] = json!({
+        let resource_table = json!({
             "length": n, "lib": resource_table.0, "name": resource_table.1,
             "host": vec![Value::Null; n], "type": vec![1; n],
         });
-        thread["funcTable"]["resource"] = Value::Array(resource);
-        thread["funcTable"]["fileName"] = Value::Array(file_name);
-        thread["stringArray"] = Value::Array(strings);
+        func_table["resource"] = Value::Array(resource);
+        func_table["fileName"] = Value::Array(file_name);
+        use serde_json::value::to_raw_value as raw;
+        thread.insert("resourceTable".into(), raw(&resource_table)?);
+        thread.insert("funcTable".into(), raw(&func_table)?);
+        thread.insert("stringArray".into(), raw(&strings)?);
     }
-    json["libs"] = Value::Array(libs);
+    Ok(libs)
 }
 
 /// A GNU build id as a Breakpad debug id: the first 16 bytes as a little-endian GUID, then
