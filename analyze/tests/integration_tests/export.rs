@@ -399,8 +399,68 @@ fn serve(dir: PathBuf) -> u16 {
     port
 }
 
-/// speedscope: the export matches speedscope's own JSON schema (ajv, from npm) and carries
-/// every sample; speedscope (from npm) opens it in headless Chromium over loopback HTTP: the
+/// A speedscope export of `recording` passes speedscope's schema (ajv, from npm), holds every
+/// sample perf counts, its frame indices are in the frame table, and `function` is named
+/// with its source file.
+fn check_speedscope(out: &Path, recording: &Path, function: &str, source: &str) {
+    let web = root().join("target/web/node_modules");
+    let check = r#"
+        const [ajvPath, schemaPath, file] = process.argv.slice(1);
+        const Ajv = require(ajvPath);
+        const validate = new Ajv({ strict: false, allErrors: true }).compile(require(schemaPath));
+        const data = JSON.parse(require('fs').readFileSync(file));
+        if (!validate(data)) { console.log(JSON.stringify(validate.errors.slice(0, 5))); process.exit(1); }
+    "#;
+    let node = Command::new("node")
+        .args(["-e", check])
+        .arg(web.join("ajv"))
+        .arg(web.join("speedscope/dist/release/file-format-schema.json"))
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        node.status.success(),
+        "{}: speedscope's schema: {}{}",
+        out.display(),
+        String::from_utf8_lossy(&node.stdout),
+        String::from_utf8_lossy(&node.stderr)
+    );
+    let p = json(out);
+    let frames = p["shared"]["frames"].as_array().unwrap();
+    let mut total = 0;
+    for profile in p["profiles"].as_array().unwrap() {
+        let samples = profile["samples"].as_array().unwrap();
+        let weights = profile["weights"].as_array().unwrap();
+        assert_eq!(samples.len(), weights.len());
+        for s in samples {
+            assert!(s
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| (f.as_u64().unwrap() as usize) < frames.len()));
+        }
+        total += weights.iter().map(|w| w.as_u64().unwrap()).sum::<u64>();
+    }
+    assert_eq!(
+        total,
+        perf_sample_count(recording),
+        "{}: every sample",
+        out.display()
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["name"] == function
+                && f["file"].as_str().is_some_and(|s| s.ends_with(source))),
+        "{}: {function} in {source}",
+        out.display()
+    );
+    eprintln!("speedscope: {} samples of {}", total, out.display());
+}
+
+/// speedscope: the export of C++, Rust (DWARF) and Go recordings matches speedscope's own
+/// JSON schema (ajv, from npm) and carries every sample; speedscope (from npm) opens the C++
+/// one in headless Chromium over loopback HTTP: the
 /// page's title names our profile, no import error, frames drawn (a screenshot is kept in
 /// target/export-check/ for a look).
 #[test]
@@ -432,50 +492,24 @@ fn speedscope_export_matches_its_schema_and_opens_in_a_browser() {
     let out = site.join("cxx.speedscope.json");
     export(&file, "speedscope", &out, &[]);
 
-    // The schema, by ajv.
-    let check = r#"
-        const [ajvPath, schemaPath, file] = process.argv.slice(1);
-        const Ajv = require(ajvPath);
-        const validate = new Ajv({ strict: false, allErrors: true }).compile(require(schemaPath));
-        const data = JSON.parse(require('fs').readFileSync(file));
-        if (!validate(data)) { console.log(JSON.stringify(validate.errors.slice(0, 5))); process.exit(1); }
-    "#;
-    let node = Command::new("node")
-        .args(["-e", check])
-        .arg(web.join("ajv"))
-        .arg(release.join("file-format-schema.json"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        node.status.success(),
-        "speedscope's schema: {}{}",
-        String::from_utf8_lossy(&node.stdout),
-        String::from_utf8_lossy(&node.stderr)
-    );
-
-    // Frames and samples.
-    let p = json(&out);
-    let frames = p["shared"]["frames"].as_array().unwrap();
-    let mut total = 0;
-    for profile in p["profiles"].as_array().unwrap() {
-        let samples = profile["samples"].as_array().unwrap();
-        let weights = profile["weights"].as_array().unwrap();
-        assert_eq!(samples.len(), weights.len());
-        for s in samples {
-            assert!(s
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|f| (f.as_u64().unwrap() as usize) < frames.len()));
-        }
-        total += weights.iter().map(|w| w.as_u64().unwrap()).sum::<u64>();
+    check_speedscope(&out, &file, "sort_values", "cxxprog.cpp");
+    let total = perf_sample_count(&file);
+    // Rust (DWARF) and Go: the same checks, not the browser again.
+    for (program, call_graph, function, source) in [
+        ("rsprog-nofp", "dwarf", "rsprog::worker", "rsprog.rs"),
+        ("goprog", "fp", "main.worker", "goprog.go"),
+    ] {
+        let file = dir.0.join(format!("{program}.data"));
+        perf_record(
+            &file,
+            &["-F", "499", "--call-graph", call_graph],
+            &fixture(program),
+            &["0.4", "2"],
+        );
+        let out = dir.0.join(format!("{program}.speedscope.json"));
+        export(&file, "speedscope", &out, &[]);
+        check_speedscope(&out, &file, function, source);
     }
-    assert_eq!(total, perf_sample_count(&file), "every sample");
-    assert!(frames.iter().any(|f| f["name"] == "sort_values"
-        && f["file"]
-            .as_str()
-            .is_some_and(|s| s.ends_with("cxxprog.cpp"))));
 
     // The browser.
     let port = serve(site);
@@ -530,7 +564,53 @@ fn speedscope_export_matches_its_schema_and_opens_in_a_browser() {
         "speedscope: screenshot {} ({colored} colored pixels)",
         shot.display()
     );
-    // speedscope's page without a profile has ~20,000 (its logo, a link); a flame chart
-    // of this profile ~170,000.
-    assert!(colored > 100_000, "frames drawn: {colored} colored pixels");
+    // speedscope's page without a profile has ~20,000 (its logo, a link); flame charts of
+    // this program 120,000-205,000.
+    assert!(colored > 60_000, "frames drawn: {colored} colored pixels");
+}
+
+/// The Firefox export of perf's recordings of C++, Rust (DWARF) and Go programs: every
+/// sample perf counts, on the program's threads, the hot functions named, with their
+/// library and source file.
+#[test]
+fn firefox_export_of_other_languages_holds_every_sample() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("export-firefox-langs");
+    for (program, call_graph, function, source) in [
+        ("cxxprog-clang++-fp", "fp", "sort_values", "cxxprog.cpp"),
+        ("rsprog-nofp", "dwarf", "rsprog::worker", "rsprog.rs"),
+        ("goprog", "fp", "main.worker", "goprog.go"),
+    ] {
+        let file = dir.0.join(format!("{program}.data"));
+        perf_record(
+            &file,
+            &["-F", "499", "--call-graph", call_graph],
+            &fixture(program),
+            &["0.4", "2"],
+        );
+        let out = dir.0.join(format!("{program}.json"));
+        export(&file, "firefox", &out, &[]);
+        let p = json(&out);
+        let mut samples = 0;
+        let mut named = false;
+        for t in p["threads"].as_array().unwrap() {
+            samples += t["samples"]["length"].as_u64().unwrap();
+            let strings = t["stringArray"].as_array().unwrap();
+            let fu = &t["funcTable"];
+            for (i, name) in fu["name"].as_array().unwrap().iter().enumerate() {
+                let string =
+                    |v: &serde_json::Value| v.as_u64().and_then(|k| strings[k as usize].as_str());
+                if string(name) == Some(function) {
+                    let file = string(&fu["fileName"][i]).unwrap_or("");
+                    let resource = fu["resource"][i].as_i64().unwrap();
+                    named |= file.ends_with(source) && resource >= 0;
+                }
+            }
+        }
+        eprintln!("firefox: {program}: {samples} samples");
+        assert_eq!(samples, perf_sample_count(&file), "{program}: every sample");
+        assert!(named, "{program}: {function} with its library and {source}");
+    }
 }
