@@ -109,7 +109,8 @@ impl CallTree {
     }
 }
 
-/// Call graph branches under this percentage of the total are left out (perf's default).
+/// Call graph branches under this percentage of the total are left out (perf's default), or
+/// under --percent-limit where that is higher (as perf applies it to call graphs too).
 const CALL_GRAPH_MIN_PERCENT: f64 = 0.5;
 
 pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
@@ -260,7 +261,7 @@ pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
                     &mut o,
                     &format!("{indent}   "),
                     &pct,
-                    CALL_GRAPH_MIN_PERCENT,
+                    CALL_GRAPH_MIN_PERCENT.max(shown.percent_limit),
                 );
             }
             let _ = writeln!(o);
