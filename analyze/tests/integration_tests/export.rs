@@ -44,6 +44,19 @@ fn hottest_leaf(f: &Folded) -> (String, u64) {
     (name.to_string(), w)
 }
 
+/// A fixture program (`0.4 2`: 0.4 s on two threads) recorded by perf at 499 Hz with
+/// `--call-graph CALL_GRAPH` into DIR/PROGRAM.data.
+fn record_program(dir: &Tmp, program: &str, call_graph: &str) -> PathBuf {
+    let file = dir.0.join(format!("{program}.data"));
+    perf_record(
+        &file,
+        &["-F", "499", "--call-graph", call_graph],
+        &fixture(program),
+        &["0.4", "2"],
+    );
+    file
+}
+
 /// perf script's FIELDS of every sample in `file`, a line each, trimmed.
 fn perf_script_fields(file: &Path, fields: &str) -> Vec<String> {
     let out = Command::new("perf")
@@ -125,14 +138,8 @@ fn pprof_export_reads_in_go_tool_pprof() {
         ("rsprog-nofp", "dwarf"),
         ("goprog", "fp"),
     ] {
-        let file = dir.0.join(format!("{program}.data"));
+        let file = record_program(&dir, program, call_graph);
         let bin = fixture(program);
-        perf_record(
-            &file,
-            &["-F", "499", "--call-graph", call_graph],
-            &bin,
-            &["0.4", "2"],
-        );
         let pb = dir.0.join(format!("{program}.pb.gz"));
         export(&file, "pprof", &pb, &[]);
         let text = go_pprof(&["-top"], &pb);
@@ -499,13 +506,7 @@ fn speedscope_export_matches_its_schema_and_opens_in_a_browser() {
         ("rsprog-nofp", "dwarf", "rsprog::worker", "rsprog.rs"),
         ("goprog", "fp", "main.worker", "goprog.go"),
     ] {
-        let file = dir.0.join(format!("{program}.data"));
-        perf_record(
-            &file,
-            &["-F", "499", "--call-graph", call_graph],
-            &fixture(program),
-            &["0.4", "2"],
-        );
+        let file = record_program(&dir, program, call_graph);
         let out = dir.0.join(format!("{program}.speedscope.json"));
         export(&file, "speedscope", &out, &[]);
         check_speedscope(&out, &file, function, source);
@@ -583,13 +584,7 @@ fn firefox_export_of_other_languages_holds_every_sample() {
         ("rsprog-nofp", "dwarf", "rsprog::worker", "rsprog.rs"),
         ("goprog", "fp", "main.worker", "goprog.go"),
     ] {
-        let file = dir.0.join(format!("{program}.data"));
-        perf_record(
-            &file,
-            &["-F", "499", "--call-graph", call_graph],
-            &fixture(program),
-            &["0.4", "2"],
-        );
+        let file = record_program(&dir, program, call_graph);
         let out = dir.0.join(format!("{program}.json"));
         export(&file, "firefox", &out, &[]);
         let p = json(&out);

@@ -75,18 +75,7 @@ fn percent_limit_and_children_as_perf_takes_them() {
         let mut a = vec!["report", "--percent-limit", "30", "-i", f];
         a.extend_from_slice(args);
         let ours = path_under(&report(&a), "spin_inner");
-        let perf = std::process::Command::new("perf")
-            .args([
-                "report",
-                "--stdio",
-                "--no-children",
-                "--percent-limit",
-                "30",
-            ])
-            .args(["-g", order, "-i", f])
-            .output()
-            .unwrap();
-        let theirs = path_under(&String::from_utf8_lossy(&perf.stdout), "spin_inner");
+        let theirs = path_under(&perf_report_graph(f, "30", order), "spin_inner");
         assert!(ours.len() >= 2, "{args:?}: {ours:?}");
         assert_eq!(ours, theirs, "{args:?}: spin_inner's main path");
         let (first, last) = (&ours[0], ours.last().unwrap());
@@ -95,6 +84,22 @@ fn percent_limit_and_children_as_perf_takes_them() {
             _ => assert_eq!(last, "spin_inner"),
         }
     }
+}
+
+/// `perf report --stdio --no-children --percent-limit PCT -g ORDER` of `file`.
+fn perf_report_graph(file: &str, percent_limit: &str, order: &str) -> String {
+    let out = std::process::Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--percent-limit",
+            percent_limit,
+        ])
+        .args(["-g", order, "-i", file])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The first path of the call graph under `symbol`'s row: each frame once, from `---` on,
@@ -156,18 +161,7 @@ fn call_graphs_equal_perfs_on_cpp_and_go() {
                 "-i",
                 f,
             ]);
-            let perf = std::process::Command::new("perf")
-                .args([
-                    "report",
-                    "--stdio",
-                    "--no-children",
-                    "--percent-limit",
-                    "20",
-                ])
-                .args(["-g", order, "-i", f])
-                .output()
-                .unwrap();
-            let perf = String::from_utf8_lossy(&perf.stdout);
+            let perf = perf_report_graph(f, "20", order);
             let ((ours, our_pcts), (theirs, their_pcts)) = (graph_lines(&ours), graph_lines(&perf));
             assert!(ours.len() > 3, "{program} {order}: {ours:?}");
             assert_eq!(ours, theirs, "{program} -g {order}");
