@@ -697,31 +697,37 @@ struct {
 	__type(value, struct dirty_burst);
 } dirty_bursts SEC(".maps");
 
+/* What a dirty event's two layouts (offcpu_event, offcpu_copy_event) name alike: the
+ * current thread, the time, its kernel stack, and no interval. */
+#define DIRTY_HEAD(e, event_kind, ctx, now)                                                     \
+	do {                                                                                   \
+		__u64 id = bpf_get_current_pid_tgid();                                         \
+		(e)->kind = (event_kind);                                                      \
+		(e)->cpu = bpf_get_smp_processor_id();                                         \
+		(e)->pid = id >> 32;                                                           \
+		(e)->tid = (__u32)id;                                                          \
+		(e)->time_ns = (now);                                                          \
+		(e)->duration_ns = 0;                                                          \
+		(e)->runq_ns = 0;                                                              \
+		(e)->state = 0;                                                                \
+		(e)->in_fault = 0;                                                             \
+		(e)->kstack_bytes =                                                            \
+			bpf_get_stack((ctx), (e)->kstack, sizeof((e)->kstack), TP_BTF_SKIP);    \
+	} while (0)
+
 /* Sends where the current thread starts a burst of dirtying (the write() that does it):
  * reserved whole in the ring, as this runs preemptible. */
 static __always_inline void dirty_emit(void *ctx, __u64 now)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct task_struct *task = bpf_get_current_task_btf();
 	if (stack_copy_bytes) {
 		struct offcpu_copy_buf *b = bpf_ringbuf_reserve(&events, sizeof(*b), 0);
 		if (!b) {
 			count_drop(EVENT_DIRTY_COPY);
 			return;
 		}
-		struct offcpu_copy_event *e = &b->e;
-		e->kind = EVENT_DIRTY_COPY;
-		e->cpu = bpf_get_smp_processor_id();
-		e->pid = id >> 32;
-		e->tid = (__u32)id;
-		e->time_ns = now;
-		e->duration_ns = 0;
-		e->runq_ns = 0;
-		e->wake_ns = 0;
-		e->state = 0;
-		e->in_fault = 0;
-		e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
-		keep_user_copy(task, b);
+		DIRTY_HEAD(&b->e, EVENT_DIRTY_COPY, ctx, now);
+		b->e.wake_ns = 0;
+		keep_user_copy(bpf_get_current_task_btf(), b);
 		bpf_ringbuf_submit(b, submit_flags());
 		return;
 	}
@@ -730,16 +736,7 @@ static __always_inline void dirty_emit(void *ctx, __u64 now)
 		count_drop(EVENT_DIRTY);
 		return;
 	}
-	e->kind = EVENT_DIRTY;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
-	e->time_ns = now;
-	e->duration_ns = 0;
-	e->runq_ns = 0;
-	e->state = 0;
-	e->in_fault = 0;
-	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
+	DIRTY_HEAD(e, EVENT_DIRTY, ctx, now);
 	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 	bpf_ringbuf_submit(e, submit_flags());
 }
