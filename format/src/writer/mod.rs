@@ -81,7 +81,8 @@ impl EventAttr {
 }
 
 impl PerfFileWriter {
-    /// Creates `path` (mode 0600, replacing an existing file) and writes the header and attributes.
+    /// Creates `path` (mode 0600, replacing an existing file) and writes the header and
+    /// attributes; the file appears at `path` only once they are in.
     pub fn create(path: &Path, attrs: Vec<EventAttr>) -> Result<Self, Error> {
         if attrs.is_empty() {
             return Err(Error::Write {
@@ -102,15 +103,30 @@ impl PerfFileWriter {
                     .into(),
             });
         }
+        // Written under a hidden name and renamed once it has its header: a writer killed
+        // while creating it (before the header is in) leaves no file perf cannot open.
+        // One left by a writer killed there is replaced; a new file, never one a link names.
+        let partial = partial_path(path);
+        let _ = std::fs::remove_file(&partial);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
-            .open(path)
+            .open(&partial)
             .map_err(|e| Error::io(path, e))?;
+        let w = Self::start(path, file, attrs).and_then(|w| {
+            std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))?;
+            Ok(w)
+        });
+        if w.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        w
+    }
 
+    /// The header, attrs and an empty first round, written into the new `file`.
+    fn start(path: &Path, file: File, attrs: Vec<EventAttr>) -> Result<Self, Error> {
         // Header | attrs (attr + ids section) | id arrays | data.
         let (attr_entry, attrs_offset) = (ATTR_ENTRY, ATTRS_OFFSET);
         let ids_offset = attrs_offset + attr_entry * attrs.len() as u64;
@@ -483,4 +499,16 @@ impl PerfFileWriter {
             .map_err(|e| Error::io(&self.path, e))?;
         Ok(end)
     }
+}
+
+/// Where a file is written until it has its header: `.NAME.partial` beside it.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(
+        || std::ffi::OsString::from("perf.data"),
+        |n| n.to_os_string(),
+    );
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(name);
+    hidden.push(".partial");
+    path.with_file_name(hidden)
 }
