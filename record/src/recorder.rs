@@ -49,12 +49,21 @@ impl Item {
 }
 
 /// Kernel and user stacks as a perf callchain: context markers, innermost first.
+///
+/// A frame-pointer walk through code built without frame pointers reads whatever the stack
+/// holds: the user stack ends at its first word that cannot be a user address (top bit set).
+/// Past it is garbage, and a word in the context markers' range (-1, say) makes perf drop
+/// the whole callchain as invalid, leaf included.
 fn build_callchain(out: &mut Vec<u64>, kernel: &[u64], user: &[u64]) {
     out.clear();
     if !kernel.is_empty() {
         out.push(callchain::KERNEL);
         out.extend_from_slice(kernel);
     }
+    let user = match user.iter().position(|&a| a >> 63 != 0) {
+        Some(end) => &user[..end],
+        None => user,
+    };
     if !user.is_empty() {
         out.push(callchain::USER);
         out.extend_from_slice(user);
@@ -542,5 +551,32 @@ impl Recorder {
         }
         self.writer.finish_round()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_stacks_end_before_words_that_are_no_user_address() {
+        let mut chain = Vec::new();
+        build_callchain(
+            &mut chain,
+            &[0xffff_ffff_8100_0000],
+            &[0x401000, 0x20, u64::MAX, 0x402000],
+        );
+        assert_eq!(
+            chain,
+            [
+                callchain::KERNEL,
+                0xffff_ffff_8100_0000,
+                callchain::USER,
+                0x401000,
+                0x20
+            ]
+        );
+        build_callchain(&mut chain, &[], &[u64::MAX]);
+        assert!(chain.is_empty(), "{chain:x?}");
     }
 }
