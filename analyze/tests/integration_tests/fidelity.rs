@@ -149,9 +149,28 @@ fn compare_all_ways(dir: &Tmp, program: &str) -> Vec<(Recorder, Folded, Folded)>
         if program == "goprog" && how.dwarf() {
             check_go_dwarf(program, how, &perf, &ours);
         } else {
+            // Named difference: a frame-pointer walk through code without frame pointers
+            // reads stack garbage, and perf drops the whole callchain of a sample holding a
+            // word in the context markers' range that is no marker (all ones: hashbrown's
+            // empty control bytes, say): perf script shows such a sample without a frame,
+            // analyze with the frames before that word. Those samples are left out here;
+            // they stay a minority.
+            let mut perf = perf.clone();
+            let mut dropped = 0;
+            if program.contains("nofp") && !how.dwarf() {
+                perf.retain(|k, v| {
+                    let bare = !k.contains(';');
+                    dropped += if bare { *v } else { 0 };
+                    !bare
+                });
+            }
+            assert!(
+                dropped * 2 <= total,
+                "{program} {how:?}: perf dropped {dropped} of {total}"
+            );
             let share = equal_share(&perf, &ours);
             let want = if how.dwarf() { 0.90 } else { 0.97 };
-            eprintln!("{program} {how:?}: {total} samples, {share:.3} of the weight equal");
+            eprintln!("{program} {how:?}: {total} samples ({dropped} without frames in perf), {share:.3} of the weight equal");
             assert!(
                 share >= want,
                 "{program} {how:?}: folded stacks equal perf script's on {share:.3} of {total} samples (want {want}):\n{}",
