@@ -1,56 +1,48 @@
 //! The analysis side of bpfperf: perf.data (bpfperf's and perf's own) to profiles.
 //!
-//! A pipeline of stages, each a module with one job, each mapping plain owned data to plain
-//! owned data:
+//! One pipeline of stages, each a folder with one job, each mapping plain owned data to plain
+//! owned data, the arrows pointing down only (a test, `layers.rs`, fails on a circle or an
+//! arrow up):
 //!
 //! ```text
-//! read       file -> Recording (RawSample + the process/mapping timeline)
-//! unwind     RawSample -> UnwoundStack (frame pointers pass through; DWARF via framehop)
-//! resolve    AVMA + mapping -> (file, SVMA)
-//! symbolize  (file, SVMA) -> functions, inline frames, file:line; kernel; [vdso]; JIT maps
-//! symbolized SymbolizedStack: the plain data every view consumes
-//! aggregate  SymbolizedStack -> Profile (unique stacks, summed weights)
-//! wakeups    off-CPU stacks joined with their wakers' (--event wakeup)
-//! output/    folded, report, script, flamegraph
+//! views/      report, folded, script, flamegraph, annotate, export, diff, heatmap, info,
+//!   |         io, cache, sched, archive: consumers of what the stages below give
+//! pipeline/   the driver: runs the stages in parallel for a view's Options
+//!   |
+//! aggregate/  Symbolized -> Profile (unique stacks, summed weights); wakers joined
+//! symbolize/  (file, SVMA) -> functions, inline frames, file:line; kernel; JIT maps
+//! resolve/    unwound AVMA + mapping -> (file, SVMA): the one place addresses are translated
+//! unwind/     RawSample -> UnwoundStack (frame pointers pass through; DWARF via framehop)
+//! read/       file -> Recording (RawSample + the process/mapping timeline); select
+//! files/      the one place that finds and opens files (ELF, debug files, build-id caches,
+//!             archives, debuginfod, kallsyms and its cache, JIT maps)
 //! ```
 //!
-//! [`pipeline`] drives them (rayon lives there and in the parallel reading path); [`loader`]
-//! opens the files the stages need (binaries, debug files, kernel symbols, through a per-boot
-//! cache). Per-sample failures are counted (`[unknown]` frames), never fatal.
+//! Per-sample failures are counted (`[unknown]` frames), never fatal.
 //!
 //! ```no_run
-//! let loader = analyze::loader::Loader::new();
+//! let loader = analyze::files::Loader::new();
 //! let rec = analyze::read::read("perf.data".as_ref()).unwrap();
 //! let symbolized =
 //!     analyze::pipeline::symbolize(&rec, &Default::default(), &loader).unwrap();
 //! let profile = analyze::aggregate::aggregate(symbolized);
-//! for line in analyze::output::folded::folded(&profile, false) {
+//! for line in analyze::views::folded::folded(&profile, false) {
 //!     println!("{line}");
 //! }
 //! ```
 
 pub mod aggregate;
-pub mod annotate;
-pub mod archive;
-pub mod cache;
-pub mod debuginfod;
-pub mod info;
-pub mod input;
-pub mod io;
-mod kallsyms;
-mod kallsyms_cache;
-pub mod latency;
-pub mod loader;
-pub mod output;
+pub mod files;
 pub mod pipeline;
 pub mod read;
 pub mod resolve;
-pub mod sched;
 pub mod symbolize;
-pub mod symbolized;
 pub mod timing;
 pub mod unwind;
-pub mod wakeups;
+pub mod views;
+
+/// How frames nothing can name are shown, as perf shows them.
+pub const UNKNOWN: &str = "[unknown]";
 
 /// What can stop an analysis (everything per sample or per file degrades instead).
 #[derive(Debug, thiserror::Error)]

@@ -29,7 +29,7 @@ pub fn perf_data(data: &[u8], scratch: &Path) {
     if std::fs::write(&path, data).is_err() {
         return;
     }
-    let _ = analyze::info::summarize(&path);
+    let _ = analyze::views::info::summarize(&path);
     for merge in [true, false] {
         if let Ok(r) = format::PerfFileReader::from_bytes(name, data.to_vec()) {
             let _ = analyze::read::read_with(r, merge, &mut |_| {});
@@ -47,7 +47,7 @@ pub fn elf(data: &[u8], scratch: &Path) {
     }
     let name = path.to_string_lossy().into_owned();
     // No sources beyond the file itself: nothing else on the machine is read.
-    let loader = analyze::loader::Loader::with_sources(Default::default());
+    let loader = analyze::files::Loader::with_sources(Default::default());
     let Some(elf) = loader.elf(&name, None) else {
         return;
     };
@@ -73,11 +73,11 @@ pub fn elf(data: &[u8], scratch: &Path) {
         if let Some((_, start, end)) = analyze::symbolize::function_at(&elf, None, a) {
             if let Some(code) = elf.bytes_at(start, end.min(start.saturating_add(4096))) {
                 let none = |_: u64| None;
-                let _ = analyze::annotate::disasm::disassemble(
+                let _ = analyze::views::annotate::disasm::disassemble(
                     code,
                     start,
                     64,
-                    analyze::annotate::disasm::Syntax::Att,
+                    analyze::views::annotate::disasm::Syntax::Att,
                     &none,
                 );
             }

@@ -4,10 +4,10 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::{EventSel, Options, Resolved, Symbols};
-use crate::read::Recording;
-use crate::symbolize::FrameInfo;
-use crate::symbolized::{FrameAddr, Symbolized, SymbolizedStack, TimedSample};
+use super::options::Options;
+use super::resolved::{Resolved, Symbols};
+use crate::read::{EventSel, Recording};
+use crate::symbolize::{FrameAddr, FrameInfo, Symbolized, SymbolizedStack, TimedSample};
 
 /// Frame ids: given in file order, then address order, so that the table does not depend on
 /// the thread count.
@@ -184,7 +184,7 @@ pub(super) fn symbolized(
             index(format::events::OFFCPU_EVENT),
             index(format::events::WAKEUP_EVENT),
         ) {
-            crate::wakeups::join(&mut out, offcpu as u32, wakeup as u32);
+            crate::aggregate::join_wakers(&mut out, offcpu as u32, wakeup as u32);
         }
     }
     if o.timeline {

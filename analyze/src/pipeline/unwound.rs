@@ -11,8 +11,7 @@ use hashbrown::HashTable;
 use rayon::prelude::*;
 use rustc_hash::FxHasher;
 
-use super::Weighed;
-use crate::read::RawSample;
+use crate::read::{RawSample, Weighed};
 use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
 
 /// Samples unwound by one task, grouped among themselves before the batch merges.
@@ -44,7 +43,7 @@ struct Group {
 
 /// What makes samples one: event, process, thread, command name, kernel and user frames.
 /// Only samples that carried a stack copy are grouped here (the others were grouped by
-/// [`super::select::group_identical`]).
+/// [`crate::read::select::group_identical`]).
 fn key_hash(s: &RawSample, stack: &UnwoundStack) -> u64 {
     let mut h = FxHasher::default();
     (

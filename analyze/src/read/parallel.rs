@@ -1,4 +1,4 @@
-//! The parallel path of [`super::read`], for files whose records can be walked in place
+//! The parallel path of reading (`read_with`), for files whose records can be walked in place
 //! (file mode, little-endian, uncompressed, every record timed): record headers are walked
 //! once, records timed and sorted in parallel, the process timeline replayed in time order
 //! (versioned), then samples parsed, merged and placed in their processes' mappings in
@@ -20,11 +20,10 @@ use format::PageBudget;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
+use super::callchain::{mapped_stack_copy, split_callchain, stack_copy};
+use super::recording::{RawSample, Recording, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
-use super::{
-    mapped_stack_copy, split_callchain, stack_copy, RawSample, Recording, UserFrame, UserRegs,
-};
 
 type LE = byteorder::LittleEndian;
 

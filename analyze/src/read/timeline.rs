@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
 
-use super::{MapId, Mapping, Recording};
+use super::recording::{MapId, Mapping, Recording};
 
 /// The executable mappings of one process.
 #[derive(Default, Clone)]

@@ -15,7 +15,7 @@ use addr2line::gimli::{self, Reader as _};
 use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
-use crate::loader::ElfData;
+use crate::files::ElfData;
 
 /// The DWARF sections addr2line reads for inline frames and lines, besides `.debug_info`.
 /// The others stay unloaded (debug files compress them: inflating location lists and macros
@@ -55,7 +55,7 @@ const ALL: [gimli::SectionId; 10] = {
 /// Filling one is sequential code: a rayon job that waits for a slot whose filler is itself
 /// waiting on rayon jobs could be the very job that filler waits for (a deadlock, seen).
 #[derive(Default)]
-pub(super) struct Inflated {
+struct Inflated {
     requested: AtomicBool,
     /// `None` in a slot: the section is not compressed (or absent).
     sections: [OnceLock<Option<Vec<u8>>>; ALL.len()],
@@ -64,7 +64,10 @@ pub(super) struct Inflated {
 /// Inflates the compressed DWARF sections of `file` whole, in parallel (once; [`Loaded::load`]
 /// waits for a section under way, or inflates it itself if it was not started).
 pub(super) fn prefetch(file: &ElfData) {
-    file.prepared.dwarf.requested.store(true, Ordering::Release);
+    file.derived
+        .get::<Inflated>()
+        .requested
+        .store(true, Ordering::Release);
     (0..ALL.len()).into_par_iter().for_each(|i| {
         inflated(file, i);
     });
@@ -72,7 +75,7 @@ pub(super) fn prefetch(file: &ElfData) {
 
 /// Section `ALL[i]` of `file` inflated whole, if it is compressed.
 fn inflated(file: &ElfData, i: usize) -> Option<&[u8]> {
-    file.prepared.dwarf.sections[i]
+    file.derived.get::<Inflated>().sections[i]
         .get_or_init(|| {
             let obj = object::File::parse(&*file.bytes).ok()?;
             match Section::open(&obj, ALL[i]) {
@@ -113,7 +116,12 @@ impl<'a> Loaded<'a> {
 
     fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
         let obj = object::File::parse(&*file.bytes).ok()?;
-        if file.prepared.dwarf.requested.load(Ordering::Acquire) {
+        if file
+            .derived
+            .get::<Inflated>()
+            .requested
+            .load(Ordering::Acquire)
+        {
             return Some(Loaded::from_whole(file, &obj, svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
@@ -535,7 +543,7 @@ mod tests {
 
     /// libc's debug file (libc6-dbg): thousands of units, with .debug_aranges.
     fn libc_debug() -> Option<std::sync::Arc<ElfData>> {
-        let loader = crate::loader::Loader::new();
+        let loader = crate::files::Loader::new();
         let libc = loader.elf("/usr/lib/x86_64-linux-gnu/libc.so.6", None)?;
         let debug = loader.debug_file(&libc);
         assert!(
@@ -612,7 +620,7 @@ mod tests {
             svmas.iter().map(|&a| show(frames.find(a))).collect()
         };
         prefetch(&debug);
-        let info = debug.prepared.dwarf.sections[0].get();
+        let info = debug.derived.get::<Inflated>().sections[0].get();
         assert!(info.is_some_and(|s| s.as_ref().is_some_and(|b| b.len() > 1 << 20)));
         let loaded = Loaded::load(&debug, &svmas).unwrap();
         assert!(

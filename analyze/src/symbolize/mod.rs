@@ -1,84 +1,30 @@
-//! Stage 4, symbolize: addresses to function names (with inline frames) and source lines.
+//! Stage 4, symbolize: looked-up addresses to function names (with inline frames) and source
+//! lines.
 //!
-//! One call per ELF file with all of its unique lookup addresses (the driver runs files in
-//! parallel). Function names come from the symbol table (`.symtab`, else `.dynsym`, of the
-//! separate debug file first, then of the file itself), picked among aliases as perf picks
-//! them; inline frames and `file:line` come from DWARF (addr2line). Kernel addresses are looked
-//! up in `/proc/kallsyms`, JIT code in `/tmp/perf-PID.map`. The files come from the
-//! [`Loader`](crate::loader::Loader); nothing here opens a file.
+//! Takes the unique [`Lookup`]s of each file (SVMAs, from resolve), kernel addresses and JIT
+//! addresses; gives an [`AddrInfo`] for each: its frames, outermost first. The driver calls it
+//! once per file with all of that file's addresses, files in parallel. Function names come
+//! from the symbol table (`.symtab`, else `.dynsym`, of the separate debug file first, then of
+//! the file itself), picked among aliases as perf picks them ([`symtab`]); inline frames and
+//! `file:line` come from DWARF ([`dwarf`], addr2line), loaded only as far as the lookups
+//! need. Kernel addresses are looked up in kallsyms, JIT code in perf maps. The files come
+//! from [`crate::files`]; nothing here opens one.
+//!
+//! [`Symbolized`] is what this stage's driver step hands every view: each sample's stack as
+//! ids into one table of frames.
 
+mod demangle;
 mod dwarf;
+mod frame;
+mod symbolized;
 mod symtab;
 
-use std::sync::OnceLock;
-
-use crate::loader::{ElfData, JitMap, Kallsyms};
+use crate::files::{ElfData, JitMap, Kallsyms};
 use crate::resolve::Lookup;
-use symtab::SymbolTable;
-
-/// One frame as shown to people.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FrameInfo {
-    pub function: String,
-    /// The file it came from (`[kernel.kallsyms]`, `/usr/lib/.../libc.so.6`, `[unknown]`).
-    pub dso: String,
-    /// `file:line`, when DWARF says.
-    pub srcline: Option<String>,
-    /// An inlined call (not a real stack frame).
-    pub inlined: bool,
-}
-
-impl FrameInfo {
-    pub fn unknown(dso: &str) -> FrameInfo {
-        FrameInfo {
-            function: UNKNOWN.into(),
-            dso: dso.into(),
-            srcline: None,
-            inlined: false,
-        }
-    }
-
-    pub fn is_unknown(&self) -> bool {
-        self.function == UNKNOWN
-    }
-}
-
-/// How unresolved frames are named, as perf names them.
-pub const UNKNOWN: &str = "[unknown]";
-
-/// What one address symbolizes to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddrInfo {
-    /// The function and the functions inlined into it at this address, outermost first.
-    pub frames: Vec<FrameInfo>,
-    /// Start (SVMA) of the outer function's symbol, for `symbol+offset`.
-    pub start: Option<u64>,
-}
-
-/// How deep the C++ demangler may recurse: hostile or corrupt names must not overflow the stack.
-const CPP_DEMANGLE_RECURSION_LIMIT: u32 = 128;
-
-/// Demangles Rust and C++ names; others (and names the demanglers reject) stay as they are.
-pub fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z") {
-        let parse =
-            cpp_demangle::ParseOptions::default().recursion_limit(CPP_DEMANGLE_RECURSION_LIMIT);
-        if let Ok(sym) = cpp_demangle::Symbol::new_with_options(name, &parse) {
-            // As perf prints C++ names: no parameters, no return type.
-            let opts = cpp_demangle::DemangleOptions::default()
-                .no_params()
-                .no_return_type()
-                .recursion_limit(CPP_DEMANGLE_RECURSION_LIMIT);
-            if let Ok(d) = sym.demangle_with_options(&opts) {
-                return d;
-            }
-        }
-    }
-    name.to_string()
-}
+use crate::UNKNOWN;
+pub use demangle::demangle;
+pub use frame::{AddrInfo, FrameInfo};
+pub use symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack, TimedSample};
 
 fn basename_line(file: Option<&str>, line: Option<u32>) -> Option<String> {
     Some(format!("{}:{}", file?.rsplit('/').next()?, line?))
@@ -116,7 +62,7 @@ pub fn symbolize_elf(
     // Symbols and DWARF load side by side (unless prepared already): each is a fair share of
     // the work on libc.
     let (tables, loaded) = rayon::join(
-        || symbols(elf, debug),
+        || symtab::tables(elf, debug),
         || {
             let svmas: Vec<u64> = lookups.iter().map(Lookup::call_site).collect();
             dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas))
@@ -180,7 +126,9 @@ pub fn function_at(
     debug: Option<&ElfData>,
     svma: u64,
 ) -> Option<(String, u64, u64)> {
-    symbols(elf, debug).iter().find_map(|t| t.bounds(svma))
+    symtab::tables(elf, debug)
+        .iter()
+        .find_map(|t| t.bounds(svma))
 }
 
 /// The compilation units of `.debug_info` (uncompressed, as are `abbrev` and `aranges`) that
@@ -235,56 +183,18 @@ pub fn source_locations(
         .collect()
 }
 
-/// What symbolizing a file needs that can be made before its lookups are known, kept with
-/// the file (see [`prepare`]).
-#[derive(Default)]
-pub struct Prepared {
-    /// Its symbol tables (with its debug file's), once built.
-    symbols: OnceLock<Vec<SymbolTable>>,
-    /// Its DWARF sections inflated whole, if asked for early.
-    dwarf: dwarf::Inflated,
-}
-
 /// Builds the symbol tables of `elf` and, `with_dwarf`, inflates the DWARF that answers for
 /// it ([`dwarf_file`]): what the driver starts for the files a recording lists while the
 /// recording is read.
 pub fn prepare(elf: &ElfData, debug: Option<&ElfData>, with_dwarf: bool) {
     rayon::join(
-        || symbols(elf, debug),
+        || symtab::tables(elf, debug),
         || {
             if let Some(file) = dwarf_file(elf, debug, with_dwarf, with_dwarf) {
                 dwarf::prefetch(file);
             }
         },
     );
-}
-
-/// The symbol tables of `elf` (built once).
-fn symbols<'e>(elf: &'e ElfData, debug: Option<&ElfData>) -> &'e [SymbolTable] {
-    elf.prepared
-        .symbols
-        .get_or_init(|| symbol_tables(elf, debug))
-}
-
-/// The symbol tables of the debug file and of `elf`, with `elf`'s PLT entries.
-fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
-    let mut tables: Vec<SymbolTable> = debug
-        .into_iter()
-        .chain(std::iter::once(elf))
-        .filter_map(SymbolTable::of)
-        .collect();
-    let plt = SymbolTable::plt(elf);
-    if !plt.is_empty() {
-        // Into the table in use, so that sizeless symbols before the PLT end where it begins.
-        if tables.is_empty() {
-            tables.push(SymbolTable { syms: Vec::new() });
-        }
-        let t = &mut tables[0];
-        t.syms.extend(plt);
-        t.syms.sort_by_key(|s| s.0);
-        t.syms.dedup_by_key(|s| s.0);
-    }
-    tables
 }
 
 /// Symbolizes JIT code addresses (AVMAs) of one process.
@@ -318,23 +228,5 @@ pub fn symbolize_kernel(kallsyms: Option<&Kallsyms>, addr: u64) -> AddrInfo {
             inlined: false,
         }],
         start: hit.map(|h| h.1),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp_and_survives_deep_nesting() {
-        assert_eq!(
-            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
-            "core::ptr::drop_in_place"
-        );
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
-        assert_eq!(demangle("main"), "main");
-        // A pathologically nested C++ name: returned as it is, no stack overflow.
-        let deep = format!("_Z1f{}i{}", "PFv".repeat(5000), "E".repeat(5000));
-        assert!(!demangle(&deep).is_empty());
     }
 }

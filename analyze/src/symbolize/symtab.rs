@@ -3,8 +3,10 @@
 
 use object::{elf, Object, ObjectSection, ObjectSymbol, SymbolFlags, SymbolSection};
 
-use super::demangle;
-use crate::loader::ElfData;
+use std::sync::OnceLock;
+
+use super::demangle::demangle;
+use crate::files::ElfData;
 
 /// A function symbol table, sorted by start.
 pub(super) struct SymbolTable {
@@ -152,4 +154,37 @@ impl SymbolTable {
         let (start, end, name) = &self.syms[i];
         (end == start || svma < *end).then_some((name.as_str(), *start))
     }
+}
+
+/// A file's symbol tables, built once and kept with the file ([`ElfData::derived`]).
+#[derive(Default)]
+struct Tables(OnceLock<Vec<SymbolTable>>);
+
+/// The symbol tables of `elf` and of its debug file (built once).
+pub(super) fn tables<'e>(elf: &'e ElfData, debug: Option<&ElfData>) -> &'e [SymbolTable] {
+    elf.derived
+        .get::<Tables>()
+        .0
+        .get_or_init(|| symbol_tables(elf, debug))
+}
+
+/// The symbol tables of the debug file and of `elf`, with `elf`'s PLT entries.
+fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
+    let mut tables: Vec<SymbolTable> = debug
+        .into_iter()
+        .chain(std::iter::once(elf))
+        .filter_map(SymbolTable::of)
+        .collect();
+    let plt = SymbolTable::plt(elf);
+    if !plt.is_empty() {
+        // Into the table in use, so that sizeless symbols before the PLT end where it begins.
+        if tables.is_empty() {
+            tables.push(SymbolTable { syms: Vec::new() });
+        }
+        let t = &mut tables[0];
+        t.syms.extend(plt);
+        t.syms.sort_by_key(|s| s.0);
+        t.syms.dedup_by_key(|s| s.0);
+    }
+    tables
 }

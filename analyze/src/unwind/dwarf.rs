@@ -17,7 +17,7 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection};
 
-use crate::loader::{ElfData, Loader};
+use crate::files::{ElfData, Loader};
 pub use crate::read::UserRegs;
 
 /// Bytes of a file the loader opened, shared, as framehop's section data.

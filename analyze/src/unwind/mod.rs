@@ -1,4 +1,5 @@
-//! Stage 2, unwind: the user frames of each sample, innermost first.
+//! Stage 2, unwind: a [`RawSample`] (from read) in, its [`UnwoundStack`] out: the user frames,
+//! innermost first, each an AVMA with the mapping it fell in ([`Located`]).
 //!
 //! Frame-pointer call chains (the sample's CALLCHAIN, walked by the kernel) pass through as
 //! they are. Samples that carry REGS_USER + STACK_USER are unwound here offline with DWARF
@@ -12,7 +13,7 @@ pub mod dwarf;
 
 use std::collections::HashMap;
 
-use crate::loader::Loader;
+use crate::files::Loader;
 use crate::read::{MapId, RawSample, Recording};
 use dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, UnwoundFrame};
 pub use dwarf::{StackEnd, UnwindCache};

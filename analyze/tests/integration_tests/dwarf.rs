@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::common::{fixture, perf_ok};
 use std::process::{Command, Stdio};
 
-use analyze::loader::Loader;
+use analyze::files::Loader;
 use analyze::unwind::dwarf::{
     ElfUnwindCache, ExecMapping, ProcessUnwinder, StackEnd, UnwindCache, UnwoundFrame, UserRegs,
 };

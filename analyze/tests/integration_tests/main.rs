@@ -16,5 +16,6 @@ mod info;
 mod inline;
 mod jit;
 mod kallsyms_cache;
+mod layers;
 mod report;
 mod scale;

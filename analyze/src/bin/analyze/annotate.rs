@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use analyze::output;
 use analyze::pipeline;
+use analyze::views;
 
 use crate::args::AnnotateArgs;
 use crate::recording::with_recording;
@@ -11,9 +11,9 @@ use crate::recording::with_recording;
 /// `analyze annotate`: the resolve and symbolize stages (function names only), then the one
 /// function's instructions and lines.
 pub fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
-    use analyze::annotate::{self, disasm, source};
-    use output::annotate::{Style, View};
+    use analyze::views::annotate::{self, disasm, source};
     use std::io::IsTerminal;
+    use views::annotate::render::{self, Style, View};
     // Names need no DWARF; the chosen function's lines are looked up on their own.
     let options = args.select.options(false, false);
     let options = pipeline::Options {
@@ -63,7 +63,7 @@ pub fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<
         };
         let Some(query) = &args.symbol else {
             let weight = resolved.samples.iter().map(|s| s.1).sum();
-            output::annotate::write_hottest(&functions, weight, &style, args.limit, &mut out)?;
+            render::write_hottest(&functions, weight, &style, args.limit, &mut out)?;
             return Ok(());
         };
         let matches = annotate::find(&functions, query).map_err(|close| {
@@ -96,11 +96,11 @@ pub fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<
             if n > 0 {
                 writeln!(out)?;
             }
-            output::annotate::write_annotation(&a, &mut sources, &style, &mut out)?;
+            render::write_annotation(&a, &mut sources, &style, &mut out)?;
         }
         Ok(())
     })?;
     out.flush()?;
-    output::annotate::report_missing_sources(&sources);
+    render::report_missing_sources(&sources);
     Ok(())
 }

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use analyze::output;
-use analyze::pipeline::{self, EventSel};
+use analyze::pipeline;
+use analyze::read::EventSel;
+use analyze::views;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -64,8 +65,8 @@ pub struct Filter {
     /// perf script prints times or from the recording's start, either side may be empty; or
     /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
     /// Includes START, leaves out END.
-    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = pipeline::time_range::TimeRanges::parse)]
-    pub time: Option<pipeline::time_range::TimeRanges>,
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
+    pub time: Option<analyze::read::time_range::TimeRanges>,
     /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
     #[arg(long, value_name = "DIR")]
     pub symfs: Option<PathBuf>,
@@ -156,7 +157,7 @@ pub enum Command {
             value_name = "caller|callee",
             value_parser = parse_call_order
         )]
-        call_graph: Option<output::report::CallOrder>,
+        call_graph: Option<views::report::CallOrder>,
     },
     /// Every sample with its stack, as perf script prints them.
     Script {
@@ -228,8 +229,8 @@ pub enum Command {
 }
 
 /// `-g`'s value: caller or callee, alone or among perf's comma-separated fields.
-pub fn parse_call_order(s: &str) -> Result<output::report::CallOrder, String> {
-    use output::report::CallOrder;
+pub fn parse_call_order(s: &str) -> Result<views::report::CallOrder, String> {
+    use views::report::CallOrder;
     let fields: Vec<&str> = s.split(',').collect();
     if fields.contains(&"caller") {
         Ok(CallOrder::Caller)

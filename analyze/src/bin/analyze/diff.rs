@@ -4,14 +4,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use analyze::aggregate::Profile;
-use analyze::output;
+use analyze::views;
 
 use crate::args::{DiffArgs, Select};
 use crate::recording::profile;
 
 /// `analyze diff`: both recordings through the pipeline, then the differential views.
 pub fn diff(args: &DiffArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
-    use output::diff;
+    use views::diff;
     let [before, after] = args.inputs.as_slice() else {
         anyhow::bail!(
             "diff takes two recordings: -i BEFORE -i AFTER ({} given)",
@@ -27,8 +27,8 @@ pub fn diff(args: &DiffArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
     };
     let (b, a) = (profile_of(before)?, profile_of(after)?);
     let lines = diff::folded(
-        &output::folded::folded(&b, false),
-        &output::folded::folded(&a, false),
+        &views::folded::folded(&b, false),
+        &views::folded::folded(&a, false),
         !args.no_normalize,
     )?;
     if args.folded {

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use analyze::aggregate;
-use analyze::output;
 use analyze::pipeline;
+use analyze::views;
 
 use crate::args::{ExportFormat, Select};
 use crate::recording::{summary, with_recording};
@@ -17,14 +17,14 @@ pub fn export(
     format: ExportFormat,
     output: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    use output::export::{self, Context};
+    use views::export::{self, Context};
     let firefox = matches!(format, ExportFormat::Firefox);
     let mut options = select.options(false, true);
     // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
     options.timeline = !matches!(format, ExportFormat::Pprof);
     let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
     let requests = if firefox {
-        analyze::io::read_requests(&select.input)?
+        analyze::views::io::read_requests(&select.input)?
     } else {
         Vec::new()
     };
@@ -41,7 +41,7 @@ pub fn export(
             build_ids: rec
                 .build_ids
                 .iter()
-                .map(|(path, id)| (path.clone(), analyze::loader::hex(id)))
+                .map(|(path, id)| (path.clone(), analyze::files::hex(id)))
                 .collect(),
             span: rec.time_span().unwrap_or((0, 0)),
             lines: options.lines,

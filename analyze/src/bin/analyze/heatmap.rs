@@ -2,15 +2,15 @@
 
 use std::path::Path;
 
-use analyze::output;
 use analyze::pipeline;
+use analyze::views;
 
 use crate::args::Select;
 use crate::recording::with_recording_files;
 
 /// `analyze heatmap`: the select stage, then the cells.
 pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
-    use output::heatmap::{write_svg, Heatmap};
+    use views::heatmap::{write_svg, Heatmap};
     let mut options = select.options(false, false);
     options.per_sample = true;
     let svg = with_recording_files(select, &options, false, |rec, _| {

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use analyze::output;
+use analyze::views;
 use clap::Parser;
 
 use args::{Args, Command};
@@ -22,9 +22,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match args.command {
         Command::Info { input: path, symfs } => {
-            let input = analyze::input::open(&path)?;
+            let input = analyze::files::input::open(&path)?;
             let loader = loader_for(&input, symfs);
-            let mut summary = analyze::info::summarize_reader(&path, input.reader)?;
+            let mut summary = analyze::views::info::summarize_reader(&path, input.reader)?;
             if path.as_os_str() != "-" {
                 summary.find_sources(&loader);
             }
@@ -47,26 +47,26 @@ fn run(args: Args) -> anyhow::Result<()> {
             let keys = sort
                 .iter()
                 .map(|k| {
-                    output::report::SortKey::parse(k).ok_or_else(|| {
+                    views::report::SortKey::parse(k).ok_or_else(|| {
                         anyhow::anyhow!("--sort {k}: not one of sym, dso, comm, pid, srcline")
                     })
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let lines = !folded && keys.contains(&output::report::SortKey::Srcline);
+            let lines = !folded && keys.contains(&views::report::SortKey::Srcline);
             let p = profile(&select, lines)?;
             analyze::timing::mark("aggregate");
             let mut out = std::io::BufWriter::new(stdout);
             if folded {
-                for line in output::folded::folded(&p, kernel_annotate) {
+                for line in views::folded::folded(&p, kernel_annotate) {
                     writeln!(out, "{line}")?;
                 }
             } else {
-                let rows = output::report::Rows {
+                let rows = views::report::Rows {
                     percent_limit,
                     children,
                     call_graph,
                 };
-                write!(out, "{}", output::report::report(&p, &keys, rows))?;
+                write!(out, "{}", views::report::report(&p, &keys, rows))?;
             }
             out.flush()?;
             analyze::timing::mark("output");
@@ -75,7 +75,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Script { select } => {
             let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);
-            output::script::write_script(&s, &mut out)?;
+            views::script::write_script(&s, &mut out)?;
             out.flush()?;
         }
         Command::Flamegraph {
@@ -86,7 +86,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             let title = format!("{}: {} ({})", select.input.display(), p.event, p.unit);
             let file = std::fs::File::create(&out)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
-            output::flamegraph::write_svg(&p, &title, std::io::BufWriter::new(file))
+            views::flamegraph::write_svg(&p, &title, std::io::BufWriter::new(file))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
             eprintln!("analyze: wrote {}", Path::new(&out).display());
         }
@@ -112,9 +112,9 @@ fn run(args: Args) -> anyhow::Result<()> {
                 o.push(".tar.zst");
                 PathBuf::from(o)
             });
-            let opened = analyze::input::open(&input)?;
+            let opened = analyze::files::input::open(&input)?;
             let loader = loader_for(&opened, symfs);
-            let summary = analyze::archive::write::write(opened, &output, &loader)
+            let summary = analyze::views::archive::write(opened, &output, &loader)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for w in loader.problems() {
                 eprintln!("analyze: warning: {w}");
@@ -122,17 +122,17 @@ fn run(args: Args) -> anyhow::Result<()> {
             write!(stdout, "{}", summary.to_text(&output))?;
         }
         Command::Io { input, slowest } => {
-            let reqs = analyze::io::read_requests(&input)?;
-            write!(stdout, "{}", analyze::io::report(&reqs, slowest))?;
+            let reqs = analyze::views::io::read_requests(&input)?;
+            write!(stdout, "{}", analyze::views::io::report(&reqs, slowest))?;
         }
         Command::Cache { input } => {
-            let intervals = analyze::cache::read_intervals(&input)?;
-            write!(stdout, "{}", analyze::cache::report(&intervals))?;
+            let intervals = analyze::views::cache::read_intervals(&input)?;
+            write!(stdout, "{}", analyze::views::cache::report(&intervals))?;
         }
         Command::Sched { input, top } => {
             let rec = analyze::read::read(&input)?;
-            let waits = analyze::sched::waits(&rec);
-            write!(stdout, "{}", analyze::sched::report(&waits, top))?;
+            let waits = analyze::views::sched::waits(&rec);
+            write!(stdout, "{}", analyze::views::sched::report(&waits, top))?;
         }
     }
     Ok(())

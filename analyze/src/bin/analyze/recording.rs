@@ -4,19 +4,20 @@
 use std::path::PathBuf;
 
 use analyze::aggregate::{self, Profile};
-use analyze::loader::Loader;
-use analyze::pipeline::{self, Symbolized};
+use analyze::files::Loader;
+use analyze::pipeline;
 use analyze::read::Recording;
+use analyze::symbolize::Symbolized;
 
 use crate::args::Select;
 
 /// A loader for the files of a recording opened from `input`: its archive's first, if it
 /// came from one, then `symfs` and the sources the environment names.
-pub fn loader_for(input: &analyze::input::Input, symfs: Option<PathBuf>) -> Loader {
-    Loader::with_sources(analyze::loader::Sources {
+pub fn loader_for(input: &analyze::files::input::Input, symfs: Option<PathBuf>) -> Loader {
+    Loader::with_sources(analyze::files::Sources {
         archive: input.archive.clone(),
         symfs,
-        ..analyze::loader::Sources::from_env()
+        ..analyze::files::Sources::from_env()
     })
 }
 
@@ -39,7 +40,7 @@ pub fn with_recording_files<T>(
     stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     analyze::timing::mark("start");
-    let input = analyze::input::open(&select.input)?;
+    let input = analyze::files::input::open(&select.input)?;
     let loader = loader_for(&input, select.filter.symfs.clone());
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
@@ -58,7 +59,7 @@ pub fn with_recording_files<T>(
                 ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
             files.sort();
             for (path, id) in files {
-                jobs.spawn(move |_| loader.prepare(&path, &id, wants_dwarf));
+                jobs.spawn(move |_| pipeline::prepare_file(loader, &path, &id, wants_dwarf));
             }
         };
         // Kernel symbols take milliseconds to read even from the cache, and reading the file

@@ -1,0 +1,260 @@
+//! An ELF file opened once: its bytes, segments, build id and debug link, and the one
+//! translation between a process's addresses and the file's own ([`ElfData::mapping_bias`]).
+
+use std::any::Any;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use object::{Object, ObjectSection, ObjectSegment};
+
+/// The bytes of a file: memory-mapped, owned where the image came from memory (`[vdso]`), or
+/// shared with the archive that holds it.
+pub enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+            Bytes::Shared(v) => v,
+        }
+    }
+}
+
+/// What the stages above derive from a file once and keep with it, one value per type
+/// (symbolize's symbol tables and inflated DWARF sections): made on first use by whichever
+/// thread asks, borrowed for as long as the file lives. The files layer holds them without
+/// knowing their types, so that it imports no stage.
+#[derive(Default)]
+pub struct Derived(elsa::sync::FrozenMap<std::any::TypeId, Box<dyn Any + Send + Sync>>);
+
+impl Derived {
+    /// The `T` kept with the file, made (as `T::default()`) if there is none yet. Make it
+    /// cheap to create: the map is locked meanwhile; fill it later (`OnceLock` fields).
+    pub fn get<T: Any + Send + Sync + Default>(&self) -> &T {
+        let key = std::any::TypeId::of::<T>();
+        let value = match self.0.get(&key) {
+            Some(v) => v,
+            None => self.0.insert_with(key, || Box::new(T::default())),
+        };
+        // Keyed by its own type: the downcast cannot fail.
+        value.downcast_ref::<T>().expect("kept under its own type")
+    }
+}
+
+/// One PT_LOAD segment: where its bytes sit in the file and at which SVMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub file_offset: u64,
+    pub file_size: u64,
+    pub svma: u64,
+}
+
+/// An ELF file, opened and checked once.
+pub struct ElfData {
+    /// Where it came from (a path, or `[vdso]`).
+    pub name: String,
+    pub bytes: Bytes,
+    pub build_id: Option<Vec<u8>>,
+    pub segments: Vec<Segment>,
+    /// `.gnu_debuglink` file name, if the file has one.
+    pub debuglink: Option<String>,
+    /// Whether the file has DWARF line info of its own.
+    pub has_debug_info: bool,
+    /// What stages derive from the file once (symbol tables, inflated DWARF), kept with it.
+    pub derived: Derived,
+}
+
+impl ElfData {
+    pub(super) fn parse(name: String, bytes: Bytes) -> Result<ElfData, String> {
+        let obj =
+            object::File::parse(&*bytes).map_err(|e| format!("{name}: not an ELF file: {e}"))?;
+        let segments = obj
+            .segments()
+            .map(|s| {
+                let (file_offset, file_size) = s.file_range();
+                Segment {
+                    file_offset,
+                    file_size,
+                    svma: s.address(),
+                }
+            })
+            .collect();
+        let build_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let debuglink = obj
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned());
+        let has_debug_info = obj
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0);
+        drop(obj);
+        Ok(ElfData {
+            name,
+            bytes,
+            build_id,
+            segments,
+            debuglink,
+            has_debug_info,
+            derived: Derived::default(),
+        })
+    }
+
+    /// The bias (AVMA - SVMA) of a mapping of this file at `start..end` from file offset
+    /// `pgoff`: the one translation between process addresses and the file's own, used by
+    /// unwinding, symbolizing and every view after them.
+    ///
+    /// The mapping belongs to the PT_LOAD segment that covers most of its file range. Going by
+    /// the segment that holds `pgoff` is wrong where a linker starts a segment on the page where
+    /// the one before it ends (lld: R at offset 0 size 0x16368, R E at offset 0x16370 and SVMA
+    /// 0x17370): the R E mapping's page offset 0x16000 lies in both, and the R segment's delta
+    /// between offset and SVMA is one page off. `None` when no segment overlaps the mapping.
+    pub fn mapping_bias(&self, start: u64, end: u64, pgoff: u64) -> Option<u64> {
+        let file_end = pgoff.saturating_add(end.saturating_sub(start).max(1));
+        let overlap = |s: &Segment| {
+            let lo = pgoff.max(s.file_offset);
+            let hi = file_end.min(s.file_offset.saturating_add(s.file_size.max(1)));
+            hi.saturating_sub(lo)
+        };
+        // The first of equal overlaps: max_by_key would take the last.
+        let best = self
+            .segments
+            .iter()
+            .fold(None::<(&Segment, u64)>, |best, s| {
+                match (best, overlap(s)) {
+                    (_, 0) => best,
+                    (Some((_, b)), o) if o <= b => best,
+                    (_, o) => Some((s, o)),
+                }
+            })?
+            .0;
+        // File offset `pgoff` sits at `start`; in that segment it is at SVMA
+        // `pgoff - file_offset + svma`.
+        Some(start.wrapping_sub(pgoff.wrapping_sub(best.file_offset).wrapping_add(best.svma)))
+    }
+
+    /// The file's bytes at SVMAs `start..end`, where a PT_LOAD segment holds all of them
+    /// (code, for annotate); `None` where the file does not (a debug file's `.text` is empty).
+    pub fn bytes_at(&self, start: u64, end: u64) -> Option<&[u8]> {
+        self.bytes.get(self.file_range(start, end)?)
+    }
+
+    /// Where SVMAs `start..end` lie in the file, if one PT_LOAD segment holds all of them.
+    pub fn file_range(&self, start: u64, end: u64) -> Option<std::ops::Range<usize>> {
+        let s = self
+            .segments
+            .iter()
+            .find(|s| s.svma <= start && end <= s.svma.saturating_add(s.file_size))?;
+        let from = s.file_offset.checked_add(start - s.svma)?;
+        let to = from.checked_add(end.checked_sub(start)?)?;
+        let range = usize::try_from(from).ok()?..usize::try_from(to).ok()?;
+        (range.end <= self.bytes.len()).then_some(range)
+    }
+
+    /// The build id as lowercase hex.
+    pub fn build_id_hex(&self) -> Option<String> {
+        self.build_id.as_deref().map(hex)
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a build id from the recording matches a file's. perf pads build ids to 20 bytes
+/// with zeros, so a shorter real id (e.g. 16-byte md5 ids) is compared by prefix.
+pub fn build_ids_match(recorded: &[u8], file: &[u8]) -> bool {
+    let mut r = recorded;
+    while r.len() > file.len() && r.last() == Some(&0) {
+        r = &r[..r.len() - 1];
+    }
+    r == file
+}
+
+pub(super) fn map_file(path: &Path) -> Result<Bytes, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: a read-only map of a binary; binaries are not rewritten while we analyze them
+    // (a package upgrade replaces the file, it does not write into it).
+    let map =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Bytes::Mapped(map))
+}
+
+/// The `[vdso]` image of this process, read from its own memory.
+pub(super) fn vdso_image() -> Result<Vec<u8>, String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("[vdso]: {e}"))?;
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .ok_or("[vdso]: this process has none")?;
+    let range = line.split_whitespace().next().unwrap_or("");
+    let (a, b) = range.split_once('-').ok_or("[vdso]: odd /proc/self/maps")?;
+    let start = u64::from_str_radix(a, 16).map_err(|e| format!("[vdso]: {e}"))?;
+    let end = u64::from_str_radix(b, 16).map_err(|e| format!("[vdso]: {e}"))?;
+    use std::io::{Read, Seek, SeekFrom};
+    let mut mem = std::fs::File::open("/proc/self/mem").map_err(|e| format!("[vdso]: {e}"))?;
+    mem.seek(SeekFrom::Start(start))
+        .map_err(|e| format!("[vdso]: {e}"))?;
+    let mut buf = vec![0; (end - start) as usize];
+    mem.read_exact(&mut buf)
+        .map_err(|e| format!("[vdso]: {e}"))?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf_with(segments: Vec<Segment>) -> ElfData {
+        ElfData {
+            name: "x".into(),
+            bytes: Bytes::Owned(Vec::new()),
+            build_id: None,
+            segments,
+            debuglink: None,
+            has_debug_info: false,
+            derived: Derived::default(),
+        }
+    }
+
+    #[test]
+    fn mapping_bias_picks_the_segment_the_mapping_covers() {
+        // lld's layout: the R E segment starts on the R segment's last file page.
+        let elf = elf_with(vec![
+            Segment {
+                file_offset: 0,
+                file_size: 0x16368,
+                svma: 0,
+            },
+            Segment {
+                file_offset: 0x16370,
+                file_size: 0x45c70,
+                svma: 0x17370,
+            },
+        ]);
+        let (start, pgoff) = (0x5555_5556_b000, 0x16000);
+        let bias = elf.mapping_bias(start, start + 0x46000, pgoff).unwrap();
+        // AVMA start + 0x370 is file offset 0x16370, the R E segment's first byte.
+        assert_eq!(start + 0x370 - bias, 0x17370);
+        // The R mapping from offset 0 keeps SVMA = file offset.
+        let r = 0x5555_5555_5000;
+        assert_eq!(elf.mapping_bias(r, r + 0x17000, 0), Some(r));
+        // A mapping outside every segment has none.
+        assert_eq!(elf.mapping_bias(r, r + 0x1000, 0x100000), None);
+    }
+
+    #[test]
+    fn padded_build_ids_match() {
+        assert!(build_ids_match(&[1, 2, 0, 0], &[1, 2]));
+        assert!(build_ids_match(&[1, 2], &[1, 2]));
+        assert!(!build_ids_match(&[1, 3, 0, 0], &[1, 2]));
+    }
+}

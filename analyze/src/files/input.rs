@@ -1,0 +1,35 @@
+//! The input of every subcommand: a perf.data file (or `-`, a pipe-mode stream), or an
+//! archive holding one ([`super::archive`]), read in place.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use format::PerfFileReader;
+
+use super::archive::{self, Archive};
+
+/// An opened recording, and the archive it came from, if it did.
+pub struct Input {
+    pub reader: PerfFileReader,
+    pub archive: Option<Arc<Archive>>,
+}
+
+/// Opens `path`: an archive's recording, or the file itself.
+pub fn open(path: &Path) -> Result<Input, format::Error> {
+    if path.as_os_str() != "-" && archive::is_archive(path) {
+        let a = Archive::open(path).map_err(|e| format::Error::Io {
+            path: path.into(),
+            cause: std::io::Error::other(e),
+        })?;
+        let name = path.join(archive::PERF_DATA);
+        let reader = PerfFileReader::from_bytes(&name, a.perf_data())?;
+        return Ok(Input {
+            reader,
+            archive: Some(Arc::new(a)),
+        });
+    }
+    Ok(Input {
+        reader: PerfFileReader::open(path)?,
+        archive: None,
+    })
+}

@@ -1,0 +1,77 @@
+//! What a view asks of the pipeline: which samples, and how much of each frame to look up.
+
+use crate::read::time_range::TimeRanges;
+use crate::read::{EventSel, Selection};
+
+/// What to keep and how to show it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub event: EventSel,
+    /// Show inlined functions as frames of their own.
+    pub inline: bool,
+    pub user_only: bool,
+    pub kernel_only: bool,
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub comm: Option<String>,
+    /// Only samples in these stretches of time (`--time`).
+    pub time: Option<TimeRanges>,
+    /// Keep every sample apart (views per sample: script, heatmaps), never merged by stack.
+    pub per_sample: bool,
+    /// Views of time (the Firefox Profiler's tracks, speedscope's Time Order): every sample's
+    /// time in [`Symbolized::timeline`], each distinct stack unwound and symbolized once.
+    pub timeline: bool,
+    /// Look up source lines (`file:line`, for `--sort srcline`); inline frames need them too.
+    pub lines: bool,
+    /// Keep each frame's address and symbol offset (for `script`).
+    pub addresses: bool,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+impl Options {
+    /// Whether views need every sample apart from the others (script's times and
+    /// addresses, wakeups matched by time, heatmaps); else identical stacks become one.
+    pub fn keeps_each_sample(&self) -> bool {
+        self.per_sample || (self.addresses && !self.timeline) || self.event == EventSel::Wakeup
+    }
+
+    /// Whether reading must keep every sample with its own time: identical samples merged
+    /// while reading keep the first one's time only.
+    pub fn reads_each_sample(&self) -> bool {
+        self.keeps_each_sample() || self.time.is_some() || self.timeline
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            event: EventSel::Cpu,
+            inline: true,
+            user_only: false,
+            kernel_only: false,
+            pid: None,
+            tid: None,
+            comm: None,
+            time: None,
+            per_sample: false,
+            timeline: false,
+            lines: true,
+            addresses: false,
+            progress: false,
+        }
+    }
+}
+
+impl Options {
+    /// The samples these options select (read's [`Selection`]).
+    pub fn selection(&self) -> Selection<'_> {
+        Selection {
+            event: &self.event,
+            pid: self.pid,
+            tid: self.tid,
+            comm: self.comm.as_deref(),
+            time: self.time.as_ref(),
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! What an address symbolizes to: frames as people see them.
+
+/// One frame as shown to people.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FrameInfo {
+    pub function: String,
+    /// The file it came from (`[kernel.kallsyms]`, `/usr/lib/.../libc.so.6`, `[unknown]`).
+    pub dso: String,
+    /// `file:line`, when DWARF says.
+    pub srcline: Option<String>,
+    /// An inlined call (not a real stack frame).
+    pub inlined: bool,
+}
+
+impl FrameInfo {
+    pub fn unknown(dso: &str) -> FrameInfo {
+        FrameInfo {
+            function: crate::UNKNOWN.into(),
+            dso: dso.into(),
+            srcline: None,
+            inlined: false,
+        }
+    }
+
+    pub fn is_unknown(&self) -> bool {
+        self.function == crate::UNKNOWN
+    }
+}
+
+/// What one address symbolizes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrInfo {
+    /// The function and the functions inlined into it at this address, outermost first.
+    pub frames: Vec<FrameInfo>,
+    /// Start (SVMA) of the outer function's symbol, for `symbol+offset`.
+    pub start: Option<u64>,
+}

@@ -1,0 +1,115 @@
+//! Folded stacks, as stackcollapse-perf.pl prints them: `comm;root;...;leaf COUNT`, one line per
+//! unique stack, sorted bytewise.
+//!
+//! Frames are named as stackcollapse-perf.pl names them (its defaults, no pid/tid): an
+//! unknown function in a known file is `[file name]`, `;` becomes `:`, quotes go; spaces in
+//! the command name become `_`. Unlike stackcollapse-perf.pl, names are not cut at their first
+//! `(`: perf and we print names without parameters already (the demangler leaves them out), so
+//! what a `(` starts is part of the name: `std::_Function_handler<double (double), ...>`,
+//! `main::{lambda(double)#1}`, Go's `main.(*T).Run`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::aggregate::Profile;
+use crate::symbolize::FrameInfo;
+
+/// A frame's name in folded output: an unknown function is named by its file, in brackets
+/// (`[libc.so.6]`), a file already in brackets as it is (`[kernel.kallsyms]`, `[vdso]`).
+pub fn frame_name(f: &FrameInfo) -> Cow<'_, str> {
+    let name: Cow<str> = if f.is_unknown() && f.dso != crate::UNKNOWN {
+        let file = f.dso.rsplit('/').next().unwrap_or(&f.dso);
+        if file.starts_with('[') && file.ends_with(']') {
+            Cow::Owned(file.to_string())
+        } else {
+            format!("[{file}]").into()
+        }
+    } else {
+        Cow::Borrowed(&f.function)
+    };
+    tidy(name)
+}
+
+/// stackcollapse-perf.pl's `tidy_generic`, less its cut at `(`.
+fn tidy(name: Cow<'_, str>) -> Cow<'_, str> {
+    if !name.contains([';', '"', '\'']) {
+        return name;
+    }
+    let mut s = name.replace(';', ":");
+    s.retain(|c| c != '"' && c != '\'');
+    s.into()
+}
+
+/// The folded lines. `kernel_annotate` adds `_[k]` to kernel frames and `_[i]` to inlined
+/// ones (flamegraph.pl colours them).
+pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
+    // Merge by frame ids first (threads of one command fold together), then spell each once.
+    let mut by_ids: FxHashMap<(u32, &[u32], u32), u64> = FxHashMap::default();
+    for s in &profile.stacks {
+        *by_ids.entry((s.comm, &s.frames, s.user_len)).or_insert(0) += s.weight;
+    }
+    let names: Vec<Cow<str>> = profile.frames.iter().map(frame_name).collect();
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for ((comm, frames, user_len), weight) in by_ids {
+        let mut key = profile.comms[comm as usize].replace(' ', "_");
+        for (i, &f) in frames.iter().enumerate() {
+            key.push(';');
+            key.push_str(&names[f as usize]);
+            if kernel_annotate {
+                if i >= user_len as usize {
+                    key.push_str("_[k]");
+                } else if profile.frames[f as usize].inlined {
+                    key.push_str("_[i]");
+                }
+            }
+        }
+        *merged.entry(key).or_insert(0) += weight;
+    }
+    merged
+        .into_iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(function: &str, dso: &str) -> FrameInfo {
+        FrameInfo {
+            function: function.into(),
+            dso: dso.into(),
+            srcline: None,
+            inlined: false,
+        }
+    }
+
+    #[test]
+    fn names_follow_stackcollapse_perf() {
+        assert_eq!(
+            frame_name(&f("[unknown]", "/usr/lib/libc.so.6")),
+            "[libc.so.6]"
+        );
+        assert_eq!(frame_name(&f("[unknown]", "[unknown]")), "[unknown]");
+        assert_eq!(
+            frame_name(&f("[unknown]", "[kernel.kallsyms]")),
+            "[kernel.kallsyms]"
+        );
+        assert_eq!(frame_name(&f("[unknown]", "[vdso]")), "[vdso]");
+        assert_eq!(
+            frame_name(&f(
+                "std::_Function_handler<double (double), main::{lambda(double)#1}>::_M_invoke",
+                "x"
+            )),
+            "std::_Function_handler<double (double), main::{lambda(double)#1}>::_M_invoke"
+        );
+        assert_eq!(
+            frame_name(&f("(anonymous namespace)::bar", "x")),
+            "(anonymous namespace)::bar"
+        );
+        assert_eq!(frame_name(&f("main.(*T).Run", "x")), "main.(*T).Run");
+        assert_eq!(frame_name(&f("a;b'c\"", "x")), "a:bc");
+    }
+}

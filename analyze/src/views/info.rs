@@ -1,0 +1,430 @@
+//! `analyze info`: what a perf.data file holds, counted.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use format::linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
+use format::linux_perf_data::PerfFileRecord;
+
+/// One event of the file and what its records add up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSummary {
+    pub name: String,
+    pub attr_type: u32,
+    pub config: u64,
+    pub sample_type: u64,
+    pub samples: u64,
+}
+
+/// The contents of a perf.data file, counted.
+#[derive(Debug, Clone, Default)]
+pub struct FileSummary {
+    pub path: String,
+    pub bytes: u64,
+    pub pipe_mode: bool,
+    pub events: Vec<EventSummary>,
+    pub samples: u64,
+    /// Events the kernel (or the recorder) reported as lost, from LOST and LOST_SAMPLES records.
+    pub lost: u64,
+    pub lost_records: u64,
+    pub records: u64,
+    /// Records by type, as `perf report --stats` counts them.
+    pub record_types: std::collections::BTreeMap<u32, u64>,
+    pub compressed_records: bool,
+    /// First and last sample timestamp, in ns.
+    pub time_span: Option<(u64, u64)>,
+    pub hostname: Option<String>,
+    pub os_release: Option<String>,
+    pub arch: Option<String>,
+    pub perf_version: Option<String>,
+    pub nr_cpus: Option<(u32, u32)>,
+    pub cmdline: Option<Vec<String>>,
+    pub build_ids: Vec<(String, String)>,
+    /// Which source serves each file of `build_ids` (path -> source or `missing`), once
+    /// [`FileSummary::find_sources`] asked.
+    pub sources: std::collections::BTreeMap<String, String>,
+    pub features: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl FileSummary {
+    /// Asks `loader` for every file the recording lists, so that the summary says which
+    /// source serves each (the archive, --symfs, a build-id cache, its path, debuginfod) and
+    /// which stayed missing.
+    pub fn find_sources(&mut self, loader: &crate::files::Loader) {
+        for (id, path) in &self.build_ids {
+            if !(path.starts_with('/') || path == "[vdso]") {
+                continue;
+            }
+            let bytes: Vec<u8> = (0..id.len() / 2)
+                .filter_map(|i| u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect();
+            loader.elf(path, Some(&bytes));
+        }
+        self.sources = loader.served();
+        if self.build_ids.iter().any(|(_, p)| p == "[kernel.kallsyms]") {
+            let from = match loader.kallsyms_origin() {
+                crate::files::KallsymsOrigin::Running => "this machine's /proc/kallsyms".into(),
+                crate::files::KallsymsOrigin::Archive(_) => "archive".into(),
+                crate::files::KallsymsOrigin::File(p) => p.display().to_string(),
+            };
+            self.sources.insert("[kernel.kallsyms]".into(), from);
+        }
+    }
+}
+
+/// Names of the sample_type bits, in the order of their fields.
+const SAMPLE_TYPE_NAMES: &[(u64, &str)] = &[
+    (1 << 16, "IDENTIFIER"),
+    (1 << 0, "IP"),
+    (1 << 1, "TID"),
+    (1 << 2, "TIME"),
+    (1 << 3, "ADDR"),
+    (1 << 6, "ID"),
+    (1 << 9, "STREAM_ID"),
+    (1 << 7, "CPU"),
+    (1 << 8, "PERIOD"),
+    (1 << 4, "READ"),
+    (1 << 5, "CALLCHAIN"),
+    (1 << 10, "RAW"),
+    (1 << 11, "BRANCH_STACK"),
+    (1 << 12, "REGS_USER"),
+    (1 << 13, "STACK_USER"),
+    (1 << 14, "WEIGHT"),
+    (1 << 15, "DATA_SRC"),
+    (1 << 17, "TRANSACTION"),
+    (1 << 18, "REGS_INTR"),
+    (1 << 19, "PHYS_ADDR"),
+    (1 << 20, "AUX"),
+    (1 << 21, "CGROUP"),
+    (1 << 22, "DATA_PAGE_SIZE"),
+    (1 << 23, "CODE_PAGE_SIZE"),
+    (1 << 24, "WEIGHT_STRUCT"),
+];
+
+/// `IP|TID|TIME...` for a sample_type value.
+pub fn sample_type_words(sample_type: u64) -> String {
+    let mut words: Vec<String> = SAMPLE_TYPE_NAMES
+        .iter()
+        .filter(|(bit, _)| sample_type & bit != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    let known = SAMPLE_TYPE_NAMES.iter().fold(0, |acc, (b, _)| acc | b);
+    if sample_type & !known != 0 {
+        words.push(format!("{:#x}", sample_type & !known));
+    }
+    words.join("|")
+}
+
+/// perf's name for a record type (`perf report --stats`), `TYPE_N` for one it does not name.
+pub fn record_type_name(t: u32) -> String {
+    const KERNEL: [&str; 22] = [
+        "TOTAL",
+        "MMAP",
+        "LOST",
+        "COMM",
+        "EXIT",
+        "THROTTLE",
+        "UNTHROTTLE",
+        "FORK",
+        "READ",
+        "SAMPLE",
+        "MMAP2",
+        "AUX",
+        "ITRACE_START",
+        "LOST_SAMPLES",
+        "SWITCH",
+        "SWITCH_CPU_WIDE",
+        "NAMESPACES",
+        "KSYMBOL",
+        "BPF_EVENT",
+        "CGROUP",
+        "TEXT_POKE",
+        "AUX_OUTPUT_HW_ID",
+    ];
+    const USER: [&str; 20] = [
+        "ATTR",
+        "EVENT_TYPE",
+        "TRACING_DATA",
+        "BUILD_ID",
+        "FINISHED_ROUND",
+        "ID_INDEX",
+        "AUXTRACE_INFO",
+        "AUXTRACE",
+        "AUXTRACE_ERROR",
+        "THREAD_MAP",
+        "CPU_MAP",
+        "STAT_CONFIG",
+        "STAT",
+        "STAT_ROUND",
+        "EVENT_UPDATE",
+        "TIME_CONV",
+        "FEATURE",
+        "COMPRESSED",
+        "FINISHED_INIT",
+        "COMPRESSED2",
+    ];
+    let name = match t {
+        1..=21 => KERNEL.get(t as usize),
+        64..=83 => USER.get(t as usize - 64),
+        _ => None,
+    };
+    name.map_or_else(|| format!("TYPE_{t}"), |n| n.to_string())
+}
+
+fn attr_type_word(t: u32) -> &'static str {
+    match t {
+        0 => "hardware",
+        1 => "software",
+        2 => "tracepoint",
+        3 => "hw-cache",
+        4 => "raw",
+        5 => "breakpoint",
+        _ => "pmu",
+    }
+}
+
+/// Reads the whole file and counts what it holds.
+pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
+    summarize_reader(path, crate::files::input::open(path)?.reader)
+}
+
+/// [`summarize`] of a recording already opened (an archive's, say) from `path`.
+pub fn summarize_reader(
+    path: &Path,
+    mut reader: format::PerfFileReader,
+) -> Result<FileSummary, format::Error> {
+    let pf = reader.perf_file();
+    let mut s = FileSummary {
+        path: path.display().to_string(),
+        bytes: reader.input_len(),
+        pipe_mode: reader.mode() == format::FileMode::Pipe,
+        hostname: pf.hostname().ok().flatten().map(str::to_string),
+        os_release: pf.os_release().ok().flatten().map(str::to_string),
+        arch: pf.arch().ok().flatten().map(str::to_string),
+        perf_version: pf.perf_version().ok().flatten().map(str::to_string),
+        nr_cpus: pf
+            .nr_cpus()
+            .ok()
+            .flatten()
+            .map(|n| (n.nr_cpus_available, n.nr_cpus_online)),
+        cmdline: format::cmdline(pf),
+        compressed_records: pf.compression_info().ok().flatten().is_some(),
+        features: pf.features().iter().map(|f| format!("{f:?}")).collect(),
+        notes: reader.notes().to_vec(),
+        ..Default::default()
+    };
+    if let Ok(ids) = pf.build_ids() {
+        let mut ids: Vec<_> = ids
+            .values()
+            .map(|info| {
+                let hex: String = info.build_id.iter().map(|b| format!("{b:02x}")).collect();
+                (hex, String::from_utf8_lossy(&info.path).into_owned())
+            })
+            .collect();
+        ids.sort();
+        s.build_ids = ids;
+    }
+    s.events = pf
+        .event_attributes()
+        .iter()
+        .enumerate()
+        .map(|(i, desc)| EventSummary {
+            name: reader.event_name(i),
+            attr_type: attr_type_raw(&desc.attr),
+            config: attr_config_raw(&desc.attr),
+            sample_type: desc.attr.sample_format.bits(),
+            samples: 0,
+        })
+        .collect();
+
+    while let Some(record) = reader.next_record()? {
+        s.records += 1;
+        let kind = match &record {
+            PerfFileRecord::EventRecord { record, .. } => record.record_type.0,
+            PerfFileRecord::UserRecord(r) => r.record_type.record_type().0,
+        };
+        *s.record_types.entry(kind).or_insert(0) += 1;
+        match record {
+            PerfFileRecord::EventRecord { attr_index, record } => match record.record_type {
+                RecordType::SAMPLE => {
+                    if let Some(t) = record.timestamp() {
+                        s.time_span = Some(match s.time_span {
+                            None => (t, t),
+                            Some((a, b)) => (a.min(t), b.max(t)),
+                        });
+                    }
+                    s.samples += 1;
+                    if let Some(e) = s.events.get_mut(attr_index) {
+                        e.samples += 1;
+                    }
+                }
+                RecordType::LOST => {
+                    s.lost_records += 1;
+                    if let Ok(EventRecord::Lost(l)) = format::parse_record(&record) {
+                        s.lost += l.count;
+                    }
+                }
+                RecordType::LOST_SAMPLES => {
+                    s.lost_records += 1;
+                    let mut data = record.data;
+                    let mut b = [0u8; 8];
+                    if data.read_exact(&mut b).is_ok() {
+                        s.lost += u64::from_le_bytes(b);
+                    }
+                }
+                _ => {}
+            },
+            PerfFileRecord::UserRecord(_) => {}
+        }
+    }
+    // Records the iterator consumes: counted as they lie in the file.
+    use format::record_type as t;
+    const CONSUMED: [u32; 6] = [
+        t::HEADER_ATTR,
+        t::HEADER_TRACING_DATA,
+        t::FINISHED_ROUND,
+        t::HEADER_FEATURE,
+        t::COMPRESSED,
+        t::COMPRESSED2,
+    ];
+    for (&kind, &n) in reader.record_counts() {
+        if CONSUMED.contains(&kind) {
+            *s.record_types.entry(kind).or_insert(0) += n;
+        }
+    }
+    Ok(s)
+}
+
+fn attr_type_raw(attr: &format::linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> u32 {
+    use format::linux_perf_data::linux_perf_event_reader::PerfEventType as T;
+    match attr.type_ {
+        T::Hardware(..) => 0,
+        T::Software(..) => 1,
+        T::Tracepoint(..) => 2,
+        T::HwCache(..) => 3,
+        T::Breakpoint(..) => 5,
+        T::DynamicPmu(t, ..) => t,
+    }
+}
+
+fn attr_config_raw(attr: &format::linux_perf_data::linux_perf_event_reader::PerfEventAttr) -> u64 {
+    use format::linux_perf_data::linux_perf_event_reader::PerfEventType as T;
+    match attr.type_ {
+        T::Hardware(id, pmu) => id as u64 | ((pmu.0 as u64) << 32),
+        T::Software(id) => id as u64,
+        T::Tracepoint(id) => id,
+        T::DynamicPmu(_, c, ..) => c,
+        _ => 0,
+    }
+}
+
+impl FileSummary {
+    /// The report as people read it: one fact per line, counts as plain numbers.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let mode = if self.pipe_mode {
+            "pipe mode"
+        } else {
+            "file mode"
+        };
+        let _ = writeln!(
+            o,
+            "file:          {} ({} bytes, {mode})",
+            self.path, self.bytes
+        );
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let _ = writeln!(o, "hostname:      {}", opt(&self.hostname));
+        let _ = writeln!(o, "os release:    {}", opt(&self.os_release));
+        let _ = writeln!(o, "arch:          {}", opt(&self.arch));
+        if let Some((avail, online)) = self.nr_cpus {
+            let _ = writeln!(o, "cpus:          {online} online, {avail} available");
+        }
+        if let Some(v) = &self.perf_version {
+            let _ = writeln!(o, "written by:    {v}");
+        }
+        if let Some(c) = &self.cmdline {
+            let _ = writeln!(o, "command line:  {}", c.join(" "));
+        }
+        if let Some((a, b)) = self.time_span {
+            let _ = writeln!(
+                o,
+                "time span:     {:.6} s ({}.{:09} .. {}.{:09})",
+                (b - a) as f64 / 1e9,
+                a / 1_000_000_000,
+                a % 1_000_000_000,
+                b / 1_000_000_000,
+                b % 1_000_000_000
+            );
+        }
+        let _ = writeln!(
+            o,
+            "records:       {}{}",
+            self.records,
+            if self.compressed_records {
+                " (zstd-compressed)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(o, "samples:       {}", self.samples);
+        let by_type: Vec<String> = self
+            .record_types
+            .iter()
+            .map(|(&t, n)| format!("{} {n}", record_type_name(t)))
+            .collect();
+        let _ = writeln!(o, "by type:       {}", by_type.join(", "));
+        let _ = writeln!(
+            o,
+            "lost events:   {} (in {} LOST records)",
+            self.lost, self.lost_records
+        );
+        let _ = writeln!(o, "events:");
+        for e in &self.events {
+            let _ = writeln!(
+                o,
+                "  {:<24} samples {:>10}   type {} ({}) config {:#x}   sample_type {}",
+                e.name,
+                e.samples,
+                e.attr_type,
+                attr_type_word(e.attr_type),
+                e.config,
+                sample_type_words(e.sample_type)
+            );
+        }
+        if !self.features.is_empty() {
+            let _ = writeln!(o, "features:      {}", self.features.join(" "));
+        }
+        if !self.build_ids.is_empty() {
+            let _ = writeln!(o, "build ids:");
+            for (id, path) in &self.build_ids {
+                match self.sources.get(path) {
+                    Some(from) => {
+                        let _ = writeln!(o, "  {id}  {path}  ({from})");
+                    }
+                    None => {
+                        let _ = writeln!(o, "  {id}  {path}");
+                    }
+                }
+            }
+            let missing: Vec<&str> = self
+                .sources
+                .iter()
+                .filter(|(_, from)| *from == "missing")
+                .map(|(p, _)| p.as_str())
+                .collect();
+            if !missing.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "missing: {} files: {}",
+                    missing.len(),
+                    missing.join(", ")
+                );
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "note:          {n}");
+        }
+        o
+    }
+}

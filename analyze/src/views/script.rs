@@ -1,0 +1,42 @@
+//! perf-script-like text: a header line per sample (`comm pid/tid [cpu] time: period event:`),
+//! then one frame per line, leaf first (`address symbol+offset (object)`), then a blank line.
+//! stackcollapse-perf.pl and inferno-collapse-perf read it unchanged. Inlined functions get a
+//! line of their own (at the address of the function they were inlined into).
+
+use std::io::{self, Write};
+
+use crate::symbolize::Symbolized;
+
+/// Writes every sample of `s`'s timeline.
+pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
+    for t in &s.timeline {
+        let st = &s.stacks[t.stack as usize];
+        let event = s
+            .events
+            .get(st.event as usize)
+            .map_or("unknown", String::as_str);
+        writeln!(
+            out,
+            "{} {:>7}/{:<7} [{:03}] {:>5}.{:06}: {:>10} {}:",
+            s.comms[st.comm as usize],
+            st.pid,
+            st.tid,
+            t.cpu,
+            t.time / 1_000_000_000,
+            t.time % 1_000_000_000 / 1000,
+            t.period,
+            event
+        )?;
+        for (i, &f) in st.frames.iter().enumerate().rev() {
+            let f = &s.frames[f as usize];
+            let a = st.addrs.get(i).copied();
+            let addr = a.map_or(0, |a| a.addr);
+            match a.and_then(|a| a.offset).filter(|_| !f.is_unknown()) {
+                Some(off) => writeln!(out, "\t{addr:>16x} {}+{off:#x} ({})", f.function, f.dso)?,
+                None => writeln!(out, "\t{addr:>16x} {} ({})", f.function, f.dso)?,
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
