@@ -1,23 +1,47 @@
-//! Compiles the BPF programs in src/bpf/ with clang and generates their libbpf-rs skeletons.
+//! Compiles each BPF program file in src/bpf/ (one per concern) with clang, links them with
+//! libbpf's static linker into one object, and generates its libbpf-rs skeleton: the
+//! concerns share maps and settings (common.bpf.h, `__weak`: the linker keeps one of each),
+//! and the loader opens one object.
 
 use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["profile"];
+/// The program files, one per concern.
+const CONCERNS: &[&str] = &["follow", "sampling", "offcpu", "blockio", "cache"];
+
+/// The headers every program file includes.
+const HEADERS: &[&str] = &["bpfperf.h", "common.bpf.h", "stack.bpf.h"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
-    for name in PROGRAMS {
+    let mut linker = libbpf_rs::Linker::new(out.join("bpfperf.bpf.o"))
+        .unwrap_or_else(|e| panic!("BPF linker: {e:#}"));
+    for name in CONCERNS {
         let src = format!("src/bpf/{name}.bpf.c");
+        let obj = out.join(format!("{name}.bpf.o"));
         SkeletonBuilder::new()
             .source(&src)
+            .obj(&obj)
             .clang_args(["-I", "src/bpf", "-D__TARGET_ARCH_x86", "-O2", "-g", "-Wall"])
-            .build_and_generate(out.join(format!("{name}.skel.rs")))
+            .build()
             .unwrap_or_else(|e| {
                 panic!("building {src}: {e:#} (is clang installed? run scripts/setup)")
             });
+        linker
+            .add_file(&obj)
+            .unwrap_or_else(|e| panic!("linking {src}: {e:#}"));
         println!("cargo:rerun-if-changed={src}");
     }
-    println!("cargo:rerun-if-changed=src/bpf/bpfperf.h");
+    linker
+        .link()
+        .unwrap_or_else(|e| panic!("linking the BPF objects: {e:#}"));
+    drop(linker);
+    SkeletonBuilder::new()
+        .obj(out.join("bpfperf.bpf.o"))
+        .generate(out.join("bpfperf.skel.rs"))
+        .unwrap_or_else(|e| panic!("generating the skeleton: {e:#}"));
+    for h in HEADERS {
+        println!("cargo:rerun-if-changed=src/bpf/{h}");
+    }
 }

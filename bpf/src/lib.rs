@@ -1,9 +1,11 @@
 //! BPF programs that capture what bpfperf records, and a safe API over them.
 //!
-//! The programs live in `src/bpf/*.bpf.c` and share their event layouts through
-//! `src/bpf/bpfperf.h`; build.rs compiles them into libbpf-rs skeletons (CO-RE, against the
-//! checked-in `vmlinux.h`). BPF only captures ids, times and stacks; nothing here knows
-//! perf.data.
+//! The programs live in `src/bpf/`, one file per concern (follow, sampling, offcpu, blockio,
+//! cache), sharing their event layouts through `bpfperf.h` and their maps and settings
+//! through `common.bpf.h`; build.rs compiles each (CO-RE, against the checked-in
+//! `vmlinux.h`), links them into one object and generates its libbpf-rs skeleton. The loader
+//! is split the same way ([`programs`]). BPF only captures ids, times and stacks; nothing
+//! here knows perf.data.
 //!
 //! Order of use: [`Profiler::start`] (open, configure, load, attach), [`Profiler::track`] the
 //! processes to follow, [`Profiler::poll`] until done, [`Profiler::drops`] for what was lost.
@@ -29,11 +31,13 @@
 
 mod error;
 mod events;
+mod loaded;
 pub mod perf_event;
+mod programs;
 
 use std::cell::RefCell;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd};
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -53,9 +57,10 @@ pub const MAX_OFFCPU_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_OFFCPU_COP
 pub const MAX_STACK_DEPTH: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_DEPTH.0;
 
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/profile.skel.rs"));
+    include!(concat!(env!("OUT_DIR"), "/bpfperf.skel.rs"));
 }
-use skel::{ProfileSkel, ProfileSkelBuilder};
+use loaded::Loaded;
+use skel::BpfperfSkelBuilder;
 
 /// What to capture.
 #[derive(Debug, Clone)]
@@ -126,53 +131,6 @@ pub struct ProgramRunTime {
     pub run_time_ns: u64,
 }
 
-/// The skeleton and the object storage it borrows, on the heap so that neither moves; freed
-/// skeleton first. (A skeleton borrows its `OpenObject` for its whole life: owning both in
-/// one struct needs these raw pointers.)
-struct Loaded {
-    /// Null until the programs are loaded.
-    skel: *mut ProfileSkel<'static>,
-    object: *mut MaybeUninit<libbpf_rs::OpenObject>,
-}
-
-impl Loaded {
-    fn new() -> Loaded {
-        Loaded {
-            skel: std::ptr::null_mut(),
-            object: Box::into_raw(Box::new(MaybeUninit::uninit())),
-        }
-    }
-
-    /// The storage for the skeleton to open into.
-    ///
-    /// # Safety
-    /// Call once; whatever borrows it must be dropped before `self` or moved into
-    /// `self.skel`.
-    unsafe fn storage(&mut self) -> &'static mut MaybeUninit<libbpf_rs::OpenObject> {
-        // SAFETY: allocated in new(), freed only in drop(), borrowed once (caller's duty).
-        unsafe { &mut *self.object }
-    }
-
-    fn skel(&self) -> &ProfileSkel<'static> {
-        assert!(!self.skel.is_null(), "programs not loaded");
-        // SAFETY: set from Box::into_raw once loaded, freed only in drop().
-        unsafe { &*self.skel }
-    }
-}
-
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        // SAFETY: both pointers come from Box::into_raw and are freed once, here; the
-        // skeleton borrows the object, so it goes first.
-        unsafe {
-            if !self.skel.is_null() {
-                drop(Box::from_raw(self.skel));
-            }
-            drop(Box::from_raw(self.object));
-        }
-    }
-}
-
 /// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
 /// copies counted at half their cap), as a power of two between 8 and 64 MiB. At least 8 MiB
 /// for the other events' bursts: off-CPU, waker and block I/O events reserve 2 KB each, and
@@ -219,122 +177,20 @@ impl Profiler {
         // SAFETY: called once; `open` is consumed by load() below, whose skeleton moves into
         // `loaded`, and on an early return `open` drops before `loaded` (declared later).
         let storage = unsafe { loaded.storage() };
-        let mut open = ProfileSkelBuilder::default()
+        let mut open = BpfperfSkelBuilder::default()
             .open(storage)
             .map_err(Error::bpf("open BPF object"))?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .expect("rodata is mapped");
-        rodata.system_wide = options.system_wide;
-        rodata.wakeup_bytes = ring / 4;
-        rodata.offcpu_enabled = options.off_cpu_min_ns.is_some();
-        rodata.offcpu_min_ns = options.off_cpu_min_ns.unwrap_or(0);
-        rodata.io_enabled = options.block_io;
-        rodata.cache_enabled = options.cache;
-        let wakeups = options.off_cpu_min_ns.is_some() && options.wakeups;
-        rodata.wakeup_enabled = wakeups;
-        rodata.stack_copy_bytes = options.stack_copy_bytes.min(MAX_STACK_COPY);
-        open.progs
-            .on_switch
-            .set_autoload(options.off_cpu_min_ns.is_some());
-        // sched_waking also starts the run-queue part of an off-CPU interval.
-        open.progs
-            .on_waking
-            .set_autoload(options.off_cpu_min_ns.is_some());
-        for prog in [
-            &mut open.progs.on_cache_read,
-            &mut open.progs.on_cache_fault,
-            &mut open.progs.on_cache_add,
-        ] {
-            prog.set_autoload(options.cache);
-        }
-        // Dirtied pages count for cachestat and name the dirtier of their writeback.
-        let dirty = options.cache || options.block_io;
-        open.progs.on_cache_dirty.set_autoload(dirty);
-        open.progs.on_block_issue.set_autoload(options.block_io);
-        open.progs.on_block_complete.set_autoload(options.block_io);
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
-        open.maps
-            .sample_scratch
-            .set_max_entries(if options.stack_copy_bytes > 0 {
-                cpu_slots
-            } else {
-                1
-            })
-            .map_err(Error::bpf("size stack copy buffers"))?;
-        open.maps
-            .offcpu_copy_scratch
-            .set_max_entries(if options.stack_copy_bytes > 0 {
-                cpu_slots
-            } else {
-                1
-            })
-            .map_err(Error::bpf("size off-CPU stack copy buffers"))?;
+        programs::configure(&mut open, options, cpu_slots)?;
+        programs::set_wakeup_bytes(&mut open, ring / 4);
         open.maps
             .events
             .set_max_entries(ring as u32)
             .map_err(Error::bpf("size ring buffer"))?;
-        // profiler's whole life, and a process runs one profiler.
         let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
         loaded.skel = Box::into_raw(Box::new(skel));
         let skel = loaded.skel();
-        let mut links = Vec::new();
-        links.push(
-            skel.progs
-                .on_fork
-                .attach()
-                .map_err(Error::bpf("attach sched_process_fork"))?,
-        );
-        links.push(
-            skel.progs
-                .on_exit
-                .attach()
-                .map_err(Error::bpf("attach sched_process_exit"))?,
-        );
-        if options.off_cpu_min_ns.is_some() {
-            let link = skel.progs.on_switch.attach();
-            links.push(link.map_err(Error::bpf("attach sched_switch"))?);
-        }
-        if options.off_cpu_min_ns.is_some() {
-            let link = skel.progs.on_waking.attach();
-            links.push(link.map_err(Error::bpf("attach sched_waking"))?);
-        }
-        if options.block_io {
-            let issue = skel.progs.on_block_issue.attach();
-            links.push(issue.map_err(Error::bpf("attach block_rq_issue"))?);
-            let complete = skel.progs.on_block_complete.attach();
-            links.push(complete.map_err(Error::bpf("attach block_rq_complete"))?);
-        }
-        if options.cache {
-            let progs = &skel.progs;
-            for (what, prog) in [
-                ("attach mm_filemap_get_pages", &progs.on_cache_read),
-                ("attach mm_filemap_fault", &progs.on_cache_fault),
-                ("attach mm_filemap_add_to_page_cache", &progs.on_cache_add),
-            ] {
-                links.push(prog.attach().map_err(Error::bpf(what))?);
-            }
-        }
-        if dirty {
-            let link = skel.progs.on_cache_dirty.attach();
-            links.push(link.map_err(Error::bpf("attach writeback_dirty_folio"))?);
-        }
-        let sampled = cpus
-            .into_iter()
-            .filter(|c| options.sampling && options.cpus.as_ref().is_none_or(|l| l.contains(c)));
-        for cpu in sampled {
-            let fd = perf_event::open_cpu_clock(cpu, options.frequency)?;
-            links.push(
-                skel.progs
-                    .on_cpu_sample
-                    .attach_perf_event(fd.as_raw_fd())
-                    .map_err(Error::bpf("attach to cpu-clock"))?,
-            );
-            // The link owns the event now and closes it when detached.
-            let _ = fd.into_raw_fd();
-        }
+        let links = programs::attach(skel, options, &cpus)?;
         let queue = Rc::new(RefCell::new(Vec::new()));
         let sink = queue.clone();
         let mut builder = RingBufferBuilder::new();
@@ -360,58 +216,18 @@ impl Profiler {
     /// Off-CPU intervals from now on tell whether the thread blocked inside a page fault:
     /// whether `start..end` (`handle_mm_fault`, from kallsyms) is on its kernel stack.
     pub fn look_for_faults(&self, start: u64, end: u64) {
-        if let Some(bss) = self.loaded.skel().maps.bss_data.as_deref() {
-            // The programs read these as they run: end first, so that they never see a
-            // start without its end.
-            let bss = bss as *const skel::types::bss as *mut skel::types::bss;
-            // SAFETY: the .bss map is mapped writable for the skeleton's life; single
-            // aligned u64 stores, read by the programs only.
-            unsafe {
-                std::ptr::write_volatile(&mut (*bss).fault_fn_end, end);
-                std::ptr::write_volatile(&mut (*bss).fault_fn_start, start);
-            }
-        }
+        programs::offcpu::look_for_faults(self.loaded.skel(), start, end);
     }
 
     /// Each process's page-cache counts since the last call (and the counters restart):
     /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
     pub fn take_cache_counts(&self) -> Vec<CacheCounts> {
-        let map = &self.loaded.skel().maps.cache_counts;
-        let keys: Vec<Vec<u8>> = map.keys().collect();
-        let mut out = Vec::new();
-        for key in keys {
-            // Taken and deleted at once: counts added meanwhile go to a fresh entry.
-            let Ok(Some(value)) = map.lookup_and_delete(&key) else {
-                continue;
-            };
-            let mut c = skel::types::cache_counts::default();
-            if plain::copy_from_bytes(&mut c, &value).is_err() {
-                continue;
-            }
-            let Ok(pid) = key[..].try_into().map(u32::from_ne_bytes) else {
-                continue;
-            };
-            if c.accesses + c.added + c.dirtied > 0 {
-                out.push(CacheCounts {
-                    pid,
-                    accesses: c.accesses,
-                    added: c.added,
-                    dirtied: c.dirtied,
-                });
-            }
-        }
-        out.sort_by_key(|c| c.pid);
-        out
+        programs::cache::take_counts(self.loaded.skel())
     }
 
     /// Follows process `pid` (its threads, and the children it forks from now on).
     pub fn track(&self, pid: u32) -> Result<(), Error> {
-        self.loaded
-            .skel()
-            .maps
-            .pids
-            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
-            .map_err(Error::bpf("track pid"))
+        programs::follow::track(self.loaded.skel(), pid)
     }
 
     /// Waits up to `timeout` for events and hands each to `handle`, at most [`POLL_BATCH`] of
@@ -515,20 +331,7 @@ impl Profiler {
 
     /// Each loaded program's runs and total run time (ns) since [`Profiler::count_run_time`].
     pub fn run_time(&self) -> Vec<ProgramRunTime> {
-        let progs = &self.loaded.skel().progs;
-        let all = [
-            ("on_cpu_sample", &progs.on_cpu_sample),
-            ("on_switch", &progs.on_switch),
-            ("on_waking", &progs.on_waking),
-            ("on_block_issue", &progs.on_block_issue),
-            ("on_block_complete", &progs.on_block_complete),
-            ("on_cache_read", &progs.on_cache_read),
-            ("on_cache_fault", &progs.on_cache_fault),
-            ("on_cache_add", &progs.on_cache_add),
-            ("on_cache_dirty", &progs.on_cache_dirty),
-            ("on_fork", &progs.on_fork),
-            ("on_exit", &progs.on_exit),
-        ];
+        let all = programs::all(self.loaded.skel());
         all.into_iter()
             // A program left unloaded has no descriptor to ask.
             .filter(|(_, prog)| prog.autoload())

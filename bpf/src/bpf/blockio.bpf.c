@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Block I/O: block_rq_issue keeps who issued a request and from where, block_rq_complete
+ * sends it with its latency. Writeback is charged to the dirtier: a page dirtied by a
+ * followed thread remembers it (and the stack of its write), and the request that writes
+ * the page back, issued by a kernel thread or `sync`, names it. */
+#include "common.bpf.h"
+#include "stack.bpf.h"
+
+const volatile bool io_enabled = true;
+
+/* Forces the event struct into BTF so the skeleton generates its Rust type. */
+struct block_io_event _block_io_event = {};
+
+struct io_start {
+	__u64 issue_ns;
+	__u32 pid;
+	__u32 tid;
+	char comm[16];
+	__u8 tracked;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u32 dirtier_pid;
+	__u32 dirtier_tid;
+	__u64 dirty_ns;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* struct request * */
+	__type(value, struct io_start);
+} io_starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_start);
+} io_scratch SEC(".maps");
+
+/* blktrace's rwbs letters for a request's flags. */
+static __always_inline void fill_rwbs(char *rwbs, __u32 flags)
+{
+	int i = 0;
+	__u32 op = flags & 0xff;
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH)))
+		rwbs[i++] = 'F';
+	if (op == REQ_OP_WRITE)
+		rwbs[i++] = 'W';
+	else if (op == REQ_OP_DISCARD)
+		rwbs[i++] = 'D';
+	else if (op == REQ_OP_FLUSH)
+		rwbs[i++] = 'F';
+	else if (op == REQ_OP_READ)
+		rwbs[i++] = 'R';
+	else
+		rwbs[i++] = 'N';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
+		rwbs[i++] = 'F';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_RAHEAD)))
+		rwbs[i++] = 'A';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_SYNC)))
+		rwbs[i++] = 'S';
+	if (flags & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_META)))
+		rwbs[i++] = 'M';
+}
+
+/* A thread's writes from one place (the same user instruction and stack pointer: the same
+ * call) closer together than this are one burst: one dirty_event (with its stacks) stands
+ * for all the pages of the burst. Another place starts a new burst (open() dirtying the
+ * inode's block, then write() the data, are two). */
+#define DIRTY_BURST_NS (100 * 1000 * 1000ull)
+
+/* A page of a file, as writeback finds it again. */
+struct page_key {
+	__u64 mapping;
+	__u64 index;
+};
+
+struct dirtier {
+	__u32 pid;
+	__u32 tid;
+	__u64 dirty_ns; /* the burst's dirty_event */
+};
+
+/* Dirty pages (folios) of tracked threads, for their writeback: the least recently used go
+ * first when it is full; dirtied again by a tracked thread, a page takes its new dirtier. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct page_key);
+	__type(value, struct dirtier);
+} dirtiers SEC(".maps");
+
+struct dirty_burst {
+	__u64 start_ns;
+	__u64 last_ns;
+	__u64 ip;
+	__u64 sp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct dirty_burst);
+} dirty_bursts SEC(".maps");
+
+/* What a dirty event's two layouts (offcpu_event, offcpu_copy_event) name alike: the
+ * current thread, the time, its kernel stack, and no interval. */
+#define DIRTY_HEAD(e, event_kind, ctx, now)                                                     \
+	do {                                                                                   \
+		__u64 id = bpf_get_current_pid_tgid();                                         \
+		(e)->kind = (event_kind);                                                      \
+		(e)->cpu = bpf_get_smp_processor_id();                                         \
+		(e)->pid = id >> 32;                                                           \
+		(e)->tid = (__u32)id;                                                          \
+		(e)->time_ns = (now);                                                          \
+		(e)->duration_ns = 0;                                                          \
+		(e)->runq_ns = 0;                                                              \
+		(e)->state = 0;                                                                \
+		(e)->in_fault = 0;                                                             \
+		(e)->kstack_bytes =                                                            \
+			bpf_get_stack((ctx), (e)->kstack, sizeof((e)->kstack), TP_BTF_SKIP);    \
+	} while (0)
+
+/* Sends where the current thread starts a burst of dirtying (the write() that does it):
+ * reserved whole in the ring, as this runs preemptible. */
+static __always_inline void dirty_emit(void *ctx, __u64 now)
+{
+	if (stack_copy_bytes) {
+		struct offcpu_copy_buf *b = bpf_ringbuf_reserve(&events, sizeof(*b), 0);
+		if (!b) {
+			count_drop(EVENT_DIRTY_COPY);
+			return;
+		}
+		DIRTY_HEAD(&b->e, EVENT_DIRTY_COPY, ctx, now);
+		b->e.wake_ns = 0;
+		keep_user_copy(bpf_get_current_task_btf(), b);
+		bpf_ringbuf_submit(b, submit_flags());
+		return;
+	}
+	struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(EVENT_DIRTY);
+		return;
+	}
+	DIRTY_HEAD(e, EVENT_DIRTY, ctx, now);
+	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+/* A tracked thread dirtied `folio`: remember it for the folio's writeback. */
+static __always_inline void remember_dirtier(void *ctx, struct folio *folio,
+					     struct address_space *mapping)
+{
+	if (!io_enabled)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct dirty_burst *b = bpf_task_storage_get(&dirty_bursts, bpf_get_current_task_btf(), 0,
+						     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!b)
+		return;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 ip = regs->ip, sp = regs->sp;
+	if (!b->start_ns || now - b->last_ns > DIRTY_BURST_NS || ip != b->ip || sp != b->sp) {
+		b->start_ns = now;
+		b->ip = ip;
+		b->sp = sp;
+		dirty_emit(ctx, now);
+	}
+	b->last_ns = now;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct page_key key = {
+		.mapping = (__u64)mapping,
+		.index = BPF_CORE_READ(folio, index),
+	};
+	struct dirtier d = { .pid = id >> 32, .tid = (__u32)id, .dirty_ns = b->start_ns };
+	bpf_map_update_elem(&dirtiers, &key, &d, BPF_ANY);
+}
+
+/* The dirtier of a write request's first page, if a tracked thread dirtied it. */
+static __always_inline void find_dirtier(struct request *rq, struct io_start *s)
+{
+	s->dirtier_pid = 0;
+	s->dirtier_tid = 0;
+	s->dirty_ns = 0;
+	struct bio *bio = BPF_CORE_READ(rq, bio);
+	if (!bio)
+		return;
+	struct bio_vec *bv = BPF_CORE_READ(bio, bi_io_vec);
+	if (!bv)
+		return;
+	struct page *page = BPF_CORE_READ(bv, bv_page);
+	if (!page)
+		return;
+	/* A tail page names its folio's head (low bit set). */
+	unsigned long head = BPF_CORE_READ(page, compound_head);
+	struct folio *folio = (head & 1) ? (struct folio *)(head - 1) : (struct folio *)page;
+	struct page_key key = {
+		.mapping = (__u64)BPF_CORE_READ(folio, mapping),
+		.index = BPF_CORE_READ(folio, index),
+	};
+	struct dirtier *d = bpf_map_lookup_elem(&dirtiers, &key);
+	if (!d)
+		return;
+	/* Kept: a large folio's writeback can take several requests. */
+	s->dirtier_pid = d->pid;
+	s->dirtier_tid = d->tid;
+	s->dirty_ns = d->dirty_ns;
+}
+
+/* A followed thread dirtied a folio: remember it for the folio's writeback. */
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mapping)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid && tracked(tgid))
+		remember_dirtier(ctx, folio, mapping);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_issue, struct request *rq)
+{
+	if (!io_enabled)
+		return 0;
+	__u32 zero = 0;
+	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
+	if (!s)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 key = (__u64)rq;
+	s->issue_ns = bpf_ktime_get_ns();
+	s->pid = id >> 32;
+	s->tid = (__u32)id;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	s->tracked = s->pid && tracked(s->pid);
+	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	find_dirtier(rq, s);
+	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY))
+		count_drop(EVENT_BLOCK_IO);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
+	if (!s)
+		return 0;
+	struct block_io_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(EVENT_BLOCK_IO);
+		bpf_map_delete_elem(&io_starts, &key);
+		return 0;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	e->kind = EVENT_BLOCK_IO;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = s->pid;
+	e->tid = s->tid;
+	e->time_ns = now;
+	e->issue_ns = s->issue_ns;
+	e->sector = BPF_CORE_READ(rq, __sector);
+	e->bytes = BPF_CORE_READ(rq, __data_len);
+	if (!e->bytes)
+		e->bytes = nr_bytes;
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	e->dev = disk ? ((__u32)BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor) : 0;
+	__builtin_memset(e->rwbs, 0, sizeof(e->rwbs));
+	fill_rwbs(e->rwbs, BPF_CORE_READ(rq, cmd_flags));
+	__builtin_memcpy(e->comm, s->comm, sizeof(e->comm));
+	e->tracked = s->tracked;
+	e->kstack_bytes = s->kstack_bytes;
+	e->ustack_bytes = s->ustack_bytes;
+	e->dirtier_pid = s->dirtier_pid;
+	e->dirtier_tid = s->dirtier_tid;
+	e->dirty_ns = s->dirty_ns;
+	__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+	__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+	bpf_ringbuf_submit(e, submit_flags());
+	bpf_map_delete_elem(&io_starts, &key);
+	return 0;
+}

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* What every program shares: the settings user space writes before load, the maps of
+ * followed processes, events and drops, and small helpers. Each .bpf.c includes it; its
+ * settings and maps are __weak, so the static linker keeps one of each in the linked object
+ * (build.rs). */
+#ifndef COMMON_BPF_H
+#define COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bpfperf.h"
+
+/* Set before load: record every process, not only the tracked ones. */
+const volatile bool system_wide __weak = false;
+/* DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers). */
+const volatile __u32 stack_copy_bytes __weak = 0;
+/* Wake the reader only when this many bytes wait in the ring buffer (the reader also polls
+ * with a timeout): waking it per record would preempt the workload (see design.md). */
+const volatile __u64 wakeup_bytes __weak = 256 * 1024;
+
+/* Tracked thread groups (tgid -> 1). Seeded from user space, grown by fork. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized from the sampling rate before load */
+} events SEC(".maps") __weak;
+
+/* Events lost, per CPU, indexed by event kind: they did not fit in the ring buffer (or, for
+ * off-CPU and block I/O starts, in their map). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EVENT_KINDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps") __weak;
+
+static __always_inline bool tracked(__u32 tgid)
+{
+	return system_wide || bpf_map_lookup_elem(&pids, &tgid);
+}
+
+static __always_inline void count(void *map, __u32 key)
+{
+	__u64 *n = bpf_map_lookup_elem(map, &key);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void count_drop(__u32 kind)
+{
+	count(&drops, kind);
+}
+
+static __always_inline __u64 submit_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									      : BPF_RB_NO_WAKEUP;
+}
+
+/* tp_btf stacks start in the BPF trampoline and the tracepoint: skip those frames. */
+#define TP_BTF_SKIP 2
+
+#endif

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Off-CPU time: sched_switch keeps, per thread that leaves the CPU, when and where (its
+ * stacks, or registers and a stack copy); when the thread runs again, one event with the
+ * interval, its run-queue part (from the preemption, or from the wakeup) and whether it
+ * blocked inside a page fault. sched_waking notes the wakeup and who woke it. */
+#include "common.bpf.h"
+#include "stack.bpf.h"
+
+/* Off-CPU intervals shorter than this are not reported (ns). */
+const volatile __u64 offcpu_min_ns = 1000;
+const volatile bool offcpu_enabled = true;
+/* With off-CPU: also who woke each blocked thread (sched_waking). */
+const volatile bool wakeup_enabled = true;
+
+struct offcpu_start {
+	__u64 time_ns;
+	__u64 wake_ns; /* when sched_waking woke it (0: not yet) */
+	__u32 state;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u32 in_fault;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* tid */
+	__type(value, struct offcpu_start);
+} offcpu_starts SEC(".maps");
+
+/* Scratch space: values too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_start);
+} offcpu_scratch SEC(".maps");
+
+/* DWARF mode: what each blocked thread left behind, stack copy included. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32); /* tid */
+	__type(value, struct offcpu_copy_buf);
+} offcpu_copies SEC(".maps");
+
+/* One per CPU, indexed by CPU number (values over 32 KiB do not fit per-CPU maps). Resized
+ * to the number of CPUs before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_copy_buf);
+} offcpu_copy_scratch SEC(".maps");
+
+/* The waker of each blocked tracked thread, from sched_waking until the thread runs (an
+ * entry lives for the wakeup latency). Preallocated: an update from an interrupt would
+ * otherwise find the allocator's per-CPU cache empty now and then (ENOMEM). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_WAKING);
+	__type(key, __u32); /* wakee tid */
+	__type(value, struct wakeup_event);
+} wakers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wakeup_event);
+} wakeup_scratch SEC(".maps");
+
+/* Forces the event structs into BTF so the skeleton generates their Rust types. */
+struct wakeup_event _wakeup_event = {};
+struct offcpu_event _offcpu_event = {};
+struct offcpu_copy_event _offcpu_copy_event = {};
+
+/* Where handle_mm_fault lies in the kernel's text (from kallsyms, set by record once read;
+ * 0: do not look). A thread that blocks with it on its kernel stack waits inside a page fault: for a
+ * read from disk, or for a page that readahead is still reading. (Tracepoints are what this
+ * program can attach to everywhere; fentry and kprobes need function tracing, which some
+ * kernels, this CI's among them, refuse.) */
+__u64 fault_fn_start = 0;
+__u64 fault_fn_end = 0;
+
+static __always_inline __u32 in_page_fault(const __u64 *kstack, __s32 bytes)
+{
+	if (!fault_fn_start)
+		return 0;
+	for (int i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i * 8 >= bytes)
+			break;
+		if (kstack[i] >= fault_fn_start && kstack[i] < fault_fn_end)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, __u32 state)
+{
+	__u32 zero = 0;
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
+	if (!s)
+		return;
+	s->time_ns = now;
+	s->wake_ns = 0;
+	s->state = state & 3;
+	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
+	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
+		count_drop(EVENT_OFF_CPU);
+}
+
+/* The run-queue part of an off-CPU interval that started at `start` and ends `now`: all of
+ * it for a thread that left the CPU runnable (preempted, yielded), from its wakeup for one
+ * that blocked. */
+static __always_inline __u64 runq_time(__u32 state, __u64 start, __u64 wake, __u64 now)
+{
+	if (state == 0)
+		return now - start;
+	if (wake >= start && wake <= now)
+		return now - wake;
+	return 0;
+}
+
+/* Sends the waker of the interval that just ended (if one was seen), and forgets it. */
+static __always_inline void wakeup_emit(__u32 wakee_pid, __u32 tid, __u64 now, __u64 duration)
+{
+	struct wakeup_event *w = bpf_map_lookup_elem(&wakers, &tid);
+	if (!w)
+		return;
+	struct wakeup_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (e) {
+		/* Too big for an inlined copy; map values are kernel memory. */
+		bpf_probe_read_kernel(e, sizeof(*e), w);
+		e->kind = EVENT_WAKEUP;
+		e->cpu = bpf_get_smp_processor_id();
+		e->wakee_pid = wakee_pid;
+		e->wakee_tid = tid;
+		e->time_ns = now;
+		e->blocked_ns = duration;
+		bpf_ringbuf_submit(e, submit_flags());
+	} else {
+		count_drop(EVENT_WAKEUP);
+	}
+}
+
+static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
+{
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+	if (!s)
+		return;
+	__u64 duration = now - s->time_ns;
+	if (duration >= offcpu_min_ns) {
+		struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			e->kind = EVENT_OFF_CPU;
+			e->cpu = bpf_get_smp_processor_id();
+			e->pid = next->tgid;
+			e->tid = tid;
+			e->time_ns = now;
+			e->duration_ns = duration;
+			e->runq_ns = runq_time(s->state, s->time_ns, s->wake_ns, now);
+			e->state = s->state;
+			e->in_fault = s->in_fault;
+			e->kstack_bytes = s->kstack_bytes;
+			e->ustack_bytes = s->ustack_bytes;
+			__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+			__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+			bpf_ringbuf_submit(e, submit_flags());
+			if (wakeup_enabled)
+				wakeup_emit(next->tgid, tid, now, duration);
+		} else {
+			count_drop(EVENT_OFF_CPU);
+		}
+	}
+	bpf_map_delete_elem(&offcpu_starts, &tid);
+	if (wakeup_enabled)
+		bpf_map_delete_elem(&wakers, &tid);
+}
+
+/* DWARF mode: keep registers and a copy of the user stack of the thread that blocks. */
+static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev, __u32 tid,
+					     __u64 now, __u32 state)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copy_scratch, &cpu);
+	if (!b)
+		return;
+	struct offcpu_copy_event *e = &b->e;
+	e->kind = EVENT_OFF_CPU_COPY;
+	e->time_ns = now;
+	e->wake_ns = 0;
+	e->state = state & 3;
+	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
+	e->in_fault = e->state ? in_page_fault(e->kstack, e->kstack_bytes) : 0;
+	keep_user_copy(prev, b);
+	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
+		count_drop(EVENT_OFF_CPU_COPY);
+}
+
+static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid, __u64 now)
+{
+	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
+	if (!b)
+		return;
+	struct offcpu_copy_event *e = &b->e;
+	__u64 duration = now - e->time_ns;
+	if (duration >= offcpu_min_ns) {
+		e->cpu = bpf_get_smp_processor_id();
+		e->pid = next->tgid;
+		e->tid = tid;
+		e->duration_ns = duration;
+		e->runq_ns = runq_time(e->state, e->time_ns, e->wake_ns, now);
+		e->time_ns = now;
+		__u64 size = sizeof(struct offcpu_copy_event) + e->stack_bytes;
+		if (size > sizeof(*b))
+			size = sizeof(*b);
+		if (bpf_ringbuf_output(&events, b, size, submit_flags()))
+			count_drop(EVENT_OFF_CPU_COPY);
+		else if (wakeup_enabled)
+			wakeup_emit(next->tgid, tid, now, duration);
+	}
+	bpf_map_delete_elem(&offcpu_copies, &tid);
+	if (wakeup_enabled)
+		bpf_map_delete_elem(&wakers, &tid);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	if (!offcpu_enabled)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+
+	/* prev leaves the CPU: remember when and where (prev is still current here). A
+	 * preempted thread stays runnable whatever its state says (it may have been preempted
+	 * on its way to sleep). */
+	__u32 ptgid = prev->tgid, ptid = prev->pid;
+	if (preempt)
+		prev_state = 0;
+	if (ptgid && tracked(ptgid)) {
+		if (stack_copy_bytes)
+			offcpu_keep_copy(ctx, prev, ptid, now, prev_state);
+		else
+			offcpu_keep_stacks(ctx, ptid, now, prev_state);
+	}
+
+	/* next comes back: report how long it was away. */
+	__u32 ntid = next->pid;
+	if (stack_copy_bytes)
+		offcpu_emit_copy(next, ntid, now);
+	else
+		offcpu_emit_stacks(next, ntid, now);
+	return 0;
+}
+
+/* x86-64 task stacks are THREAD_SIZE bytes (16 KiB; 32 KiB with KASAN, a debug kernel). */
+#define TASK_STACK_SIZE (16 * 1024)
+
+/* Whether we run in an interrupt (hard or soft) rather than on behalf of `current`: x86-64
+ * runs interrupts on a per-CPU stack, so this program's own stack frame lies outside the
+ * task's stack. (The preempt count would say it directly, but per-CPU variables are not
+ * kernel symbols without CONFIG_KALLSYMS_ALL.) */
+static __always_inline bool in_interrupt_context(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 base = (__u64)task->stack;
+	void *frame = &base;
+	__u64 here = 0;
+	/* The frame's address as a number (the verifier keeps stack pointers opaque). */
+	bpf_probe_read_kernel(&here, sizeof(here), &frame);
+	return here - base >= TASK_STACK_SIZE;
+}
+
+/* A blocked tracked thread is being woken: note when (its wait for a CPU starts), and keep
+ * who woke it and from where. Only threads with an off-CPU interval under way are looked at,
+ * so running threads' wakeups cost a lookup. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	if (!offcpu_enabled)
+		return 0;
+	__u32 tgid = p->tgid, tid = p->pid;
+	if (!tgid || !tracked(tgid))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* The wakeup starts the interval's run-queue part. */
+	if (stack_copy_bytes) {
+		struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
+		if (!b)
+			return 0;
+		b->e.wake_ns = now;
+	} else {
+		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+		if (!s)
+			return 0;
+		s->wake_ns = now;
+	}
+	if (!wakeup_enabled)
+		return 0;
+	__u32 zero = 0;
+	struct wakeup_event *w = bpf_map_lookup_elem(&wakeup_scratch, &zero);
+	if (!w)
+		return 0;
+	w->wake_ns = now;
+	w->kstack_bytes = bpf_get_stack(ctx, w->kstack, sizeof(w->kstack), TP_BTF_SKIP);
+	if (in_interrupt_context()) {
+		/* An interrupt (a completed disk request, a timer): the task it interrupted has
+		 * nothing to do with it. The kernel stack says which interrupt. */
+		w->pid = 0;
+		w->tid = 0;
+		__builtin_memcpy(w->comm, "[interrupt]", 12);
+		w->ustack_bytes = 0;
+	} else {
+		__u64 id = bpf_get_current_pid_tgid();
+		w->pid = id >> 32;
+		w->tid = (__u32)id;
+		bpf_get_current_comm(w->comm, sizeof(w->comm));
+		w->ustack_bytes =
+			w->pid ? bpf_get_stack(ctx, w->ustack, sizeof(w->ustack), BPF_F_USER_STACK) : 0;
+	}
+	if (bpf_map_update_elem(&wakers, &tid, w, BPF_ANY))
+		count_drop(EVENT_WAKEUP);
+	return 0;
+}

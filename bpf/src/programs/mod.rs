@@ -1,0 +1,78 @@
+//! The programs, one module per concern as in `src/bpf/`: each says which of its programs
+//! load for the [`Options`], sizes its maps before load, and attaches what loaded. The
+//! [`crate::Profiler`] runs them in order: open, [`configure`], load, [`attach`].
+
+pub mod blockio;
+pub mod cache;
+pub mod follow;
+pub mod offcpu;
+pub mod sampling;
+
+use libbpf_rs::Link;
+
+use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
+use crate::{Error, Options};
+
+/// Before load: each concern's settings, which programs load, map sizes. `cpu_slots` is the
+/// highest online CPU + 1 (maps indexed by CPU number).
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) -> Result<(), Error> {
+    follow::configure(open, o);
+    sampling::configure(open, o, cpu_slots)?;
+    offcpu::configure(open, o, cpu_slots)?;
+    blockio::configure(open, o);
+    cache::configure(open, o);
+    Ok(())
+}
+
+/// The ring buffer's fill level at which programs wake the reader.
+pub fn set_wakeup_bytes(open: &mut OpenBpfperfSkel<'_>, bytes: u64) {
+    rodata(open).wakeup_bytes = bytes;
+}
+
+/// After load: attaches each concern's programs that loaded; sampling starts here.
+pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<Link>, Error> {
+    let mut links = Vec::new();
+    follow::attach(skel, &mut links)?;
+    offcpu::attach(skel, o, &mut links)?;
+    blockio::attach(skel, o, &mut links)?;
+    cache::attach(skel, o, &mut links)?;
+    sampling::attach(skel, o, cpus, &mut links)?;
+    Ok(links)
+}
+
+/// Every program, by name, with the concern's name for it (for run-time statistics).
+pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::ProgramMut<'s>)> {
+    let p = &skel.progs;
+    vec![
+        ("on_cpu_sample", &p.on_cpu_sample),
+        ("on_switch", &p.on_switch),
+        ("on_waking", &p.on_waking),
+        ("on_block_issue", &p.on_block_issue),
+        ("on_block_complete", &p.on_block_complete),
+        ("on_folio_dirtied", &p.on_folio_dirtied),
+        ("on_cache_read", &p.on_cache_read),
+        ("on_cache_fault", &p.on_cache_fault),
+        ("on_cache_add", &p.on_cache_add),
+        ("on_cache_dirty", &p.on_cache_dirty),
+        ("on_fork", &p.on_fork),
+        ("on_exit", &p.on_exit),
+    ]
+}
+
+/// The settings written before load (`const volatile` globals of every program file).
+fn rodata<'a>(open: &'a mut OpenBpfperfSkel<'_>) -> &'a mut crate::skel::types::rodata {
+    open.maps
+        .rodata_data
+        .as_deref_mut()
+        .expect("rodata is mapped")
+}
+
+/// Attaches `prog` (a tracepoint program), naming the step in the error.
+fn attach_one(
+    prog: &libbpf_rs::ProgramMut<'_>,
+    step: &'static str,
+    links: &mut Vec<Link>,
+) -> Result<(), Error> {
+    links.push(prog.attach().map_err(Error::bpf(step))?);
+    Ok(())
+}
