@@ -12,8 +12,9 @@ use analyze::unwind::dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, Unwin
 const MAX_RECORDS: usize = 1 << 16;
 
 /// perf.data bytes: the reader (repair scan and linux-perf-data), `analyze info`'s counting,
-/// and analyze's reading into a recording (the in-place parallel path and the record
-/// iterator), merged and not. `scratch` is a directory of this process's own.
+/// analyze's reading into a recording (the in-place parallel path and the record iterator),
+/// merged and not, and the views over what was read ([`views`]). `scratch` is a directory of
+/// this process's own.
 pub fn perf_data(data: &[u8], scratch: &Path) {
     let name = Path::new("fuzz.data");
     if let Ok(mut r) = format::PerfFileReader::from_bytes(name, data.to_vec()) {
@@ -32,9 +33,70 @@ pub fn perf_data(data: &[u8], scratch: &Path) {
     let _ = analyze::views::info::summarize(&path);
     for merge in [true, false] {
         if let Ok(r) = format::PerfFileReader::from_bytes(name, data.to_vec()) {
-            let _ = analyze::read::read_with(r, merge, &mut |_| {});
+            if let Ok(rec) = analyze::read::read_with(r, merge, &mut |_| {}) {
+                if !merge {
+                    views(&rec, &path);
+                }
+            }
         }
     }
+}
+
+/// The views whose work depends on the numbers a file holds (times, periods, counts):
+/// heatmaps of every kind of event, the pprof, Firefox and speedscope exports, a diff of the
+/// profile with itself, and `analyze cache` and `sched`. Frames are named from the files the
+/// recording names that are on this machine (functions only: no DWARF).
+fn views(rec: &analyze::read::Recording, path: &Path) {
+    use analyze::pipeline::{self, Options};
+    use analyze::read::EventSel;
+    use analyze::views::{self, export, heatmap::Heatmap};
+    let sink = std::io::sink;
+    let loader = analyze::files::Loader::with_sources(Default::default());
+    let (span, _) = rec.stray_times();
+    let span = span.unwrap_or((0, 0));
+    for event in ["cpu", "offcpu", "runq", "io", "wall"] {
+        let event = EventSel::parse(event);
+        let options = Options {
+            per_sample: true,
+            ..Default::default()
+        };
+        let options = Options { event, ..options };
+        if let Ok((samples, _)) = pipeline::select_samples(rec, &options) {
+            let map = if options.event.unit() == "ns" {
+                Heatmap::latency(&samples, span)
+            } else {
+                Heatmap::offsets(&samples, span, 50)
+            };
+            let _ = views::heatmap::write_svg(&map, "fuzz", "samples", sink());
+        }
+    }
+    let options = Options {
+        timeline: true,
+        inline: false,
+        lines: false,
+        ..Default::default()
+    };
+    if let Ok(s) = pipeline::symbolize(rec, &options, &loader) {
+        let cx = export::Context {
+            measure: "samples".into(),
+            span,
+            ..Default::default()
+        };
+        let spans = export::firefox::spans(rec, &[], &options);
+        let _ = export::firefox::write(&s, &spans, &cx, sink());
+        let _ = export::speedscope::write(&s, &cx, sink());
+        let profile = analyze::aggregate::aggregate(s);
+        let _ = export::pprof::write(&profile, &cx, sink());
+        let folded = views::folded::folded(&profile, false);
+        if let Ok(lines) = views::diff::folded(&folded, &folded, true) {
+            let _ = views::diff::write_svg(&lines, "fuzz", profile.unit, sink());
+        }
+        let _ = views::diff::table(&views::diff::changes(&profile, &profile), 10);
+    }
+    if let Ok(intervals) = views::cache::read_intervals(path) {
+        let _ = views::cache::report(&intervals);
+    }
+    let _ = views::sched::report(&views::sched::waits(rec), 10);
 }
 
 /// ELF bytes as a recorded binary: loaded, its symbols, lines and inline frames looked up at

@@ -138,11 +138,46 @@ impl KernelModules {
 }
 
 impl Recording {
-    /// The times of the first and the last sample (of any event), if there are samples.
+    /// The times of the first and the last sample (of any event), if there are samples,
+    /// leaving out stray times ([`Recording::stray_times`]).
     pub fn time_span(&self) -> Option<(u64, u64)> {
-        let first = self.samples.iter().map(|s| s.time).min()?;
-        let last = self.samples.iter().map(|s| s.time).max()?;
-        Some((first, last))
+        self.stray_times().0
+    }
+
+    /// The span of the samples' times, and how many samples lie outside it: times so far
+    /// from all the others that they can only be damage (a spliced or corrupted file: one
+    /// sample 12 billion seconds after the rest). Views of time are bounded by the span, not
+    /// by the numbers a damaged file holds.
+    ///
+    /// A span of up to a day is taken whole. Over a day, the times are cut where two
+    /// consecutive samples lie more than an hour apart, and the stretch holding the most
+    /// samples is the span (its first, on a tie).
+    pub fn stray_times(&self) -> (Option<(u64, u64)>, u64) {
+        const WHOLE: u64 = 86_400 * 1_000_000_000;
+        const GAP: u64 = 3_600 * 1_000_000_000;
+        let first = self.samples.iter().map(|s| s.time).min();
+        let last = self.samples.iter().map(|s| s.time).max();
+        let (Some(first), Some(last)) = (first, last) else {
+            return (None, 0);
+        };
+        if last - first <= WHOLE {
+            return (Some((first, last)), 0);
+        }
+        let mut times: Vec<u64> = self.samples.iter().map(|s| s.time).collect();
+        times.sort_unstable();
+        // (start index, end index) of the stretch with the most samples.
+        let (mut best, mut start) = ((0, 0), 0);
+        for i in 1..=times.len() {
+            if i == times.len() || times[i] - times[i - 1] > GAP {
+                if i - start > best.1 - best.0 {
+                    best = (start, i);
+                }
+                start = i;
+            }
+        }
+        let span = (times[best.0], times[best.1 - 1]);
+        let strays = (times.len() - (best.1 - best.0)) as u64;
+        (Some(span), strays)
     }
 
     /// The mapping of process `pid` holding `addr` at the end of the recording.

@@ -25,6 +25,10 @@ pub enum Axis {
     Offset,
 }
 
+/// The most one-second columns a sub-second heatmap draws: an hour. A longer recording
+/// shows its first hour ([`Heatmap::not_shown`] counts the rest; `--time` picks another).
+pub const MAX_OFFSET_COLUMNS: usize = 3600;
+
 /// A heatmap's cells, column by column.
 #[derive(Debug, Clone)]
 pub struct Heatmap {
@@ -39,6 +43,8 @@ pub struct Heatmap {
     pub counts: Vec<u64>,
     /// Aligned with `counts`: the summed weights (ns for latency maps).
     pub weights: Vec<u64>,
+    /// Samples outside the map: after its last column, or outside the span it was given.
+    pub not_shown: u64,
 }
 
 /// About 100 columns: the recording's span divided, rounded up to 1, 2 or 5 times a power
@@ -59,8 +65,8 @@ fn column_width(span_ns: u64) -> u64 {
 impl Heatmap {
     /// Latencies: each sample's weight is its latency in ns.
     pub fn latency(samples: &[Weighed<'_>], (first, last): (u64, u64)) -> Heatmap {
-        let column_ns = column_width(last - first);
-        let columns = ((last - first) / column_ns + 1) as usize;
+        let column_ns = column_width(last.saturating_sub(first));
+        let columns = (last.saturating_sub(first) / column_ns + 1) as usize;
         let buckets: Vec<usize> = samples
             .iter()
             .map(|(_, w)| latency::bucket_of(*w))
@@ -79,21 +85,32 @@ impl Heatmap {
             rows,
         );
         for ((s, w), b) in samples.iter().zip(buckets) {
-            let col = ((s.time.saturating_sub(first)) / column_ns) as usize;
+            if s.time < first || s.time > last {
+                map.not_shown += s.count;
+                continue;
+            }
+            let col = ((s.time - first) / column_ns) as usize;
             map.add(col.min(columns - 1), b - first_bucket, s.count, *w);
         }
         map
     }
 
-    /// Sub-second offsets: `rows` slices per one-second column.
+    /// Sub-second offsets: `rows` slices per one-second column, [`MAX_OFFSET_COLUMNS`] at
+    /// most.
     pub fn offsets(samples: &[Weighed<'_>], (first, last): (u64, u64), rows: usize) -> Heatmap {
         let column_ns = 1_000_000_000;
-        let columns = ((last - first) / column_ns + 1) as usize;
+        let seconds = (last.saturating_sub(first) / column_ns).saturating_add(1);
+        let columns = seconds.min(MAX_OFFSET_COLUMNS as u64) as usize;
         let rows = rows.clamp(1, 1000);
         let mut map = Heatmap::empty(Axis::Offset, first, column_ns, columns, rows);
         for (s, w) in samples {
-            let at = s.time.saturating_sub(first);
-            let col = ((at / column_ns) as usize).min(columns - 1);
+            let at = s.time.wrapping_sub(first);
+            let col = at / column_ns;
+            if s.time < first || s.time > last || col >= columns as u64 {
+                map.not_shown += s.count;
+                continue;
+            }
+            let col = col as usize;
             // The row whose [start, end) holds the sample, as cell_time draws it.
             let mut row = ((at % column_ns) as u128 * rows as u128 / column_ns as u128) as usize;
             if row + 1 < rows && s.time >= map.cell_time(col, row + 1).0 {
@@ -113,6 +130,7 @@ impl Heatmap {
             rows,
             counts: vec![0; columns * rows],
             weights: vec![0; columns * rows],
+            not_shown: 0,
         }
     }
 

@@ -12,6 +12,7 @@ mod fidelity;
 mod folded;
 mod formats;
 mod fuzz_inputs;
+mod heatmap;
 mod info;
 mod inline;
 mod jit;

@@ -10,16 +10,34 @@ use crate::recording::with_recording_files;
 
 /// `analyze heatmap`: the select stage, then the cells.
 pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
-    use views::heatmap::{write_svg, Heatmap};
+    use views::heatmap::{write_svg, Heatmap, MAX_OFFSET_COLUMNS};
     let mut options = select.options(false, false);
     options.per_sample = true;
     let svg = with_recording_files(select, &options, false, |rec, _| {
         let (samples, label) = pipeline::select_samples(rec, &options)?;
-        let span = rec.time_span().unwrap_or((0, 0));
+        let (span, strays) = rec.stray_times();
+        let span = span.unwrap_or((0, 0));
+        if strays > 0 {
+            eprintln!(
+                "analyze: warning: {strays} sample(s) have times far from all the others \
+                 (more than an hour from the {:.3} s the rest span): the file looks damaged; \
+                 the heatmap leaves them out",
+                (span.1 - span.0) as f64 / 1e9
+            );
+        }
         let (map, what) = if options.event.unit() == "ns" {
             (Heatmap::latency(&samples, span), "events")
         } else {
-            (Heatmap::offsets(&samples, span, rows), "samples")
+            let map = Heatmap::offsets(&samples, span, rows);
+            let seconds = (span.1 - span.0) / 1_000_000_000 + 1;
+            if seconds > MAX_OFFSET_COLUMNS as u64 {
+                eprintln!(
+                    "analyze: the recording spans {seconds} s; the heatmap shows its first \
+                     {MAX_OFFSET_COLUMNS} (one column a second): pick another stretch with \
+                     --time START,END"
+                );
+            }
+            (map, "samples")
         };
         let title = format!("{}: {label}", select.input.display());
         let mut svg = Vec::new();
