@@ -180,12 +180,37 @@ pub fn build_ids_match(recorded: &[u8], file: &[u8]) -> bool {
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Bytes, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = open_regular(path)?;
     // SAFETY: a read-only map of a binary; binaries are not rewritten while we analyze them
     // (a package upgrade replaces the file, it does not write into it).
     let map =
         unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Bytes::Mapped(map))
+}
+
+/// Opens `path` for reading if it is a regular file. A recording names paths that may now be
+/// anything: opening a FIFO would wait for a writer forever, a device could be endless.
+pub(super) fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let at = |e: std::io::Error| format!("{}: {e}", path.display());
+    // O_NONBLOCK: a FIFO opens at once instead of waiting; it is refused below.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(at)?;
+    if !file.metadata().map_err(at)?.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    Ok(file)
+}
+
+/// Reads the regular file at `path` whole (see [`open_regular`]).
+pub(super) fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_regular(path)?, &mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(bytes)
 }
 
 /// The `[vdso]` image of this process, read from its own memory.

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use elf::{build_ids_match, hex, Bytes, Derived, ElfData, Segment};
-use elf::{map_file, vdso_image};
+use elf::{map_file, read_regular, vdso_image};
 pub use jit::JitMap;
 pub use kallsyms::Kallsyms;
 
@@ -200,7 +200,16 @@ impl Loader {
         let id = id.as_deref().filter(|h| h.len() > 2);
         let mut why_not: Vec<String> = Vec::new();
         let mut try_path = |path: &Path, from: &str| -> Option<(ElfData, String)> {
-            let bytes = map_file(path).ok()?;
+            let bytes = match map_file(path) {
+                Ok(b) => b,
+                Err(e) => {
+                    // There but unusable (not a regular file, unreadable): say why.
+                    if path.symlink_metadata().is_ok() {
+                        why_not.push(e);
+                    }
+                    return None;
+                }
+            };
             match ElfData::parse(name.into(), bytes) {
                 Ok(elf) if matches(&elf) => Some((elf, from.to_string())),
                 Ok(elf) => {
@@ -408,7 +417,7 @@ impl Loader {
         let read = |path: &str| -> Option<Vec<u8>> {
             match self.sources.archive.as_ref().and_then(|a| a.file_at(path)) {
                 Some(b) => Some(b.to_vec()),
-                None => std::fs::read(path).ok(),
+                None => read_regular(Path::new(path)).ok(),
             }
         };
         let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
@@ -493,6 +502,28 @@ impl Loader {
 mod tests {
     use super::*;
     use object::Object;
+
+    #[test]
+    fn a_fifo_or_a_device_named_by_a_recording_is_refused_at_once() {
+        let dir = std::env::temp_dir().join(format!("bpfperf-fifo-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let fifo = dir.join("libfifo.so");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let l = Loader::with_sources(Default::default());
+        // Opened without O_NONBLOCK, this would wait for a writer forever.
+        assert!(l.elf(fifo.to_str().unwrap(), None).is_none());
+        assert!(l.elf("/dev/zero", None).is_none());
+        let problems = l.problems();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("libfifo.so: not a regular file")),
+            "{problems:?}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn vdso_is_an_elf_with_symbols() {
