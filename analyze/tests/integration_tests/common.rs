@@ -27,6 +27,26 @@ pub fn fixture(name: &str) -> PathBuf {
     .join(name)
 }
 
+/// perf.data files from other machines (`../shared/fixtures/elsewhere`, beside the checkout:
+/// not in the repository). Under CI they must be there; elsewhere (a clone with nothing beside
+/// it) a test that needs them is skipped, with one line saying so.
+pub fn elsewhere() -> Option<PathBuf> {
+    let dir = root().parent().unwrap().join("shared/fixtures/elsewhere");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing (perf.data files from other machines)",
+        dir.display()
+    );
+    eprintln!(
+        "skipping: {} is missing (perf.data files from other machines, beside the checkout)",
+        dir.display()
+    );
+    None
+}
+
 /// perf must be usable; under CI its absence fails the test, elsewhere the test is skipped.
 pub fn perf_ok() -> bool {
     let ok = Command::new("perf")

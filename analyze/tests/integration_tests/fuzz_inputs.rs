@@ -8,7 +8,7 @@ mod harness;
 
 use std::path::Path;
 
-use crate::common::{fixture, root, Tmp};
+use crate::common::{elsewhere, fixture, root, Tmp};
 
 fn kept(target: &str) -> Vec<std::path::PathBuf> {
     let dir = root().join("fixtures/fuzz").join(target);
@@ -39,8 +39,7 @@ fn kept_fuzz_inputs_and_real_files_pass_the_harness() {
     for program in ["inline-nofp", "rsprog-nofp"] {
         harness::elf(&std::fs::read(fixture(program)).unwrap(), &dir.0);
     }
-    let data = root().join("../shared/fixtures/elsewhere");
-    if let Ok(entries) = std::fs::read_dir(&data) {
+    if let Some(Ok(entries)) = elsewhere().map(std::fs::read_dir) {
         for e in entries.flatten().take(5) {
             if let Ok(bytes) = std::fs::read(e.path()) {
                 if bytes.len() < 8 << 20 {

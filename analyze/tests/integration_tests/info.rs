@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::common::{analyze, fixture, perf_ok, root, Tmp};
+use crate::common::{analyze, elsewhere, fixture, perf_ok, Tmp};
 use std::process::{Command, Stdio};
 
 /// Sample counts per event name as `perf script` sees them.
@@ -188,15 +188,9 @@ fn info_reads_a_killed_perf_recording_that_perf_ignores() {
 
 #[test]
 fn info_reads_perf_6_16_files_that_perf_6_1_cannot() {
-    let dir = root().parent().unwrap().join("shared/fixtures/elsewhere");
-    if !dir.exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is missing",
-            dir.display()
-        );
+    let Some(dir) = elsewhere() else {
         return;
-    }
+    };
     for name in [
         "sleep.data",
         "sleep.compressed.data",

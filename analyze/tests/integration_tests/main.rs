@@ -13,6 +13,7 @@ mod folded;
 mod formats;
 mod fuzz_inputs;
 mod heatmap;
+mod hygiene;
 mod info;
 mod inline;
 mod jit;

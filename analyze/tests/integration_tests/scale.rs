@@ -1,6 +1,8 @@
 //! Large recordings: analyze keeps a window of the file mapped in, not the whole of it, and
 //! groups the unwound DWARF stacks before resolving them.
 
+use std::os::unix::process::ExitStatusExt;
+
 use crate::common::*;
 
 /// The last `peak N MiB` that BPFPERF_TIMING printed: the process's peak resident memory.
@@ -13,6 +15,36 @@ fn peak_mib(stderr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no peak in {stderr}"))
 }
 
+/// Records busy-nofp (DWARF, 8000 Hz, two threads) into `file` until it holds `bytes` or
+/// `limit` passed, then stops `record` as Ctrl-C would: sized by what was written, not by
+/// CPU time, which another job on the machine takes.
+fn record_until(file: &std::path::Path, bytes: u64, limit: std::time::Duration) {
+    let mut child = std::process::Command::new(record_bin())
+        .args(["-q", "-F", "8000", "-o"])
+        .arg(file)
+        .arg("--")
+        .arg(fixture("busy-nofp"))
+        .args(["600", "2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit
+        && std::fs::metadata(file).map_or(0, |m| m.len()) < bytes
+        && child.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    // The workload dies of the forwarded SIGINT: record exits with its status.
+    assert!(
+        status.code().is_some() || status.signal().is_some(),
+        "record: {status}"
+    );
+}
+
 #[test]
 fn a_recording_larger_than_analyzes_memory_is_read_whole() {
     if !can_record() {
@@ -20,8 +52,9 @@ fn a_recording_larger_than_analyzes_memory_is_read_whole() {
     }
     let dir = Tmp::new("scale");
     let file = dir.0.join("big.data");
-    // DWARF stack copies at 8000 Hz on two threads: ~35 MB a second.
-    record_ours(&file, &["-F", "8000"], &fixture("busy-nofp"), &["10", "2"]);
+    // DWARF stack copies at 8000 Hz on two threads, ~35 MB a second on an idle machine,
+    // until the file passes 260 MiB (a busy machine takes longer; two minutes at most).
+    record_until(&file, 260 << 20, std::time::Duration::from_secs(120));
     let size_mib = std::fs::metadata(&file).unwrap().len() >> 20;
     assert!(
         size_mib >= 250,
@@ -40,12 +73,19 @@ fn a_recording_larger_than_analyzes_memory_is_read_whole() {
         .lines()
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
+    // The cpu-clock samples (other events, off-CPU and I/O of whatever else ran, grow with
+    // the machine's load and are not in a CPU profile).
     let info = analyze(&["info", "-i", file.to_str().unwrap()]);
     let recorded: u64 = String::from_utf8_lossy(&info.stdout)
         .lines()
-        .find_map(|l| l.strip_prefix("samples:"))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("cpu-clock")?
+                .trim()
+                .strip_prefix("samples")
+        })
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("info gives the sample count");
+        .expect("info gives the cpu-clock sample count");
     assert!(
         samples * 100 >= recorded * 95,
         "folded holds {samples} of {recorded} samples"
