@@ -71,7 +71,8 @@ pub struct Options {
     pub frequency: u64,
     /// Sample on these CPUs only (None: every online CPU).
     pub cpus: Option<Vec<u32>>,
-    /// Sample every process, not only the tracked ones.
+    /// Sample every process, not only the tracked ones (the process that loads the programs
+    /// is never recorded, system-wide or not).
     pub system_wide: bool,
     /// Report off-CPU intervals of the tracked threads longer than this (None: off).
     pub off_cpu_min_ns: Option<u64>,

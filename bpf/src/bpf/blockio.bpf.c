@@ -223,6 +223,9 @@ int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mappin
 	return 0;
 }
 
+/* A request is kept if a followed thread issued it, or if it writes back pages a followed
+ * thread dirtied (charged to that thread); with -a, every request but record's own. The
+ * rest are dropped here, before any stack is taken. */
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_issue, struct request *rq)
 {
@@ -233,15 +236,29 @@ int BPF_PROG(on_block_issue, struct request *rq)
 	if (!s)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
-	__u64 key = (__u64)rq;
-	s->issue_ns = bpf_ktime_get_ns();
 	s->pid = id >> 32;
 	s->tid = (__u32)id;
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	s->tracked = s->pid && tracked(s->pid);
+	if (system_wide) {
+		if (s->pid == self_tgid && s->pid)
+			return 0;
+		find_dirtier(rq, s);
+	} else {
+		find_dirtier(rq, s);
+		if (!s->tracked && !s->dirtier_pid)
+			return 0;
+	}
+	__u64 key = (__u64)rq;
+	s->issue_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
-	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
-	find_dirtier(rq, s);
+	/* Kernel threads (writeback's kworkers) have no user stack to walk. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & PF_KTHREAD)
+		s->ustack_bytes = 0;
+	else
+		s->ustack_bytes =
+			bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY))
 		count_drop(EVENT_BLOCK_IO);
 	return 0;

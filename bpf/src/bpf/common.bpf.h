@@ -14,6 +14,12 @@
 
 /* Set before load: record every process, not only the tracked ones. */
 const volatile bool system_wide __weak = false;
+/* record's own process: never recorded, whatever else is (its writes to the output file
+ * would feed back into it). */
+const volatile __u32 self_tgid __weak = 0;
+
+/* include/linux/sched.h: a kernel thread (macros do not reach BTF). */
+#define PF_KTHREAD 0x00200000
 /* DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers). */
 const volatile __u32 stack_copy_bytes __weak = 0;
 /* Wake the reader only when this many bytes wait in the ring buffer (the reader also polls
@@ -44,6 +50,8 @@ struct {
 
 static __always_inline bool tracked(__u32 tgid)
 {
+	if (tgid == self_tgid)
+		return false;
 	return system_wide || bpf_map_lookup_elem(&pids, &tgid);
 }
 

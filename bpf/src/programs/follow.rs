@@ -10,6 +10,9 @@ use crate::{Error, Options};
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     let rodata = super::rodata(open);
     rodata.system_wide = o.system_wide;
+    // The process that loads the programs is never recorded: its own writes (the output
+    // file) would feed back into what it records.
+    rodata.self_tgid = std::process::id();
     rodata.stack_copy_bytes = o.stack_copy_bytes.min(crate::MAX_STACK_COPY);
 }
 

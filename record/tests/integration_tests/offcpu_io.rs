@@ -357,3 +357,70 @@ fn wakeups_name_the_waker_and_its_stack() {
         total(&analyze_folded(&file, &["--event", "offcpu"]))
     );
 }
+
+#[test]
+fn only_the_recorded_programs_io_is_kept_not_another_processes_nor_records_own() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("others-io");
+    let file = dir.path("busy.data");
+    // Another process, not recorded, writes 256 MiB with O_DIRECT (each request issued in its
+    // own context) while the recorded program only computes.
+    let io_dir = std::env::var("TMPDIR").unwrap_or_else(|_| "/var/tmp".into());
+    let other = std::path::Path::new(&io_dir).join(format!("bpfperf-other-{}", std::process::id()));
+    let mut dd = std::process::Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", other.display()))
+        .args(["bs=1M", "count=256", "oflag=direct"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let busy = fixture("busy-fp");
+    let out = record(
+        &["-o", file.to_str().unwrap()],
+        &[busy.to_str().unwrap(), "2", "1"],
+    );
+    let dd_done = dd.wait().unwrap();
+    let _ = std::fs::remove_file(&other);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(dd_done.success(), "dd failed");
+    let text = perf_script_clean(&file);
+    // Each block_io sample's process (perf script's second word) and the issuer its fields
+    // name; the recorded program's processes are those of its cpu-clock samples.
+    let pid_of = |l: &str| -> Option<String> {
+        let w = l.split_whitespace().nth(1)?;
+        Some(w.split('/').next()?.to_string())
+    };
+    let program: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('\t') && l.contains(" cpu-clock"))
+        .filter_map(pid_of)
+        .collect();
+    assert!(!program.is_empty(), "no cpu-clock samples");
+    let mut issuers: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut others = Vec::new();
+    for l in text.lines().filter(|l| l.contains("bpfperf:block_io:")) {
+        let comm = l
+            .split("comm=")
+            .nth(1)
+            .and_then(|c| c.split_whitespace().next());
+        *issuers.entry(comm.unwrap_or("?").to_string()).or_insert(0) += 1;
+        if !pid_of(l).is_some_and(|p| program.contains(&p)) {
+            others.push(l.to_string());
+        }
+    }
+    eprintln!("block I/O by issuer: {issuers:?} (the program's processes: {program:?})");
+    assert!(
+        !issuers.contains_key("dd"),
+        "another process's I/O was recorded: {issuers:?}"
+    );
+    // record's own writes (its output file) would be charged to record's process; the
+    // program before its exec is named `record` too, but is its own process.
+    assert!(
+        others.is_empty(),
+        "block I/O of processes that were not recorded:\n{}",
+        others.join("\n")
+    );
+}
