@@ -14,6 +14,8 @@ pub struct EventSummary {
     pub config: u64,
     pub sample_type: u64,
     pub samples: u64,
+    /// The bytes its sample records take in the file (headers included; uncompressed).
+    pub bytes: u64,
 }
 
 /// The contents of a perf.data file, counted.
@@ -235,6 +237,7 @@ pub fn summarize_reader(
             config: attr_config_raw(&desc.attr),
             sample_type: desc.attr.sample_format.bits(),
             samples: 0,
+            bytes: 0,
         })
         .collect();
 
@@ -257,6 +260,7 @@ pub fn summarize_reader(
                     s.samples += 1;
                     if let Some(e) = s.events.get_mut(attr_index) {
                         e.samples += 1;
+                        e.bytes += 8 + record.data.len() as u64;
                     }
                 }
                 RecordType::LOST => {
@@ -316,6 +320,16 @@ fn attr_config_raw(attr: &format::linux_perf_data::linux_perf_event_reader::Perf
         T::Tracepoint(id) => id,
         T::DynamicPmu(_, c, ..) => c,
         _ => 0,
+    }
+}
+
+/// `bytes` as people read sizes: `812 B`, `41.3 KB`, `140.9 MB`, `1.2 GB` (powers of 1000).
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b < 1000 => format!("{b} B"),
+        b if b < 1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
+        b if b < 1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b => format!("{:.1} GB", b as f64 / 1e9),
     }
 }
 
@@ -383,9 +397,11 @@ impl FileSummary {
         for e in &self.events {
             let _ = writeln!(
                 o,
-                "  {:<24} samples {:>10}   type {} ({}) config {:#x}   sample_type {}",
+                "  {:<24} samples {:>10} {:>9} ({:>6} B each)   type {} ({}) config {:#x}   sample_type {}",
                 e.name,
                 e.samples,
+                human_bytes(e.bytes),
+                e.bytes.checked_div(e.samples).unwrap_or(0),
                 e.attr_type,
                 attr_type_word(e.attr_type),
                 e.config,
