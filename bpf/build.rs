@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
-const CONCERNS: &[&str] = &["follow", "sampling", "offcpu", "blockio", "cache"];
+const CONCERNS: &[&str] = &["follow", "unwind", "sampling", "offcpu", "blockio", "cache"];
 
 /// The headers every program file includes.
-const HEADERS: &[&str] = &["bpfperf.h", "common.bpf.h", "stack.bpf.h"];
+const HEADERS: &[&str] = &["bpfperf.h", "common.bpf.h", "stack.bpf.h", "unwind.bpf.h"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));

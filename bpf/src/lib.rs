@@ -48,6 +48,10 @@ pub use error::Error;
 pub use events::{
     BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS,
 };
+pub use programs::unwind::{
+    Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
+    MAPPINGS as UNWIND_MAPPINGS,
+};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
@@ -84,6 +88,9 @@ pub struct Options {
     pub cache: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
+    /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
+    /// tables for the process; copy them where not.
+    pub unwind_in_kernel: bool,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -101,6 +108,7 @@ impl Default for Options {
             block_io: true,
             cache: true,
             stack_copy_bytes: 0,
+            unwind_in_kernel: true,
             ring_bytes: None,
         }
     }
@@ -224,6 +232,18 @@ impl Profiler {
     /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
     pub fn take_cache_counts(&self) -> Vec<CacheCounts> {
         programs::cache::take_counts(self.loaded.skel())
+    }
+
+    /// The tables the kernel unwinds user stacks with (DWARF mode), to fill from another
+    /// thread. The handle writes into this profiler's mapped memory: drop it (join the thread
+    /// that holds it) before the profiler.
+    pub fn unwind_tables(&self) -> Result<UnwindTables, Error> {
+        UnwindTables::new(self.loaded.skel())
+    }
+
+    /// Whether process `tgid` has unwind tables installed.
+    pub fn has_unwind_tables(&self, tgid: u32) -> bool {
+        programs::unwind::has_process(self.loaded.skel(), tgid)
     }
 
     /// Follows process `pid` (its threads, and the children it forks from now on).

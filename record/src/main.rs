@@ -11,6 +11,7 @@ mod recorder;
 mod session;
 mod sideband;
 mod status;
+mod unwinding;
 mod workload;
 
 use std::path::PathBuf;
@@ -31,13 +32,17 @@ struct Args {
     /// Samples per second per CPU.
     #[arg(short = 'F', long, default_value_t = 999)]
     freq: u64,
-    /// How user stacks are captured: fp (frame pointers), dwarf[,MAXBYTES] (stack copies
+    /// How user stacks are captured: fp (frame pointers), dwarf[,MAXBYTES] (unwound in the
+    /// kernel from each file's .eh_frame once its tables are built, else copies of the stack
     /// unwound by analyze; MAXBYTES default 32768), none.
     #[arg(long, default_value = "dwarf", value_parser = parse_call_graph)]
     call_graph: CallGraph,
     /// Accepted as perf accepts it (stacks are always recorded).
     #[arg(short = 'g')]
     g: bool,
+    /// DWARF mode: never unwind in the kernel; copy every user stack (as perf does).
+    #[arg(long)]
+    no_kernel_unwind: bool,
     /// What to record (comma-separated or repeated; default: all of them): cpu-clock
     /// (on-CPU samples), offcpu (off-CPU time, with run-queue waits), wakeup (who woke the
     /// blocked threads), runq, fault (page faults that had to read), io (block I/O), cache
@@ -237,6 +242,7 @@ impl Args {
                 CallGraph::Dwarf(n) => n,
                 _ => 0,
             },
+            unwind_in_kernel: !self.no_kernel_unwind,
         })
     }
 }

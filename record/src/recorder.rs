@@ -77,6 +77,8 @@ pub struct Recorder {
     pub tracked: HashSet<u32>,
     pub pending: Vec<Item>,
     pub samples: u64,
+    /// DWARF mode: samples whose user stack was copied (not unwound in the kernel).
+    pub copied_stacks: u64,
     pub off_cpu: u64,
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
@@ -122,6 +124,7 @@ impl Recorder {
             tracked,
             pending: Vec::new(),
             samples: 0,
+            copied_stacks: 0,
             off_cpu: 0,
             runq: 0,
             dirty_bursts: BTreeMap::new(),
@@ -341,6 +344,7 @@ impl Recorder {
                     &[],
                 )?;
                 self.samples += 1;
+                self.copied_stacks += !s.stack_copy.is_empty() as u64;
             }
             Item::OffCpu(o) => {
                 let Some(attr) = self.offcpu_attr else {

@@ -40,6 +40,8 @@ pub struct Config {
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
+    /// DWARF mode: unwind in the kernel where the tables are built (record/src/unwinding).
+    pub unwind_in_kernel: bool,
     /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
     pub ring_pages: Option<u64>,
     /// Print phase timings.
@@ -89,7 +91,7 @@ pub struct Summary {
 /// How far behind "now" a round ends, so that events still being written on other CPUs
 /// land in the next round instead of arriving older than a finished round.
 const ROUND_SLACK_NS: u64 = 20_000_000;
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Page-cache counts are taken this often (cachestat's interval).
 const CACHE_INTERVAL_NS: u64 = 1_000_000_000;
@@ -147,6 +149,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         block_io: cfg.block_io,
         cache: cfg.cache,
         stack_copy_bytes: cfg.stack_copy_bytes,
+        unwind_in_kernel: cfg.unwind_in_kernel,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
     };
     let mut profiler = bpf::Profiler::start(&options)?;
@@ -173,6 +176,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         tracked.insert(pid);
     }
+    // DWARF mode: the kernel unwinds the followed processes' stacks once their files'
+    // tables are built (not system-wide: every process's files would be).
+    let mut unwinding = if cfg.stack_copy_bytes > 0 && cfg.unwind_in_kernel && !system_wide {
+        Some(crate::unwinding::Unwinding::start(
+            profiler.unwind_tables()?,
+            &initial,
+        ))
+    } else {
+        None
+    };
 
     phases.mark("side-band events opened, processes tracked");
     host::rotate_old(&cfg.output)?;
@@ -231,6 +244,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             continue;
         }
         for fact in procfs::synthesize(pid, cfg.stack_copy_bytes > 0) {
+            if let Some(u) = &mut unwinding {
+                u.observe([&fact]);
+            }
             rec.write_fact(&TimedFact {
                 time: now,
                 cpu: 0,
@@ -260,6 +276,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         })?;
         sideband.drain(&mut facts);
+        if let Some(u) = &mut unwinding {
+            u.observe(facts.iter().map(|f| &f.fact));
+        }
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         if cfg.cache && monotonic_ns() >= cache_taken + CACHE_INTERVAL_NS {
             cache_taken = take_cache_counts(&profiler, &mut rec.pending, cache_taken);
@@ -350,7 +369,24 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.flush_until(u64::MAX)?;
     let missed_wakers = profiler.missed_wakers();
+    // The unwind-table thread writes into the profiler's memory: it stops first.
+    let unwound = unwinding.take().map(|u| u.finish());
     if cfg.verbose {
+        if let Some(u) = &unwound {
+            eprintln!(
+                "record: unwind tables: {} files, {} rows, {} processes, built in {:.1} ms",
+                u.files, u.rows, u.processes, u.build_ms
+            );
+            eprintln!(
+                "record: user stacks of {} of {} samples unwound in the kernel, {} copied",
+                rec.samples - rec.copied_stacks,
+                rec.samples,
+                rec.copied_stacks
+            );
+            for why in &u.failed {
+                eprintln!("record: no unwind table: {why}");
+            }
+        }
         crate::phases::report_costs(&profiler.run_time(), started.elapsed());
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {

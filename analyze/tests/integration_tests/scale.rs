@@ -15,12 +15,14 @@ fn peak_mib(stderr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no peak in {stderr}"))
 }
 
-/// Records busy-nofp (DWARF, 8000 Hz, two threads) into `file` until it holds `bytes` or
+/// Records busy-nofp (DWARF stack copies, 8000 Hz, two threads) into `file` until it holds `bytes` or
 /// `limit` passed, then stops `record` as Ctrl-C would: sized by what was written, not by
 /// CPU time, which another job on the machine takes.
 fn record_until(file: &std::path::Path, bytes: u64, limit: std::time::Duration) {
     let mut child = std::process::Command::new(record_bin())
-        .args(["-q", "-F", "8000", "-o"])
+        // Stack copies, as analyze unwinds them (unwound in the kernel, the file would
+        // grow a tenth as fast).
+        .args(["-q", "--no-kernel-unwind", "-F", "8000", "-o"])
         .arg(file)
         .arg("--")
         .arg(fixture("busy-nofp"))

@@ -5,6 +5,7 @@
  * the page back, issued by a kernel thread or `sync`, names it. */
 #include "common.bpf.h"
 #include "stack.bpf.h"
+#include "unwind.bpf.h"
 
 const volatile bool io_enabled = true;
 
@@ -132,6 +133,18 @@ struct {
 static __always_inline void dirty_emit(void *ctx, __u64 now)
 {
 	if (stack_copy_bytes) {
+		/* Unwound with the tables where the process has them. */
+		struct offcpu_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			__s32 unwound = unwind_user_stack(bpf_get_current_pid_tgid() >> 32, e->ustack);
+			if (unwound >= 0) {
+				DIRTY_HEAD(e, EVENT_DIRTY, ctx, now);
+				e->ustack_bytes = unwound;
+				bpf_ringbuf_submit(e, submit_flags());
+				return;
+			}
+			bpf_ringbuf_discard(e, 0);
+		}
 		struct offcpu_copy_buf *b = bpf_ringbuf_reserve(&events, sizeof(*b), 0);
 		if (!b) {
 			count_drop(EVENT_DIRTY_COPY);
@@ -254,8 +267,11 @@ int BPF_PROG(on_block_issue, struct request *rq)
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	/* Kernel threads (writeback's kworkers) have no user stack to walk. */
 	struct task_struct *task = bpf_get_current_task_btf();
+	__s32 unwound = -1;
 	if (task->flags & PF_KTHREAD)
 		s->ustack_bytes = 0;
+	else if ((unwound = unwind_user_stack(s->pid, s->ustack)) >= 0)
+		s->ustack_bytes = unwound;
 	else
 		s->ustack_bytes =
 			bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);

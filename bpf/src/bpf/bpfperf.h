@@ -20,6 +20,14 @@
 /* Block requests in flight at the same time. */
 #define MAX_INFLIGHT 16384
 
+/* Unwinding in the kernel (unwind.bpf.h): rows of all tables together, and entries of their
+ * page index (fixed arrays in .bss that user space fills through the mapped section);
+ * executable mappings with a table per process; processes with tables at once. */
+#define UNWIND_ROWS (1 << 21)
+#define UNWIND_PAGES (1 << 20)
+#define UNWIND_MAPPINGS 128
+#define UNWIND_PROCS 8192
+
 /* Entries of the drops map: one per event kind (below), and 0. */
 #define EVENT_KINDS 9
 
@@ -31,6 +39,10 @@ enum bpfperf_limits {
 	BPFPERF_OFFCPU_COPY = MAX_OFFCPU_COPY,
 	BPFPERF_USER_REGS = USER_REGS,
 	BPFPERF_EVENT_KINDS = EVENT_KINDS,
+	BPFPERF_UNWIND_ROWS = UNWIND_ROWS,
+	BPFPERF_UNWIND_PAGES = UNWIND_PAGES,
+	BPFPERF_UNWIND_MAPPINGS = UNWIND_MAPPINGS,
+	BPFPERF_UNWIND_PROCS = UNWIND_PROCS,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */
@@ -180,6 +192,52 @@ struct cache_counts {
 	__u64 accesses; /* pages looked up: by read() and by page faults */
 	__u64 added;	/* pages added to the cache (read in, or new pages written) */
 	__u64 dirtied;	/* pages dirtied */
+};
+
+/* ---- Unwinding user stacks in the kernel (unwind.bpf.h), with tables record builds from
+ * each file's .eh_frame or .debug_frame. ---- */
+
+/* How a row finds the canonical frame address (CFA): the caller's stack pointer. */
+enum unwind_cfa {
+	CFA_UNKNOWN = 0,   /* no rule this unwinder follows: the stack ends here */
+	CFA_RSP = 1,       /* rsp + cfa_off */
+	CFA_RBP = 2,       /* rbp + cfa_off */
+	CFA_PLT = 3,       /* a PLT entry: rsp + 8, + 8 more from the 11th byte of its 16 */
+	CFA_OUTERMOST = 4, /* the return address is undefined: the outermost frame (_start) */
+};
+
+/* From `pc` (the file's address, SVMA) until the next row: where the CFA is; the return
+ * address is at CFA - 8; the caller's rbp is at CFA + rbp_off when rbp_saved, else rbp is
+ * unchanged. */
+struct unwind_row {
+	__u32 pc;
+	__u8 cfa;
+	__u8 rbp_saved;
+	__s16 rbp_off;
+	__s32 cfa_off;
+};
+
+/* A mapping of a file with a table: [start, end) in the process, bias = AVMA - SVMA; its
+ * rows and page index in the arrays. pages[first_page + p] (p = (svma >> 12) - base_page)
+ * is the row in effect at the start of page p, relative to first_row; n_pages + 1 entries.
+ * No rows: the file has no CFI, and its frames follow the frame-pointer rule (Go). */
+struct unwind_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 bias;
+	__u32 first_row;
+	__u32 n_rows;
+	__u32 first_page;
+	__u32 n_pages;
+	__u32 base_page;
+	__u32 _pad;
+};
+
+/* The mappings of one process, sorted by start. */
+struct unwind_proc {
+	__u32 n;
+	__u32 _pad;
+	struct unwind_mapping maps[UNWIND_MAPPINGS];
 };
 
 /* A tracked thread group ended. */

@@ -5,6 +5,7 @@
  * blocked inside a page fault. sched_waking notes the wakeup and who woke it. */
 #include "common.bpf.h"
 #include "stack.bpf.h"
+#include "unwind.bpf.h"
 
 /* Off-CPU intervals shorter than this are not reported (ns). */
 const volatile __u64 offcpu_min_ns = 1000;
@@ -100,20 +101,32 @@ static __always_inline __u32 in_page_fault(const __u64 *kstack, __s32 bytes)
 	return 0;
 }
 
-static __always_inline void offcpu_keep_stacks(void *ctx, __u32 tid, __u64 now, __u32 state)
+/* Keeps the stacks of the thread that blocks: its user stack by frame pointers, or (DWARF
+ * mode, `unwind`) unwound with the tables. false when there is no table for it (the caller
+ * takes a stack copy). */
+static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid, __u64 now,
+					       __u32 state, bool unwind)
 {
 	__u32 zero = 0;
 	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
 	if (!s)
-		return;
+		return true;
+	if (unwind) {
+		__s32 bytes = unwind_user_stack(tgid, s->ustack);
+		if (bytes < 0)
+			return false;
+		s->ustack_bytes = bytes;
+	} else {
+		s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	}
 	s->time_ns = now;
 	s->wake_ns = 0;
 	s->state = state & 3;
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
-	s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
+	return true;
 }
 
 /* The run-queue part of an off-CPU interval that started at `start` and ends `now`: all of
@@ -246,18 +259,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (preempt)
 		prev_state = 0;
 	if (ptgid && tracked(ptgid)) {
-		if (stack_copy_bytes)
+		/* DWARF mode: unwound where the tables are, a stack copy where not. */
+		bool unwind = stack_copy_bytes != 0;
+		if (!offcpu_keep_stacks(ctx, ptgid, ptid, now, prev_state, unwind))
 			offcpu_keep_copy(ctx, prev, ptid, now, prev_state);
-		else
-			offcpu_keep_stacks(ctx, ptid, now, prev_state);
 	}
 
-	/* next comes back: report how long it was away. */
+	/* next comes back: report how long it was away (its interval is in one map or the
+	 * other). */
 	__u32 ntid = next->pid;
+	offcpu_emit_stacks(next, ntid, now);
 	if (stack_copy_bytes)
 		offcpu_emit_copy(next, ntid, now);
-	else
-		offcpu_emit_stacks(next, ntid, now);
 	return 0;
 }
 
@@ -292,16 +305,15 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	/* The wakeup starts the interval's run-queue part. */
-	if (stack_copy_bytes) {
-		struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+	if (s) {
+		s->wake_ns = now;
+	} else {
+		struct offcpu_copy_buf *b =
+			stack_copy_bytes ? bpf_map_lookup_elem(&offcpu_copies, &tid) : NULL;
 		if (!b)
 			return 0;
 		b->e.wake_ns = now;
-	} else {
-		struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
-		if (!s)
-			return 0;
-		s->wake_ns = now;
 	}
 	if (!wakeup_enabled)
 		return 0;
@@ -323,8 +335,15 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		w->pid = id >> 32;
 		w->tid = (__u32)id;
 		bpf_get_current_comm(w->comm, sizeof(w->comm));
-		w->ustack_bytes =
-			w->pid ? bpf_get_stack(ctx, w->ustack, sizeof(w->ustack), BPF_F_USER_STACK) : 0;
+		/* The waker's user stack: unwound where it has tables (a followed thread, in
+		 * DWARF mode), else by frame pointers. */
+		__s32 unwound = w->pid ? unwind_user_stack(w->pid, w->ustack) : -1;
+		if (unwound >= 0)
+			w->ustack_bytes = unwound;
+		else
+			w->ustack_bytes = w->pid ? bpf_get_stack(ctx, w->ustack, sizeof(w->ustack),
+								 BPF_F_USER_STACK)
+						 : 0;
 	}
 	if (bpf_map_update_elem(&wakers, &tid, w, BPF_ANY))
 		count_drop(EVENT_WAKEUP);

@@ -4,6 +4,7 @@
  * DWARF mode, registers and a copy of the stack for user space to unwind). */
 #include "common.bpf.h"
 #include "stack.bpf.h"
+#include "unwind.bpf.h"
 
 /* On-CPU samples taken of tracked tasks, per CPU: each one is either in the ring buffer or
  * counted in drops[EVENT_ON_CPU]. */
@@ -26,7 +27,7 @@ struct {
 /* Forces the event struct into BTF so the skeleton generates its Rust type. */
 struct sample_event _sample_event = {};
 
-/* DWARF mode: registers and a stack copy instead of a frame-pointer walk. */
+/* DWARF mode: the stack unwound with the tables, or registers and a stack copy. */
 static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ctx, __u32 tgid,
 						  __u32 tid)
 {
@@ -44,13 +45,23 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	e->time_ns = bpf_ktime_get_ns();
 	e->period = ctx->sample_period;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	e->ustack_bytes = 0;
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	fill_user_regs(e->user_regs, regs);
-	__u64 sp = regs->sp;
-	e->stack_bytes = copy_sample_stack(buf->stack, sp, stack_copy_len(task, sp, stack_copy_bytes));
-	__u64 size = sizeof(struct sample_event) + e->stack_bytes;
+	__u64 size = sizeof(struct sample_event);
+	/* Unwound here where the process has tables: frames, no registers or bytes to send. */
+	__s32 unwound = unwind_user_stack(tgid, e->ustack);
+	if (unwound >= 0) {
+		e->ustack_bytes = unwound;
+		e->user_regs[7] = 0;
+		e->stack_bytes = 0;
+	} else {
+		e->ustack_bytes = 0;
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		fill_user_regs(e->user_regs, regs);
+		__u64 sp = regs->sp;
+		e->stack_bytes =
+			copy_sample_stack(buf->stack, sp, stack_copy_len(task, sp, stack_copy_bytes));
+		size += e->stack_bytes;
+	}
 	if (size > sizeof(*buf))
 		size = sizeof(*buf);
 	if (bpf_ringbuf_output(&events, buf, size, submit_flags()))

@@ -14,8 +14,24 @@
  * one CPU here.) */
 static __always_inline __u64 stack_copy_len(struct task_struct *task, __u64 sp, __u64 cap)
 {
-	__u64 end = sp + cap;
 	__u64 fsbase = task->thread.fsbase;
+	/* A Go thread runs a goroutine (or its g0) whose stack lies anywhere in the heap, and
+	 * its fs points into the runtime's m, not above the stack: the runtime keeps the
+	 * current g in TLS at fs:-8 (runtime.tlsg on linux/amd64), and g starts with its
+	 * stack's bounds [lo, hi). Taken when they bracket sp, which another program's TLS word
+	 * would not. */
+	struct {
+		__u64 lo;
+		__u64 hi;
+	} gstack = {};
+	__u64 g = 0;
+	if (fsbase && !bpf_probe_read_user(&g, sizeof(g), (void *)(fsbase - 8)) && g &&
+	    !bpf_probe_read_user(&gstack, sizeof(gstack), (void *)g) && gstack.lo <= sp &&
+	    sp < gstack.hi && gstack.hi - gstack.lo <= (1 << 30)) {
+		__u64 len = gstack.hi - sp;
+		return len > cap ? cap : len;
+	}
+	__u64 end = sp + cap;
 	if (fsbase > sp && fsbase < end)
 		end = fsbase;
 	struct mm_struct *mm = task->mm;

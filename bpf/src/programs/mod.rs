@@ -7,6 +7,7 @@ pub mod cache;
 pub mod follow;
 pub mod offcpu;
 pub mod sampling;
+pub mod unwind;
 
 use libbpf_rs::Link;
 
@@ -17,6 +18,7 @@ use crate::{Error, Options};
 /// highest online CPU + 1 (maps indexed by CPU number).
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) -> Result<(), Error> {
     follow::configure(open, o);
+    unwind::configure(open, o);
     sampling::configure(open, o, cpu_slots)?;
     offcpu::configure(open, o, cpu_slots)?;
     blockio::configure(open, o);

@@ -159,3 +159,225 @@ fn tar_stacks_reach_main_through_libc() {
         "{deep} of {total}: {tar:#?}"
     );
 }
+
+/// `record -v`'s count of samples whose user stack the kernel unwound (and of all samples).
+fn unwound_in_kernel(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("unwound in the kernel"))
+        .unwrap_or_else(|| panic!("no unwinding line in {stderr}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    // "record: user stacks of N of M samples unwound in the kernel, K copied"
+    (w[4].parse().unwrap(), w[6].parse().unwrap())
+}
+
+/// [`perf_folded_user`] without inlined functions (perf shows them for the frames its own
+/// unwinder found, not for callchain entries: depths compare only without them).
+fn perf_folded_user_no_inline(file: &Path) -> BTreeMap<String, u64> {
+    let out = Command::new("perf")
+        .args(["script", "--no-inline", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let samples = parse_script(&String::from_utf8_lossy(&out.stdout));
+    let cpu: Vec<ScriptSample> = samples
+        .into_iter()
+        .filter(|s| s.event.starts_with("cpu-clock"))
+        .collect();
+    fold_user(&cpu, |dso| dso != "[kernel.kallsyms]")
+}
+
+/// The mean number of user frames per sample of folded stacks (comm excluded).
+fn mean_depth(folded: &BTreeMap<String, u64>) -> f64 {
+    let (frames, samples) = folded.iter().fold((0u64, 0u64), |(f, s), (k, v)| {
+        (f + k.matches(';').count() as u64 * v, s + v)
+    });
+    frames as f64 / samples.max(1) as f64
+}
+
+#[test]
+fn stacks_unwound_in_the_kernel_equal_the_copies_unwound_offline_in_a_tenth_of_the_bytes() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("kernel-unwind");
+    // busy without frame pointers: only its CFI tells where the callers are.
+    let busy = fixture("busy-nofp");
+    let (kernel, copies) = (dir.path("kernel.data"), dir.path("copies.data"));
+    let out = record(
+        &[
+            "-v",
+            "--no-off-cpu",
+            "--no-io",
+            "-o",
+            kernel.to_str().unwrap(),
+        ],
+        &[busy.to_str().unwrap(), "1", "2"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let (unwound, samples) = unwound_in_kernel(&stderr_of(&out));
+    eprintln!("unwound in the kernel: {unwound} of {samples}");
+    // The first samples come before the tables are built (a few tens of ms).
+    assert!(
+        unwound * 100 >= samples * 80,
+        "{unwound} of {samples} unwound in the kernel"
+    );
+    let out = record(
+        &[
+            "--no-kernel-unwind",
+            "--no-off-cpu",
+            "--no-io",
+            "-o",
+            copies.to_str().unwrap(),
+        ],
+        &[busy.to_str().unwrap(), "1", "2"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+
+    // perf reads the kernel's stacks as callchains: they reach the threads' roots as often
+    // as perf's own unwinding of the copies does, and analyze shows the same stacks.
+    let by_perf = perf_folded_user(&kernel);
+    let total: u64 = by_perf.values().sum();
+    let rooted: u64 = by_perf
+        .iter()
+        .filter(|(k, _)| reaches_root(k))
+        .map(|(_, v)| v)
+        .sum();
+    let copies_by_perf = perf_folded_user(&copies);
+    let copies_total: u64 = copies_by_perf.values().sum();
+    let copies_rooted: u64 = copies_by_perf
+        .iter()
+        .filter(|(k, _)| reaches_root(k))
+        .map(|(_, v)| v)
+        .sum();
+    eprintln!(
+        "perf reaches the root in {rooted} of {total} (kernel-unwound), {copies_rooted} of \
+         {copies_total} (copies)"
+    );
+    assert!(rooted * 100 >= total * 95, "{by_perf:#?}");
+    let by_analyze = analyze_folded_user(&kernel);
+    let same: u64 = by_perf
+        .iter()
+        .map(|(k, v)| by_analyze.get(k).copied().unwrap_or(0).min(*v))
+        .sum();
+    assert!(same * 100 >= total * 98, "{by_perf:#?}\n{by_analyze:#?}");
+    // Every stack the kernel gave often (1% of the samples or more) is one the offline
+    // unwinding of copies gives too.
+    let offline = analyze_folded_user(&copies);
+    let unknown: Vec<&String> = by_analyze
+        .iter()
+        .filter(|(k, v)| **v * 100 >= total && !offline.contains_key(*k))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "stacks the copies never give: {unknown:#?}\ncopies: {offline:#?}"
+    );
+    let per_sample = |f: &Path, n: u64| std::fs::metadata(f).unwrap().len() as f64 / n as f64;
+    let (k, c) = (
+        per_sample(&kernel, total),
+        per_sample(&copies, copies_total),
+    );
+    eprintln!("bytes per sample: {k:.0} unwound in the kernel, {c:.0} copied");
+    assert!(k * 4.0 <= c, "{k:.0} vs {c:.0} bytes per sample");
+}
+
+#[test]
+fn cxx_go_and_clang_stacks_are_unwound_in_the_kernel_at_least_as_deep_as_perfs() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("kernel-unwind-langs");
+    let heavy = root().join("scripts/lib/heavy.cpp");
+    let object = dir.path("heavy.o");
+    let cxx = fixture("cxxprog-g++-nofp");
+    let go = fixture("goprog");
+    // (name, command, the root its stacks reach, frames deeper than perf's at least)
+    let cases: [(&str, Vec<&str>, Option<&str>, f64); 3] = [
+        // g++ without frame pointers: CFI only; shallow stacks, perf's depth.
+        (
+            "cxxprog",
+            vec![cxx.to_str().unwrap(), "1", "2"],
+            Some("clone3"),
+            0.0,
+        ),
+        // Go: its .debug_frame (perf's own unwinder makes one frame of each copy: depth 1).
+        (
+            "goprog",
+            vec![go.to_str().unwrap(), "1", "2"],
+            Some("runtime.goexit"),
+            0.0,
+        ),
+        // clang (Debian's, no frame pointers): stacks deeper than perf's 8 KiB copies reach.
+        (
+            "clang",
+            vec![
+                "clang++",
+                "-O2",
+                "-c",
+                heavy.to_str().unwrap(),
+                "-o",
+                object.to_str().unwrap(),
+            ],
+            None,
+            5.0,
+        ),
+    ];
+    for (name, command, root, deeper) in cases {
+        let ours = dir.path(&format!("{name}.data"));
+        let out = record(
+            &[
+                "-v",
+                "--no-off-cpu",
+                "--no-io",
+                "-o",
+                ours.to_str().unwrap(),
+            ],
+            &command,
+        );
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let (unwound, samples) = unwound_in_kernel(&stderr_of(&out));
+        let perf_file = dir.path(&format!("{name}.perf.data"));
+        let st = Command::new("perf")
+            .args(["record", "-q", "-F", "999", "--call-graph", "dwarf", "-o"])
+            .arg(&perf_file)
+            .arg("--")
+            .args(&command)
+            .output()
+            .unwrap();
+        assert!(st.status.success());
+        let (ours_folded, perfs) = (
+            perf_folded_user_no_inline(&ours),
+            perf_folded_user_no_inline(&perf_file),
+        );
+        let (d_ours, d_perf) = (mean_depth(&ours_folded), mean_depth(&perfs));
+        eprintln!(
+            "{name}: {unwound} of {samples} unwound in the kernel; mean depth {d_ours:.1} \
+             (perf --call-graph dwarf {d_perf:.1})"
+        );
+        assert!(
+            unwound * 100 >= samples * 80,
+            "{name}: {unwound} of {samples}"
+        );
+        // Equal stacks differ by a frame here and there where a sample fell: 0.2 of slack.
+        assert!(
+            d_ours >= d_perf + deeper - 0.2,
+            "{name}: depth {d_ours:.1}, perf's {d_perf:.1}"
+        );
+        if let Some(root) = root {
+            let total: u64 = ours_folded.values().sum();
+            let rooted: u64 = ours_folded
+                .iter()
+                .filter(|(k, _)| k.split(';').nth(1).is_some_and(|f| f.starts_with(root)))
+                .map(|(_, v)| v)
+                .sum();
+            assert!(
+                rooted * 100 >= total * 80,
+                "{name}: {rooted} of {total} reach {root}: {ours_folded:#?}"
+            );
+        }
+    }
+}

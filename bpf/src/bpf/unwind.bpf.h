@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* User stacks unwound in the kernel, for programs without frame pointers: record builds, per
+ * file, rows from its .eh_frame or .debug_frame (where the caller's stack pointer, return
+ * address and rbp are, from each instruction on) into the arrays below, and gives each
+ * followed process the list of its mappings that have a table. A walk takes one frame per
+ * bpf_loop step: find the mapping of the address, the row in effect there (a page index,
+ * then a binary search), compute the CFA, read the return address and rbp. Code with no
+ * CFI (Go) follows the frame-pointer rule. What the walk gives is what bpf_get_stack gives
+ * for frame pointers: return addresses, innermost first, the sampled IP first. */
+#ifndef UNWIND_BPF_H
+#define UNWIND_BPF_H
+
+#include "common.bpf.h"
+
+/* DWARF mode: unwind where tables are, copy stacks where not (else: always copy). */
+const volatile bool unwind_enabled __weak = false;
+
+/* The tables, written by user space through the mapped .bss (defined once, in
+ * unwind.bpf.c: a __weak definition in each file would leave a copy of their room behind). */
+extern struct unwind_row unwind_rows[UNWIND_ROWS];
+extern __u32 unwind_pages[UNWIND_PAGES];
+
+/* tgid -> the mappings of the process that have tables. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, UNWIND_PROCS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct unwind_proc);
+} unwind_procs SEC(".maps") __weak;
+
+/* Why a walk ended. */
+enum uwalk_end {
+	UNWIND_GOING = 0,
+	UNWIND_DONE = 1,     /* the outermost frame, or a rule this unwinder cannot follow */
+	UNWIND_NO_TABLE = 2, /* the first frame lies in no mapping with a table: copy instead */
+};
+
+struct uwalk {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 tgid;
+	__u32 n;
+	__u32 end;
+	__u32 _pad;
+	__u64 ips[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct uwalk);
+} unwind_scratch SEC(".maps") __weak;
+
+/* Binary search steps: enough for 2^32 entries. */
+#define SEARCH_STEPS 32
+
+/* A binary search for the last entry <= key in [lo, hi): each step halves the range. Run by
+ * bpf_loop, so that the verifier checks one step, not every path through 32 of them. */
+struct search {
+	__u64 key;
+	__u32 lo;
+	__u32 hi;
+	struct unwind_proc *proc; /* mappings: by start */
+	__u32 first_row;          /* rows: by pc */
+};
+
+static long mapping_search_step(__u64 i, void *ctx)
+{
+	struct search *s = ctx;
+	if (s->lo >= s->hi)
+		return 1;
+	__u32 mid = (s->lo + s->hi) / 2;
+	if (s->proc->maps[mid & (UNWIND_MAPPINGS - 1)].start <= s->key)
+		s->lo = mid + 1;
+	else
+		s->hi = mid;
+	return 0;
+}
+
+static long row_search_step(__u64 i, void *ctx)
+{
+	struct search *s = ctx;
+	if (s->lo >= s->hi)
+		return 1;
+	__u32 mid = (s->lo + s->hi) / 2;
+	__u64 idx = (__u64)s->first_row + mid;
+	barrier_var(idx);
+	if (idx >= UNWIND_ROWS)
+		return 1;
+	if (unwind_rows[idx].pc <= (__u32)s->key)
+		s->lo = mid + 1;
+	else
+		s->hi = mid;
+	return 0;
+}
+
+/* The mapping of `p` that holds `ip`, or NULL. */
+static __always_inline struct unwind_mapping *unwind_mapping_of(struct unwind_proc *p, __u64 ip)
+{
+	struct search s = { .key = ip, .lo = 0, .hi = p->n, .proc = p };
+	if (s.hi > UNWIND_MAPPINGS)
+		s.hi = UNWIND_MAPPINGS;
+	/* The first mapping that starts after ip; the one before may hold it. */
+	bpf_loop(8, mapping_search_step, &s, 0);
+	if (s.lo == 0)
+		return NULL;
+	struct unwind_mapping *m = &p->maps[(s.lo - 1) & (UNWIND_MAPPINGS - 1)];
+	return ip < m->end ? m : NULL;
+}
+
+/* The row of `m` in effect at `svma`, or NULL (before its first row, or out of the arrays). */
+static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m, __u64 svma)
+{
+	__u64 page = svma >> 12;
+	if (page < m->base_page || page - m->base_page >= m->n_pages)
+		return NULL;
+	/* Each index is checked as the register that indexes (barrier_var keeps the compiler
+	 * from reusing a check made on another copy of the value, which the verifier would not
+	 * see). */
+	__u64 at = m->first_page + (page - m->base_page);
+	barrier_var(at);
+	if (at >= UNWIND_PAGES)
+		return NULL;
+	__u32 lo = unwind_pages[at];
+	__u64 next = at + 1;
+	barrier_var(next);
+	if (next >= UNWIND_PAGES)
+		return NULL;
+	/* The answer lies between the rows in effect at this page's start and the next's. */
+	struct search s = {
+		.key = svma,
+		.lo = lo,
+		.hi = unwind_pages[next] + 1,
+		.first_row = m->first_row,
+	};
+	if (s.hi > m->n_rows)
+		s.hi = m->n_rows;
+	/* The first row with pc > svma; the one before it is in effect. */
+	bpf_loop(SEARCH_STEPS, row_search_step, &s, 0);
+	if (s.lo == 0)
+		return NULL;
+	__u64 idx = (__u64)m->first_row + s.lo - 1;
+	barrier_var(idx);
+	if (idx >= UNWIND_ROWS)
+		return NULL;
+	struct unwind_row *r = &unwind_rows[idx];
+	return r->pc <= (__u32)svma ? r : NULL;
+}
+
+/* One frame: records st->ip, then moves st to the caller. Returns 1 to stop. */
+static long unwind_step(__u64 i, void *ctx)
+{
+	__u32 zero = 0;
+	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!st)
+		return 1;
+	struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &st->tgid);
+	struct unwind_mapping *m = p ? unwind_mapping_of(p, st->ip) : NULL;
+	if (!m) {
+		st->end = st->n == 0 ? UNWIND_NO_TABLE : UNWIND_DONE;
+		return 1;
+	}
+	__u32 n = st->n;
+	if (n >= MAX_STACK_DEPTH) {
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	st->ips[n] = st->ip;
+	st->n = n + 1;
+	/* A return address's row is the call's: one byte back. */
+	__u64 svma = st->ip - m->bias - (n > 0);
+	__u64 cfa;
+	bool rbp_saved = false;
+	__s64 rbp_off = 0;
+	if (m->n_rows == 0) {
+		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp). */
+		cfa = st->bp + 16;
+		rbp_saved = true;
+		rbp_off = -16;
+	} else {
+		struct unwind_row *r = unwind_row_at(m, svma);
+		if (!r) {
+			st->end = UNWIND_DONE;
+			return 1;
+		}
+		switch (r->cfa) {
+		case CFA_RSP:
+			cfa = st->sp + r->cfa_off;
+			break;
+		case CFA_RBP:
+			cfa = st->bp + r->cfa_off;
+			break;
+		case CFA_PLT:
+			cfa = st->sp + 8 + (((st->ip & 15) >= 11) ? 8 : 0);
+			break;
+		default:
+			st->end = UNWIND_DONE;
+			return 1;
+		}
+		rbp_saved = r->rbp_saved;
+		rbp_off = r->rbp_off;
+	}
+	__u64 ra = 0;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) || ra == 0) {
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	if (rbp_saved) {
+		__u64 bp = 0;
+		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rbp_off)))
+			bp = 0;
+		st->bp = bp;
+	}
+	/* The stack grows down: a caller's frame lies above. */
+	if (cfa <= st->sp) {
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	st->sp = cfa;
+	st->ip = ra;
+	return 0;
+}
+
+/* Unwinds the current task's user stack from `regs` into the per-CPU state; returns it with
+ * st->end telling why it ended (UNWIND_NO_TABLE: nothing known of the first frame, take a
+ * stack copy), or NULL. */
+static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *regs)
+{
+	__u32 zero = 0;
+	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!st)
+		return NULL;
+	st->tgid = tgid;
+	st->ip = regs->ip;
+	st->sp = regs->sp;
+	st->bp = regs->bp;
+	st->n = 0;
+	st->end = UNWIND_GOING;
+	if (!bpf_map_lookup_elem(&unwind_procs, &tgid)) {
+		st->end = UNWIND_NO_TABLE;
+		return st;
+	}
+	bpf_loop(MAX_STACK_DEPTH, unwind_step, NULL, 0);
+	if (st->end == UNWIND_GOING)
+		st->end = UNWIND_DONE;
+	return st;
+}
+
+/* Copies the frames of `st` into `dst` (room for MAX_STACK_DEPTH); returns their bytes as
+ * bpf_get_stack would. */
+static __always_inline __s32 unwind_copy_out(struct uwalk *st, __u64 *dst)
+{
+	__u32 n = st->n;
+	if (n > MAX_STACK_DEPTH)
+		n = MAX_STACK_DEPTH;
+	if (n == 0)
+		return 0;
+	__u32 bytes = n * 8;
+	if (bytes > MAX_STACK_DEPTH * 8)
+		return 0;
+	bpf_probe_read_kernel(dst, bytes, st->ips);
+	return bytes;
+}
+
+/* The current task's user stack unwound with the tables into `dst` (room for
+ * MAX_STACK_DEPTH), as bpf_get_stack's bytes; -1 when the process has no table for its first
+ * frame (the caller takes a stack copy, or walks frame pointers). */
+static __always_inline __s32 unwind_user_stack(__u32 tgid, __u64 *dst)
+{
+	if (!unwind_enabled)
+		return -1;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct uwalk *st = unwind_user(tgid, regs);
+	if (!st || st->end == UNWIND_NO_TABLE)
+		return -1;
+	return unwind_copy_out(st, dst);
+}
+
+#endif

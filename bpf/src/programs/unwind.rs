@@ -1,0 +1,221 @@
+//! unwind.bpf.c / unwind.bpf.h: the tables the kernel unwinds user stacks with. User space
+//! appends each file's rows and page index to the arrays in the mapped `.bss` (no system
+//! call per row) and installs each process's mappings in `unwind_procs`.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use libbpf_rs::MapCore;
+
+use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
+use crate::{Error, Options};
+
+/// Rows of all tables together (bpfperf.h's UNWIND_ROWS).
+pub const ROWS: u32 = types::bpfperf_limits::BPFPERF_UNWIND_ROWS.0;
+/// Entries of the page indexes together (UNWIND_PAGES).
+pub const PAGES: u32 = types::bpfperf_limits::BPFPERF_UNWIND_PAGES.0;
+/// Mappings with a table per process (UNWIND_MAPPINGS).
+pub const MAPPINGS: usize = types::bpfperf_limits::BPFPERF_UNWIND_MAPPINGS.0 as usize;
+
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+    super::rodata(open).unwind_enabled = o.stack_copy_bytes > 0 && o.unwind_in_kernel;
+}
+
+/// How a row finds the CFA (the caller's stack pointer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cfa {
+    /// No rule the kernel's unwinder follows: the stack ends here.
+    Unknown,
+    /// rsp + offset.
+    Rsp(i32),
+    /// rbp + offset.
+    Rbp(i32),
+    /// A PLT entry's rule (rsp + 8, + 8 from its 11th byte on).
+    Plt,
+    /// The return address is undefined: the outermost frame.
+    Outermost,
+}
+
+/// From `pc` (an SVMA of the file) until the next row: the CFA, and where the caller's rbp
+/// was saved (an offset from the CFA), if it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub pc: u32,
+    pub cfa: Cfa,
+    pub rbp: Option<i16>,
+}
+
+impl Row {
+    fn encode(&self) -> types::unwind_row {
+        let (cfa, cfa_off) = match self.cfa {
+            Cfa::Unknown => (types::unwind_cfa::CFA_UNKNOWN.0, 0),
+            Cfa::Rsp(o) => (types::unwind_cfa::CFA_RSP.0, o),
+            Cfa::Rbp(o) => (types::unwind_cfa::CFA_RBP.0, o),
+            Cfa::Plt => (types::unwind_cfa::CFA_PLT.0, 0),
+            Cfa::Outermost => (types::unwind_cfa::CFA_OUTERMOST.0, 0),
+        };
+        types::unwind_row {
+            pc: self.pc,
+            cfa: cfa as u8,
+            rbp_saved: self.rbp.is_some() as u8,
+            rbp_off: self.rbp.unwrap_or(0),
+            cfa_off,
+        }
+    }
+}
+
+/// Where a file's table lies in the arrays (copied into each mapping of the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Table {
+    pub first_row: u32,
+    pub n_rows: u32,
+    pub first_page: u32,
+    pub n_pages: u32,
+    pub base_page: u32,
+}
+
+/// A mapping of a file with a table, in a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// AVMA - SVMA.
+    pub bias: u64,
+    pub table: Table,
+}
+
+/// The unwinder's tables, for filling from another thread than the profiler's: the arrays
+/// through their mapping, the process map through its own descriptor. Valid while the
+/// [`crate::Profiler`] it came from lives (its `.bss` mapping).
+pub struct Tables {
+    bss: *mut types::bss,
+    procs: OwnedFd,
+    next_row: u32,
+    next_page: u32,
+}
+
+// SAFETY: the .bss mapping is plain shared memory that the programs only read; this handle is
+// its one writer, and the profiler outlives it (the caller's duty, see `Profiler::tables`).
+unsafe impl Send for Tables {}
+
+impl Tables {
+    pub(crate) fn new(skel: &BpfperfSkel<'_>) -> Result<Tables, Error> {
+        let bss = skel.maps.bss_data.as_deref().ok_or(Error::Bpf {
+            step: "map the unwind tables",
+            source: libbpf_rs::Error::from(std::io::Error::other(".bss is not mapped")),
+        })?;
+        let procs = skel
+            .maps
+            .unwind_procs
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::bpf("unwind process map")(e.into()))?;
+        Ok(Tables {
+            bss: bss as *const types::bss as *mut types::bss,
+            procs,
+            next_row: 0,
+            next_page: 0,
+        })
+    }
+
+    /// Rows and page-index entries still free.
+    pub fn room(&self) -> (u32, u32) {
+        (ROWS - self.next_row, PAGES - self.next_page)
+    }
+
+    /// Appends a file's rows (sorted by pc) and its page index (`pages[p]`: the row in effect
+    /// at the start of page `base_page + p`, relative to the first row; one more entry than
+    /// pages); `None` when the arrays are full.
+    pub fn add(&mut self, rows: &[Row], pages: &[u32], base_page: u32) -> Option<Table> {
+        let n_rows = u32::try_from(rows.len()).ok()?;
+        let n_pages = u32::try_from(pages.len().checked_sub(1)?).ok()?;
+        if n_rows > ROWS - self.next_row || n_pages + 1 > PAGES - self.next_page {
+            return None;
+        }
+        let table = Table {
+            first_row: self.next_row,
+            n_rows,
+            first_page: self.next_page,
+            n_pages,
+            base_page,
+        };
+        // SAFETY: the .bss mapping lives as long as the profiler (this handle's contract);
+        // these slots are past every table installed so far, so no program reads them yet.
+        let bss = unsafe { &mut *self.bss };
+        let row_slots = &mut bss.unwind_rows[table.first_row as usize..][..rows.len()];
+        for (slot, row) in row_slots.iter_mut().zip(rows) {
+            *slot = row.encode();
+        }
+        bss.unwind_pages[table.first_page as usize..][..pages.len()].copy_from_slice(pages);
+        self.next_row += n_rows;
+        self.next_page += n_pages + 1;
+        Some(table)
+    }
+
+    /// An empty table: a file without CFI, whose frames follow the frame-pointer rule.
+    pub fn frame_pointers() -> Table {
+        Table::default()
+    }
+
+    /// Installs `mappings` (sorted by start, at most [`MAPPINGS`]) as process `tgid`'s.
+    pub fn set_process(&self, tgid: u32, mappings: &[Mapping]) -> Result<(), Error> {
+        let mut value = types::unwind_proc {
+            n: mappings.len().min(MAPPINGS) as u32,
+            ..Default::default()
+        };
+        for (slot, m) in value.maps.iter_mut().zip(mappings) {
+            *slot = types::unwind_mapping {
+                start: m.start,
+                end: m.end,
+                bias: m.bias,
+                first_row: m.table.first_row,
+                n_rows: m.table.n_rows,
+                first_page: m.table.first_page,
+                n_pages: m.table.n_pages,
+                base_page: m.table.base_page,
+                _pad: 0,
+            };
+        }
+        // SAFETY: a generated plain-old-data struct viewed as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                &value as *const types::unwind_proc as *const u8,
+                std::mem::size_of::<types::unwind_proc>(),
+            )
+        };
+        let key = tgid.to_ne_bytes();
+        // SAFETY: key and value are buffers of the map's key and value sizes.
+        let r = unsafe {
+            libbpf_rs::libbpf_sys::bpf_map_update_elem(
+                self.procs.as_raw_fd(),
+                key.as_ptr().cast(),
+                bytes.as_ptr().cast(),
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(Error::bpf("install a process's unwind tables")(
+                std::io::Error::last_os_error().into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Forgets process `tgid` (it exited).
+    pub fn forget_process(&self, tgid: u32) {
+        let key = tgid.to_ne_bytes();
+        // SAFETY: key is a buffer of the map's key size.
+        unsafe {
+            libbpf_rs::libbpf_sys::bpf_map_delete_elem(self.procs.as_raw_fd(), key.as_ptr().cast());
+        }
+    }
+}
+
+/// The process map, from the loaded skeleton (for tests: whether a process has tables).
+pub fn has_process(skel: &BpfperfSkel<'_>, tgid: u32) -> bool {
+    matches!(
+        skel.maps
+            .unwind_procs
+            .lookup(&tgid.to_ne_bytes(), libbpf_rs::MapFlags::ANY),
+        Ok(Some(_))
+    )
+}
