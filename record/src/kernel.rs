@@ -1,13 +1,41 @@
 //! The kernel as perf describes it: the [kernel.kallsyms] mapping and the kernel's build id;
-//! and where the functions the BPF programs look for on kernel stacks lie.
+//! where the functions the BPF programs look for on kernel stacks lie; and the tracing glue
+//! that stands on top of the kernel stacks tracepoint programs take.
 
 /// What record needs from /proc/kallsyms (zero addresses when kptr_restrict hides them).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Symbols {
     /// `_text` and `_etext`.
     pub text: Option<(u64, u64)>,
     /// `handle_mm_fault`, from its address to the next symbol's.
     pub fault_fn: Option<(u64, u64)>,
+    /// The functions that run a tracepoint's BPF programs (`__traceiter_*`, `__bpf_trace_*`,
+    /// `bpf_trace_run*`), sorted: see [`Symbols::glue_frames`].
+    pub glue: Vec<(u64, u64)>,
+}
+
+/// Frames a tracepoint program's kernel stack starts with when the symbols are unknown: the
+/// program, bpf_trace_runN, __traceiter_NAME (as seen on 6.18).
+const GLUE_FRAMES: usize = 3;
+
+impl Symbols {
+    /// How many leading frames of a tracepoint program's kernel stack are what ran the
+    /// program: in BPF code (outside the kernel's text) or in the tracing glue. How many there
+    /// are depends on how the program was compiled and JIT-ed (a fixed count to skip in BPF
+    /// gave `__traceiter_sched_switch` atop every off-CPU stack after the programs were split).
+    pub fn glue_frames(&self, stack: &[u64]) -> usize {
+        let Some((text_start, text_end)) = self.text else {
+            return GLUE_FRAMES.min(stack.len());
+        };
+        let glue = |a: u64| {
+            let i = self.glue.partition_point(|g| g.0 <= a);
+            i > 0 && a < self.glue[i - 1].1
+        };
+        stack
+            .iter()
+            .take_while(|&&a| !(text_start..text_end).contains(&a) || glue(a))
+            .count()
+    }
 }
 
 /// Reads /proc/kallsyms once.
@@ -38,9 +66,32 @@ pub fn symbols() -> Symbols {
         let end = lines().filter_map(address).filter(|&a| a > start).min()?;
         Some((start, end))
     });
+    // Every symbol's address, sorted: where each glue function ends.
+    let mut addresses: Vec<u64> = lines().filter_map(address).filter(|&a| a != 0).collect();
+    addresses.sort_unstable();
+    addresses.dedup();
+    let end_of = |start: u64| {
+        let i = addresses.partition_point(|&a| a <= start);
+        addresses.get(i).copied()
+    };
+    let mut glue: Vec<(u64, u64)> = lines()
+        .filter(|line| {
+            let name = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
+            let name = name.split(|&b| b == b'\t').next().unwrap_or(b"");
+            name.starts_with(b"__traceiter_")
+                || name.starts_with(b"__bpf_trace_")
+                || name.starts_with(b"bpf_trace_run")
+        })
+        .filter_map(|line| {
+            let start = address(line).filter(|&a| a != 0)?;
+            Some((start, end_of(start)?))
+        })
+        .collect();
+    glue.sort_unstable();
     Symbols {
         text: text_range,
         fault_fn,
+        glue,
     }
 }
 
@@ -48,4 +99,44 @@ pub fn symbols() -> Symbols {
 pub fn build_id() -> Option<Vec<u8>> {
     let notes = std::fs::read("/sys/kernel/notes").ok()?;
     crate::buildid::from_notes(&notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracepoint_stacks_lose_the_program_and_the_glue_only() {
+        let s = Symbols {
+            text: Some((0xffff_ffff_8100_0000, 0xffff_ffff_8300_0000)),
+            fault_fn: None,
+            glue: vec![
+                (0xffff_ffff_8139_bb30, 0xffff_ffff_8139_bc00), // __traceiter_sched_switch
+                (0xffff_ffff_814b_a870, 0xffff_ffff_814b_aa00), // bpf_trace_run4
+            ],
+        };
+        let stack = [
+            0xffff_ffff_c002_bb47, // the JIT-ed program
+            0xffff_ffff_814b_a96c,
+            0xffff_ffff_8139_bb71,
+            0xffff_ffff_821f_acd8, // __schedule
+            0xffff_ffff_821f_b643,
+        ];
+        assert_eq!(s.glue_frames(&stack), 3);
+        // Nothing to strip; a stack of glue only.
+        assert_eq!(s.glue_frames(&stack[3..]), 0);
+        assert_eq!(s.glue_frames(&stack[..3]), 3);
+        // Symbols unknown: the three frames seen on this kernel.
+        assert_eq!(Symbols::default().glue_frames(&stack), 3);
+    }
+
+    #[test]
+    fn this_kernels_tracing_glue_is_found() {
+        let s = symbols();
+        if s.text.is_none() {
+            return; // kallsyms hidden
+        }
+        assert!(s.glue.len() > 100, "{} glue functions", s.glue.len());
+        assert!(s.glue.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
 }

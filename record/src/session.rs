@@ -113,6 +113,19 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
 }
 
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
+/// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
+/// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
+fn strip_tracing_glue(e: &mut bpf::Event, symbols: &kernel::Symbols) {
+    let stack = match e {
+        bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
+        bpf::Event::BlockIo(b) => &mut b.kernel_stack,
+        bpf::Event::Wakeup(w) => &mut w.kernel_stack,
+        bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
+    };
+    let n = symbols.glue_frames(stack);
+    stack.drain(..n);
+}
+
 fn on_chosen_cpu(cfg: &Config, e: &bpf::Event) -> bool {
     match (&cfg.cpus, e.cpu()) {
         (Some(cpus), Some(cpu)) => cpus.contains(&cpu),
@@ -267,11 +280,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
         let mut child_exited = false;
-        profiler.poll(POLL_INTERVAL, |e| {
+        profiler.poll(POLL_INTERVAL, |mut e| {
             if let bpf::Event::Exit { pid, .. } = e {
                 child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
             }
             if on_chosen_cpu(cfg, &e) {
+                strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
             }
         })?;
@@ -348,8 +362,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // What is left in the ring, a batch at a time (each batch written before the next).
     loop {
         let pending = &mut rec.pending;
-        let taken = profiler.poll(Duration::ZERO, |e| {
+        let taken = profiler.poll(Duration::ZERO, |mut e| {
             if on_chosen_cpu(cfg, &e) {
+                strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
             }
         })?;

@@ -73,7 +73,9 @@ static __always_inline __u64 submit_flags(void)
 									      : BPF_RB_NO_WAKEUP;
 }
 
-/* tp_btf stacks start in the BPF trampoline and the tracepoint: skip those frames. */
-#define TP_BTF_SKIP 2
+/* tp_btf stacks start with the program and the tracing glue that ran it: taken whole, and
+ * record leaves those frames out by name (kernel.rs; how many there are depends on how the
+ * program was compiled and JIT-ed). */
+#define TP_BTF_SKIP 0
 
 #endif

@@ -34,6 +34,35 @@ fn offcpu_time_matches_known_sleep_and_io_is_attributed() {
         .filter(|s| s.event == "offcpu-time")
         .collect();
     assert!(!offcpu.is_empty(), "no offcpu-time samples");
+    // The kernel stacks start where the thread left the CPU: nothing of the tracepoint
+    // program or the glue that ran it (bpf_trace_runN, __traceiter_sched_switch) is left.
+    for s in samples.iter().filter(|s| {
+        matches!(
+            s.event.as_str(),
+            "offcpu-time" | "runq-time" | "bpfperf:wakeup" | "bpfperf:block_io"
+        )
+    }) {
+        let glue = s.frames.iter().find(|(f, _)| {
+            f.starts_with("__traceiter_")
+                || f.starts_with("bpf_trace_run")
+                || f.starts_with("bpf_prog_")
+        });
+        assert!(
+            glue.is_none(),
+            "{} stack holds {glue:?}: {:?}",
+            s.event,
+            s.frames
+        );
+    }
+    assert!(
+        offcpu
+            .iter()
+            .all(|s| s.frames.first().is_some_and(|(f, _)| f == "__schedule")),
+        "off-CPU stacks start in __schedule: {:?}",
+        offcpu
+            .iter()
+            .find(|s| s.frames.first().is_none_or(|(f, _)| f != "__schedule"))
+    );
     // The usleep stacks: clock_nanosleep under sleeper_thread (frame pointers skip usleep and
     // sleep_step, whose caller frames libc's frame-pointer-less code hides).
     let in_sleep: u64 = offcpu
