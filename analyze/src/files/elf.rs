@@ -54,6 +54,10 @@ pub struct Segment {
     pub file_offset: u64,
     pub file_size: u64,
     pub svma: u64,
+    /// Its size in memory (`p_memsz`: `.bss` lies past `file_size`).
+    pub mem_size: u64,
+    /// Whether it is mapped executable (`PF_X`): whether it holds code.
+    pub executable: bool,
 }
 
 /// An ELF file, opened and checked once.
@@ -79,10 +83,18 @@ impl ElfData {
             .segments()
             .map(|s| {
                 let (file_offset, file_size) = s.file_range();
+                let executable = match s.flags() {
+                    object::SegmentFlags::Elf { p_flags, .. } => {
+                        p_flags.0 & object::elf::PF_X.0 != 0
+                    }
+                    _ => true,
+                };
                 Segment {
                     file_offset,
                     file_size,
                     svma: s.address(),
+                    mem_size: s.size(),
+                    executable,
                 }
             })
             .collect();
@@ -156,6 +168,17 @@ impl ElfData {
         let to = from.checked_add(end.checked_sub(start)?)?;
         let range = usize::try_from(from).ok()?..usize::try_from(to).ok()?;
         (range.end <= self.bytes.len()).then_some(range)
+    }
+
+    /// Whether SVMA `svma` lies in code: in an executable PT_LOAD segment (not in `.data`,
+    /// `.bss` or read-only data, which an executable mapping can cover too: a library whose
+    /// first segment is executable is first mapped whole with that segment's rights). A file
+    /// without segments cannot tell, and says yes.
+    pub fn is_code(&self, svma: u64) -> bool {
+        self.segments.is_empty()
+            || self.segments.iter().any(|s| {
+                s.executable && svma >= s.svma && svma - s.svma < s.mem_size.max(s.file_size)
+            })
     }
 
     /// The build id as lowercase hex.
@@ -233,11 +256,15 @@ mod tests {
                 file_offset: 0,
                 file_size: 0x16368,
                 svma: 0,
+                mem_size: 0x16368,
+                executable: false,
             },
             Segment {
                 file_offset: 0x16370,
                 file_size: 0x45c70,
                 svma: 0x17370,
+                mem_size: 0x45c70,
+                executable: true,
             },
         ]);
         let (start, pgoff) = (0x5555_5556_b000, 0x16000);
@@ -249,6 +276,32 @@ mod tests {
         assert_eq!(elf.mapping_bias(r, r + 0x17000, 0), Some(r));
         // A mapping outside every segment has none.
         assert_eq!(elf.mapping_bias(r, r + 0x1000, 0x100000), None);
+    }
+
+    #[test]
+    fn code_is_what_executable_segments_hold() {
+        // busy's layout: R, R E (.text), R, RW (.data, then .bss past the file's bytes).
+        let seg = |svma, size, mem_size, executable| Segment {
+            file_offset: svma,
+            file_size: size,
+            svma,
+            mem_size,
+            executable,
+        };
+        let elf = elf_with(vec![
+            seg(0, 0x768, 0x768, false),
+            seg(0x1000, 0x3fd, 0x3fd, true),
+            seg(0x2000, 0x1e4, 0x1e4, false),
+            seg(0x3dd0, 0x274, 0x290, false),
+        ]);
+        assert!(elf.is_code(0x1000) && elf.is_code(0x13fc));
+        assert!(!elf.is_code(0x13fd), "past .text");
+        assert!(!elf.is_code(0x500), "ELF header, .dynsym");
+        assert!(!elf.is_code(0x4050), ".bss");
+        assert!(
+            elf_with(Vec::new()).is_code(0x4050),
+            "no segments: cannot tell"
+        );
     }
 
     #[test]

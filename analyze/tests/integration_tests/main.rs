@@ -17,5 +17,6 @@ mod inline;
 mod jit;
 mod kallsyms_cache;
 mod layers;
+mod outside_code;
 mod report;
 mod scale;
