@@ -71,6 +71,9 @@ pub struct ElfData {
     pub debuglink: Option<String>,
     /// Whether the file has DWARF line info of its own.
     pub has_debug_info: bool,
+    /// Whether the file has a `.symtab` (a stripped file has `.dynsym` at most: the names
+    /// of what it exports, none of its own functions).
+    pub has_symtab: bool,
     /// What stages derive from the file once (symbol tables, inflated DWARF), kept with it.
     pub derived: Derived,
 }
@@ -107,6 +110,7 @@ impl ElfData {
         let has_debug_info = obj
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
+        let has_symtab = obj.section_by_name(".symtab").is_some_and(|s| s.size() > 0);
         drop(obj);
         Ok(ElfData {
             name,
@@ -115,6 +119,7 @@ impl ElfData {
             segments,
             debuglink,
             has_debug_info,
+            has_symtab,
             derived: Derived::default(),
         })
     }
@@ -244,6 +249,7 @@ mod tests {
             segments,
             debuglink: None,
             has_debug_info: false,
+            has_symtab: false,
             derived: Derived::default(),
         }
     }

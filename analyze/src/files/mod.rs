@@ -16,6 +16,7 @@ pub mod input;
 mod jit;
 mod kallsyms;
 mod kallsyms_cache;
+pub mod packages;
 pub mod running_kernel;
 
 use std::collections::HashMap;

@@ -20,3 +20,4 @@ mod layers;
 mod outside_code;
 mod report;
 mod scale;
+mod stripped;
