@@ -257,7 +257,11 @@ fn debuginfod_serves_a_removed_binary_and_a_dead_server_costs_a_timeout() {
         "cached as elfutils caches"
     );
     let (info, _) = run(&["info", "-i", file.to_str().unwrap()], &env);
-    assert!(info.contains("(debuginfod)"), "{info}");
+    // The binary, and its debug file (the same unstripped file, served as debuginfo too).
+    assert!(
+        info.contains("(debuginfod; debug file: debuginfod)"),
+        "{info}"
+    );
 
     // A server that accepts connections and never answers: the timeout, and a warning.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,18 +1,19 @@
 //! Stripped binaries (every Debian binary: tar, xz, liblzma): frames that no symbol names are
 //! named by the function their unwind tables delimit, `FILE!0xSTART`, in every view and
 //! export (`--no-unknown-names` keeps perf's `[unknown]`); a hint says which binaries are
-//! stripped.
+//! stripped; and debuginfod is asked for the debug file of a stripped binary that is here.
 //!
 //! The program is a fixture copied to a temporary path and stripped (`strip` keeps its build
-//! id), recorded by record (DWARF stack copies), then analyzed with the stripped copy and with
-//! the unstripped one put back at its path (same build id: the names perf would print).
+//! id), recorded by record (DWARF stack copies), then analyzed with the stripped copy, with the
+//! unstripped one put back at its path (same build id: the names perf would print), and with
+//! the debug file served by Debian's debuginfod.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::archive::build_id_of;
-use crate::common::{analyze_env, can_record, fixture, record_ours, Tmp};
+use crate::archive::{build_id_of, Server};
+use crate::common::{analyze, analyze_env, can_record, fixture, record_ours, Tmp};
 use crate::folded::{parse_folded, Folded};
 
 /// `analyze ARGS` with `env`: its standard output and standard error, asserting success.
@@ -230,4 +231,81 @@ fn stripped_functions_are_named_by_their_unwind_tables_in_every_view() {
         })
         .collect();
     assert_eq!(stripped_script.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn debuginfod_gives_the_debug_file_of_a_stripped_binary_that_is_here() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("stripped-debuginfod");
+    let s = record_stripped(&dir.0);
+    // The names and inline frames it has unstripped.
+    std::fs::copy(&s.hot, dir.0.join("stripped")).unwrap();
+    std::fs::copy(&s.full, &s.hot).unwrap();
+    let (unstripped, _) = folded(&s.recording, &[], &[]);
+    assert!(
+        unstripped.keys().any(|k| k.ends_with(";hot_loop;mix_step")),
+        "{unstripped:?}"
+    );
+    std::fs::rename(dir.0.join("stripped"), &s.hot).unwrap();
+
+    // Its debug file as Debian ships one (-dbgsym), served by Debian's debuginfod.
+    let served = dir.0.join("served");
+    std::fs::create_dir(&served).unwrap();
+    let st = Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&s.full)
+        .arg(served.join("hot.debug"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "objcopy --only-keep-debug");
+    std::fs::remove_file(&s.full).unwrap();
+    let Some(server) = Server::start(&served, &dir.0.join("db.sqlite")) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}", server.1);
+    let cache = dir.0.join("cache");
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", cache.to_str().unwrap()),
+    ];
+    let id = build_id_of(&s.hot);
+    // The server scans its directory once started: ask until it serves the debug file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (got, err) = folded(&s.recording, &[], &env);
+        if got.keys().any(|k| k.contains("hot_loop")) {
+            assert_eq!(got, unstripped, "{err}");
+            assert!(!err.contains("hint:"), "{err}");
+            break;
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the debug file of {id} never came from debuginfod: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert!(
+        cache.join(&id).join("debuginfo").is_file(),
+        "cached as elfutils caches"
+    );
+    assert!(
+        !cache.join(&id).join("executable").exists(),
+        "the binary is here: only its debug file is fetched"
+    );
+    // analyze info says where the binary and its debug file came from.
+    let (info, _) = run(&["info", "-i", s.recording.to_str().unwrap()], &env);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("  ") && l.contains(s.hot.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("{info}"));
+    assert!(
+        line.contains("(its path; debug file: debuginfod)"),
+        "{line}"
+    );
+    // Without DEBUGINFOD_URLS the cache is not read: stripped names again.
+    let out = analyze(&["report", "--folded", "-i", s.recording.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("hot_loop"));
 }
