@@ -39,6 +39,7 @@ pub fn join(sym: &mut Symbolized, offcpu: u32, wakeup: u32) {
             dso: String::new(),
             srcline: None,
             inlined: false,
+            by_address: false,
         };
         match frames.iter().position(|x| *x == f) {
             Some(i) => i as u32,

@@ -54,6 +54,10 @@ pub struct Segment {
     pub file_offset: u64,
     pub file_size: u64,
     pub svma: u64,
+    /// Its size in memory (`p_memsz`: `.bss` lies past `file_size`).
+    pub mem_size: u64,
+    /// Whether it is mapped executable (`PF_X`): whether it holds code.
+    pub executable: bool,
 }
 
 /// An ELF file, opened and checked once.
@@ -67,6 +71,9 @@ pub struct ElfData {
     pub debuglink: Option<String>,
     /// Whether the file has DWARF line info of its own.
     pub has_debug_info: bool,
+    /// Whether the file has a `.symtab` (a stripped file has `.dynsym` at most: the names
+    /// of what it exports, none of its own functions).
+    pub has_symtab: bool,
     /// What stages derive from the file once (symbol tables, inflated DWARF), kept with it.
     pub derived: Derived,
 }
@@ -79,10 +86,18 @@ impl ElfData {
             .segments()
             .map(|s| {
                 let (file_offset, file_size) = s.file_range();
+                let executable = match s.flags() {
+                    object::SegmentFlags::Elf { p_flags, .. } => {
+                        p_flags.0 & object::elf::PF_X.0 != 0
+                    }
+                    _ => true,
+                };
                 Segment {
                     file_offset,
                     file_size,
                     svma: s.address(),
+                    mem_size: s.size(),
+                    executable,
                 }
             })
             .collect();
@@ -95,6 +110,7 @@ impl ElfData {
         let has_debug_info = obj
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
+        let has_symtab = obj.section_by_name(".symtab").is_some_and(|s| s.size() > 0);
         drop(obj);
         Ok(ElfData {
             name,
@@ -103,6 +119,7 @@ impl ElfData {
             segments,
             debuglink,
             has_debug_info,
+            has_symtab,
             derived: Derived::default(),
         })
     }
@@ -156,6 +173,17 @@ impl ElfData {
         let to = from.checked_add(end.checked_sub(start)?)?;
         let range = usize::try_from(from).ok()?..usize::try_from(to).ok()?;
         (range.end <= self.bytes.len()).then_some(range)
+    }
+
+    /// Whether SVMA `svma` lies in code: in an executable PT_LOAD segment (not in `.data`,
+    /// `.bss` or read-only data, which an executable mapping can cover too: a library whose
+    /// first segment is executable is first mapped whole with that segment's rights). A file
+    /// without segments cannot tell, and says yes.
+    pub fn is_code(&self, svma: u64) -> bool {
+        self.segments.is_empty()
+            || self.segments.iter().any(|s| {
+                s.executable && svma >= s.svma && svma - s.svma < s.mem_size.max(s.file_size)
+            })
     }
 
     /// The build id as lowercase hex.
@@ -246,6 +274,7 @@ mod tests {
             segments,
             debuglink: None,
             has_debug_info: false,
+            has_symtab: false,
             derived: Derived::default(),
         }
     }
@@ -258,11 +287,15 @@ mod tests {
                 file_offset: 0,
                 file_size: 0x16368,
                 svma: 0,
+                mem_size: 0x16368,
+                executable: false,
             },
             Segment {
                 file_offset: 0x16370,
                 file_size: 0x45c70,
                 svma: 0x17370,
+                mem_size: 0x45c70,
+                executable: true,
             },
         ]);
         let (start, pgoff) = (0x5555_5556_b000, 0x16000);
@@ -274,6 +307,32 @@ mod tests {
         assert_eq!(elf.mapping_bias(r, r + 0x17000, 0), Some(r));
         // A mapping outside every segment has none.
         assert_eq!(elf.mapping_bias(r, r + 0x1000, 0x100000), None);
+    }
+
+    #[test]
+    fn code_is_what_executable_segments_hold() {
+        // busy's layout: R, R E (.text), R, RW (.data, then .bss past the file's bytes).
+        let seg = |svma, size, mem_size, executable| Segment {
+            file_offset: svma,
+            file_size: size,
+            svma,
+            mem_size,
+            executable,
+        };
+        let elf = elf_with(vec![
+            seg(0, 0x768, 0x768, false),
+            seg(0x1000, 0x3fd, 0x3fd, true),
+            seg(0x2000, 0x1e4, 0x1e4, false),
+            seg(0x3dd0, 0x274, 0x290, false),
+        ]);
+        assert!(elf.is_code(0x1000) && elf.is_code(0x13fc));
+        assert!(!elf.is_code(0x13fd), "past .text");
+        assert!(!elf.is_code(0x500), "ELF header, .dynsym");
+        assert!(!elf.is_code(0x4050), ".bss");
+        assert!(
+            elf_with(Vec::new()).is_code(0x4050),
+            "no segments: cannot tell"
+        );
     }
 
     #[test]

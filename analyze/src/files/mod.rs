@@ -16,6 +16,7 @@ pub mod input;
 mod jit;
 mod kallsyms;
 mod kallsyms_cache;
+pub mod packages;
 pub mod running_kernel;
 
 use std::collections::HashMap;
@@ -106,6 +107,9 @@ pub struct Loader {
     pub sources: Sources,
     /// Which source served each file (path -> source), for `analyze info`.
     served: Mutex<std::collections::BTreeMap<String, String>>,
+    /// Which source served the separate debug file of each file that has one (path of the
+    /// file -> source).
+    debug_served: Mutex<std::collections::BTreeMap<String, String>>,
     /// Why files could not be used, one line per file, in the order met.
     problems: Mutex<Vec<String>>,
 }
@@ -137,10 +141,18 @@ impl Loader {
         }
     }
 
-    /// Which source served each file asked for so far (path -> where from), and the files
-    /// that stayed missing.
+    /// Which source served each file asked for so far (path -> where from, and where its
+    /// separate debug file came from if it has one: `its path; debug file: debuginfod`), and
+    /// the files that stayed missing.
     pub fn served(&self) -> std::collections::BTreeMap<String, String> {
-        self.served.lock().unwrap().clone()
+        let mut served = self.served.lock().unwrap().clone();
+        for (path, from) in self.debug_served.lock().unwrap().iter() {
+            if let Some(s) = served.get_mut(path) {
+                s.push_str("; debug file: ");
+                s.push_str(from);
+            }
+        }
+        served
     }
 
     fn serve(&self, path: &str, from: String) {
@@ -305,32 +317,48 @@ impl Loader {
         if let (Some(id), Some(archive)) = (&id, &self.sources.archive) {
             if let Some(b) = archive.debug(id) {
                 let key = format!("{}\0archive debug", id);
-                return cached(&self.debug, &key, || {
+                let d = cached(&self.debug, &key, || {
                     ElfData::parse(
                         format!("{} (archived debug file)", elf.name),
                         Bytes::Shared(b),
                     )
                     .ok()
                 });
+                if d.is_some() {
+                    self.serve_debug(&elf.name, format!("archive {}", archive.path.display()));
+                }
+                return d;
             }
         }
         let root = &self.sources.debug_root;
-        let mut candidates: Vec<PathBuf> = Vec::new();
+        // Where to look, and how `analyze info` names each place.
+        let mut candidates: Vec<(PathBuf, String)> = Vec::new();
         if let Some(id) = &id {
             for dir in &self.sources.buildid_dirs {
-                candidates.push(dir.join(archive::cache_dir(&elf.name, id)).join("debug"));
+                candidates.push((
+                    dir.join(archive::cache_dir(&elf.name, id)).join("debug"),
+                    format!("build-id cache {}", dir.display()),
+                ));
             }
-            candidates.push(self.debug_by_id(root, id));
+            candidates.push((self.debug_by_id(root, id), root.display().to_string()));
         }
         if let (Some(link), Some(dir)) = (&elf.debuglink, Path::new(&elf.name).parent()) {
-            candidates.push(dir.join(link));
-            candidates.push(dir.join(".debug").join(link));
-            candidates.push(root.join(dir.strip_prefix("/").unwrap_or(dir)).join(link));
+            for c in [
+                dir.join(link),
+                dir.join(".debug").join(link),
+                root.join(dir.strip_prefix("/").unwrap_or(dir)).join(link),
+            ] {
+                let from = format!("debug link {}", c.display());
+                candidates.push((c, from));
+            }
         }
         if let (Some(id), Some(client)) = (&id, &self.sources.debuginfod) {
-            candidates.push(client.cached(id, debuginfod::Kind::DebugInfo));
+            candidates.push((
+                client.cached(id, debuginfod::Kind::DebugInfo),
+                "debuginfod".into(),
+            ));
         }
-        for c in candidates {
+        for (c, from) in candidates {
             let key = c.to_string_lossy().into_owned();
             if key == elf.name || !c.is_file() {
                 continue;
@@ -349,24 +377,44 @@ impl Loader {
                         elf.name
                     ));
                 }
-                _ => return Some(d),
+                _ => {
+                    self.serve_debug(&elf.name, from);
+                    return Some(d);
+                }
             }
         }
         None
     }
 
+    fn serve_debug(&self, path: &str, from: String) {
+        self.debug_served
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), from);
+    }
+
+    /// Whether `elf` lacks what naming its frames and lines needs (a `.symtab`, DWARF) and
+    /// no separate debug file here makes up for it: then debuginfod is asked for one.
+    fn wants_debug_file(&self, elf: &ElfData) -> bool {
+        let complete = |e: &ElfData| e.has_symtab && e.has_debug_info;
+        !complete(elf) && !self.debug_file(elf).is_some_and(|d| complete(&d))
+    }
+
     /// Fetches from debuginfod, in parallel, the binaries of `build_ids` (path -> id) that no
-    /// local source has, and their debug files: afterwards [`Loader::elf`] finds them in the
-    /// cache. A progress bar on a terminal; nothing without `DEBUGINFOD_URLS`.
+    /// local source has, and their debug files; and the debug files of the binaries here
+    /// that have no symbol table or no DWARF (stripped, as every Debian binary is) and no
+    /// separate debug file here, as gdb and elfutils ask for them: afterwards
+    /// [`Loader::elf`] and [`Loader::debug_file`] find them in the cache. A progress bar on a
+    /// terminal; nothing without `DEBUGINFOD_URLS`.
     pub fn fetch_missing(&self, build_ids: &std::collections::HashMap<String, Vec<u8>>) {
         use rayon::prelude::*;
         let Some(client) = &self.sources.debuginfod else {
             return;
         };
         // The files a local source has are opened now (and kept: nothing opens them twice);
-        // the others are fetched.
-        let missing: Vec<(&String, String)> = build_ids
-            .iter()
+        // the others are fetched, and the debug files of those here without symbols.
+        let missing: Vec<(String, bool)> = build_ids
+            .par_iter()
             .filter(|(path, _)| path.starts_with('/'))
             .filter_map(|(path, id)| {
                 let hexed = hex(id).trim_end_matches("00000000").to_string();
@@ -375,11 +423,13 @@ impl Loader {
                 }
                 match self.find_elf(path, Some(id), Search::Here) {
                     Ok((elf, from)) => {
-                        cached(&self.elves, &elf_key(path, Some(id)), || Some(elf));
+                        let elf = cached(&self.elves, &elf_key(path, Some(id)), || Some(elf))?;
                         self.serve(path, from);
-                        None
+                        // By the file's own build id (the recording's may be padded).
+                        let own = elf.build_id_hex().filter(|h| h.len() > 2)?;
+                        self.wants_debug_file(&elf).then_some((own, false))
                     }
-                    Err(_) => Some((path, hexed)),
+                    Err(_) => Some((hexed, true)),
                 }
             })
             .collect();
@@ -394,8 +444,8 @@ impl Loader {
                 b
             })
         };
-        missing.par_iter().for_each(|(_, id)| {
-            if client.fetch(id, debuginfod::Kind::Executable).is_some() {
+        missing.par_iter().for_each(|(id, gone)| {
+            if !gone || client.fetch(id, debuginfod::Kind::Executable).is_some() {
                 client.fetch(id, debuginfod::Kind::DebugInfo);
             }
             if let Some(b) = &bar {

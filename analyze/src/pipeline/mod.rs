@@ -202,7 +202,10 @@ pub fn symbolize_addresses(
                             &file.dso,
                             addrs,
                             symbolize::dwarf_file(elf, debug.as_deref(), o.inline, o.lines),
-                            o.inline,
+                            symbolize::Naming {
+                                inline: o.inline,
+                                by_address: o.address_names,
+                            },
                         ),
                         Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),
                         None => addrs

@@ -27,6 +27,9 @@ pub struct Options {
     pub addresses: bool,
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Name code no symbol covers by the function its unwind tables delimit
+    /// (`liblzma.so.5.4.1!0x12ab0`, one name per function); else `[unknown]`, as perf does.
+    pub address_names: bool,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Default for Options {
             lines: true,
             addresses: false,
             progress: false,
+            address_names: true,
         }
     }
 }

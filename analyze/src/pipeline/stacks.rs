@@ -1,12 +1,15 @@
 //! The last stage: each resolved sample's frames as ids into one table of frames, root first
 //! ([`Symbolized`], what report, script, flame graphs and wakeups consume).
 
+use std::collections::BTreeMap;
+
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::options::Options;
 use super::resolved::{Resolved, Symbols};
 use crate::read::{EventSel, Recording};
+use crate::resolve::Source;
 use crate::symbolize::{FrameAddr, FrameInfo, Symbolized, SymbolizedStack, TimedSample};
 
 /// Frame ids: given in file order, then address order, so that the table does not depend on
@@ -63,6 +66,38 @@ fn intern_frames(r: &Resolved<'_>, symbols: &Symbols, table: &mut Vec<FrameInfo>
     }
 }
 
+/// The counts of frames without a symbol name (`unnamed`, by frame id) summed by the file they
+/// are in, with whether that file is stripped.
+fn unnamed_by_file(
+    r: &Resolved<'_>,
+    frames: &[FrameInfo],
+    unnamed: &[u64],
+) -> BTreeMap<String, (u64, bool)> {
+    let stripped: FxHashMap<&str, bool> = r
+        .resolver
+        .files()
+        .iter()
+        .filter_map(|f| match &f.source {
+            Some(Source::Elf { elf, debug }) => Some((
+                f.dso.as_str(),
+                !elf.has_symtab && !debug.as_ref().is_some_and(|d| d.has_symtab),
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut by_file: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+    for (f, &n) in frames.iter().zip(unnamed) {
+        if n == 0 || !f.dso.starts_with('/') {
+            continue;
+        }
+        let e = by_file
+            .entry(f.dso.clone())
+            .or_insert((0, stripped.get(f.dso.as_str()).copied().unwrap_or(false)));
+        e.0 += n;
+    }
+    by_file
+}
+
 /// Builds every sample's stack from the symbols of its addresses.
 pub(super) fn symbolized(
     rec: &Recording,
@@ -80,12 +115,14 @@ pub(super) fn symbolized(
     let ids = intern_frames(&r, symbols, &mut out.frames);
     let grouped_timeline = std::mem::take(&mut r.timeline);
     let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
+    let by_address: Vec<bool> = out.frames.iter().map(|f| f.by_address).collect();
+    let lacks_symbol: Vec<bool> = out.frames.iter().map(FrameInfo::lacks_symbol).collect();
     crate::timing::mark("intern frames");
 
     if let Some(b) = &r.bar {
         b.set_message("stacks");
     }
-    let built: Vec<(SymbolizedStack, u64, u64)> = r
+    let built: Vec<(SymbolizedStack, u64, (u64, u64))> = r
         .samples
         .par_iter()
         .zip(r.stacks.par_iter().zip(r.keys.par_iter()))
@@ -145,6 +182,7 @@ pub(super) fn symbolized(
             }
             let n = frames.len() as u64;
             let unknown_n = frames.iter().filter(|&&f| unknown[f as usize]).count() as u64;
+            let by_address_n = frames.iter().filter(|&&f| by_address[f as usize]).count() as u64;
             (
                 SymbolizedStack {
                     comm: s.comm,
@@ -161,18 +199,29 @@ pub(super) fn symbolized(
                     addrs,
                 },
                 n,
-                unknown_n,
+                (unknown_n, by_address_n),
             )
         })
         .collect();
-    let mut stats = r.stats;
+    let mut stats = std::mem::take(&mut r.stats);
     stats.warnings.extend(symbols.warnings.iter().cloned());
-    for ((mut st, n, u), &count) in built.into_iter().zip(&r.counts) {
+    // Frames without a symbol name, by frame (then by file).
+    let mut unnamed: Vec<u64> = vec![0; out.frames.len()];
+    for ((mut st, n, (u, a)), &count) in built.into_iter().zip(&r.counts) {
         stats.frames += n * count;
         stats.unknown_frames += u * count;
+        stats.by_address_frames += a * count;
+        if u + a > 0 {
+            for &f in &st.frames[..st.user_len as usize] {
+                if lacks_symbol[f as usize] {
+                    unnamed[f as usize] += count;
+                }
+            }
+        }
         st.count = count;
         out.stacks.push(st);
     }
+    stats.unnamed_by_file = unnamed_by_file(&r, &out.frames, &unnamed);
     crate::timing::mark("stacks");
     if let Some(b) = r.bar {
         b.finish_and_clear();

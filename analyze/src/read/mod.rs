@@ -28,8 +28,8 @@ use rustc_hash::FxHashMap;
 
 use callchain::{same_frames, split_callchain, stack_copy};
 pub use recording::{
-    BuildIds, KernelModules, MapId, Mapping, RawSample, Recording, StackBytes, StackCopy,
-    UserFrame, UserRegs,
+    is_anonymous, BuildIds, KernelModules, MapId, Mapping, RawSample, Recording, StackBytes,
+    StackCopy, UserFrame, UserRegs,
 };
 pub use select::{select, EventSel, Selection, Weighed};
 use timeline::Timeline;

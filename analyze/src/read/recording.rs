@@ -14,6 +14,12 @@ pub struct Mapping {
     pub build_id: Option<Vec<u8>>,
 }
 
+/// Whether a mapping's path names anonymous memory rather than a file (`//anon`,
+/// `[anon:NAME]`, `/memfd:NAME`): where JIT compilers put their code.
+pub fn is_anonymous(path: &str) -> bool {
+    path == "//anon" || path.starts_with("[anon") || path.starts_with("/memfd:")
+}
+
 /// Index into [`Recording::mappings`].
 pub type MapId = u32;
 

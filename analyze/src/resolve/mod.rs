@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::files::{ElfData, JitMap, Loader};
-use crate::read::{MapId, Recording};
+use crate::read::{is_anonymous, MapId, Recording};
 use crate::unwind::Located;
 
 /// Index into [`Resolver::files`].
@@ -59,6 +59,15 @@ impl Lookup {
 /// The lookup key of a frame: which file, and what to look up there.
 pub type Key = (FileId, Lookup);
 
+/// What a frame resolves to.
+enum Resolved {
+    Key(Key),
+    /// Its mapping's file is known and the address lies outside the file's code.
+    NotCode,
+    /// Nothing can tell (no mapping, an unreadable file, a mapping outside its segments).
+    Unknown,
+}
+
 pub struct Resolver<'r> {
     rec: &'r Recording,
     files: Vec<File>,
@@ -73,10 +82,6 @@ fn jitdump_of(rec: &Recording, pid: i32) -> Option<&str> {
         .iter()
         .find(|m| m.pid == pid && m.path.rsplit('/').next() == Some(name.as_str()))
         .map(|m| m.path.as_str())
-}
-
-fn is_anonymous(path: &str) -> bool {
-    path == "//anon" || path.starts_with("[anon") || path.starts_with("/memfd:")
 }
 
 impl<'r> Resolver<'r> {
@@ -101,9 +106,15 @@ impl<'r> Resolver<'r> {
             }
             let id = *by_name.entry(name.clone()).or_insert_with(|| {
                 let source = if jit {
-                    loader
-                        .jit_map(m.pid, jitdump_of(rec, m.pid))
-                        .map(Source::Jit)
+                    let map = loader.jit_map(m.pid, jitdump_of(rec, m.pid));
+                    if map.is_none() {
+                        loader.problem(format!(
+                            "process {}: code in anonymous memory ({}) and no perf map ({name}) \
+                             or jitdump names it; its frames are [unknown]",
+                            m.pid, m.path
+                        ));
+                    }
+                    map.map(Source::Jit)
                 } else {
                     let expected = m
                         .build_id
@@ -131,25 +142,50 @@ impl<'r> Resolver<'r> {
     }
 
     /// The lookup key of `loc`, or `None` when no file can tell (no mapping, unreadable file,
-    /// a mapping outside the file's segments).
+    /// a mapping outside the file's segments) or the address lies outside the file's code.
     pub fn resolve(&self, loc: &Located) -> Option<Key> {
-        let (file, bias) = *self.file_of_map.get(&loc.map?)?;
-        let addr = match self.files[file as usize].source.as_ref()? {
-            Source::Jit(_) => loc.addr,
-            Source::Elf { .. } => loc.addr.wrapping_sub(bias?),
-        };
-        Some((
-            file,
-            Lookup {
-                addr,
-                is_return: loc.is_return,
-            },
-        ))
+        match self.resolved(loc) {
+            Resolved::Key(k) => Some(k),
+            Resolved::NotCode | Resolved::Unknown => None,
+        }
     }
 
-    /// The dso name of the mapping of `loc`, for frames that cannot be resolved.
+    fn resolved(&self, loc: &Located) -> Resolved {
+        let Some(&(file, bias)) = loc.map.and_then(|m| self.file_of_map.get(&m)) else {
+            return Resolved::Unknown;
+        };
+        let lookup = |addr| Lookup {
+            addr,
+            is_return: loc.is_return,
+        };
+        match &self.files[file as usize].source {
+            Some(Source::Jit(_)) => Resolved::Key((file, lookup(loc.addr))),
+            Some(Source::Elf { elf, .. }) => match bias {
+                Some(bias) => {
+                    let l = lookup(loc.addr.wrapping_sub(bias));
+                    // An executable mapping can reach past the file's code: a library whose
+                    // first segment is executable is mapped whole with its rights before its
+                    // data segment is mapped over it, and only the first mapping makes a
+                    // record. A broken frame-pointer chain pointing into `.bss` is no call
+                    // site; the nearest symbol (`_edata`) would be a made-up name.
+                    if elf.is_code(l.call_site()) {
+                        Resolved::Key((file, l))
+                    } else {
+                        Resolved::NotCode
+                    }
+                }
+                None => Resolved::Unknown,
+            },
+            None => Resolved::Unknown,
+        }
+    }
+
+    /// The dso name of the mapping of `loc`, for frames that cannot be resolved: `[unknown]`
+    /// for an address outside every executable mapping, or outside the code of the file an
+    /// executable mapping holds.
     pub fn dso_of(&self, loc: &Located) -> &str {
         match loc.map {
+            Some(_) if matches!(self.resolved(loc), Resolved::NotCode) => crate::UNKNOWN,
             Some(m) => match self.file_of_map.get(&m) {
                 Some(&(f, _)) => &self.files[f as usize].dso,
                 None => &self.rec.mappings[m as usize].path,

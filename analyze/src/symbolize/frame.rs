@@ -10,6 +10,9 @@ pub struct FrameInfo {
     pub srcline: Option<String>,
     /// An inlined call (not a real stack frame).
     pub inlined: bool,
+    /// No symbol names it: `function` is `FILE!0xSVMA`, the function the file's unwind
+    /// tables delimit (see `symbolize::fde`), where perf prints `[unknown]`.
+    pub by_address: bool,
 }
 
 impl FrameInfo {
@@ -19,11 +22,17 @@ impl FrameInfo {
             dso: dso.into(),
             srcline: None,
             inlined: false,
+            by_address: false,
         }
     }
 
     pub fn is_unknown(&self) -> bool {
         self.function == crate::UNKNOWN
+    }
+
+    /// Whether no symbol names it: `[unknown]`, or named by its address.
+    pub fn lacks_symbol(&self) -> bool {
+        self.by_address || self.is_unknown()
     }
 }
 

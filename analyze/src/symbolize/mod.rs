@@ -15,6 +15,7 @@
 
 mod demangle;
 mod dwarf;
+mod fde;
 mod frame;
 mod symbolized;
 mod symtab;
@@ -23,6 +24,7 @@ use crate::files::{ElfData, JitMap, Kallsyms};
 use crate::resolve::Lookup;
 use crate::UNKNOWN;
 pub use demangle::demangle;
+pub use fde::address_name;
 pub use frame::{AddrInfo, FrameInfo};
 pub use symbolized::{FrameAddr, Stats, Symbolized, SymbolizedStack, TimedSample};
 
@@ -44,9 +46,20 @@ pub fn dwarf_file<'a>(
         .filter(|_| with_inline || with_lines)
 }
 
+/// How [`symbolize_elf`] names what it finds.
+#[derive(Debug, Clone, Copy)]
+pub struct Naming {
+    /// Show inlined functions as frames of their own.
+    pub inline: bool,
+    /// Name code that no symbol covers by the function its unwind tables delimit
+    /// (`FILE!0xSVMA`, see [`address_name`]); else `[unknown]`, as perf names it.
+    pub by_address: bool,
+}
+
 /// Symbolizes `lookups` (SVMAs) of one ELF file, with DWARF from `dwarf` (see [`dwarf_file`])
-/// when there is some. The result is aligned with `lookups`. An address nothing knows is one
-/// `[unknown]` frame of `dso`.
+/// when there is some. The result is aligned with `lookups`. An address no symbol or DWARF
+/// names is named by the function its unwind tables delimit when `naming.by_address` (and it
+/// has one there), else it is one `[unknown]` frame of `dso`.
 ///
 /// The function is named by the symbol holding the address itself, as perf names it (for a
 /// return address after a call that ends a function, that is the next symbol); its line and
@@ -57,8 +70,9 @@ pub fn symbolize_elf(
     dso: &str,
     lookups: &[Lookup],
     dwarf: Option<&ElfData>,
-    with_inline: bool,
+    naming: Naming,
 ) -> Vec<AddrInfo> {
+    let with_inline = naming.inline;
     // Symbols and DWARF load side by side (unless prepared already): each is a fair share of
     // the work on libc.
     let (tables, loaded) = rayon::join(
@@ -86,12 +100,30 @@ pub fn symbolize_elf(
                         dso: dso.to_string(),
                         srcline: basename_line(f.file.as_deref(), f.line),
                         inlined: true,
+                        by_address: false,
                     })
                     .collect(),
                 None => Vec::new(),
             };
             // find yields innermost first; the last one is the real (outer) function.
             frames.reverse();
+            // No symbol and no DWARF: the function the unwind tables delimit, found by the
+            // call site (a return address can be the first byte after its function).
+            let by_address = (sym.is_none() && frames.is_empty() && naming.by_address)
+                .then(|| fde::ranges(elf).lookup(svma))
+                .flatten();
+            if let Some((start, _)) = by_address {
+                return AddrInfo {
+                    frames: vec![FrameInfo {
+                        function: address_name(dso, start),
+                        dso: dso.to_string(),
+                        srcline: None,
+                        inlined: false,
+                        by_address: true,
+                    }],
+                    start: Some(start),
+                };
+            }
             match frames.first_mut() {
                 Some(outer) => {
                     outer.inlined = false;
@@ -106,6 +138,7 @@ pub fn symbolize_elf(
                     dso: dso.to_string(),
                     srcline: None,
                     inlined: false,
+                    by_address: false,
                 }),
             }
             if !with_inline {
@@ -119,8 +152,9 @@ pub fn symbolize_elf(
         .collect()
 }
 
-/// The function symbol holding `svma` of `elf`: its name (demangled), start and end (the next
-/// symbol's start where the table gives no size).
+/// The function holding `svma` of `elf`: its name (demangled), start and end. The symbol
+/// holding it (ending at the next symbol's start where the table gives no size), else the
+/// function its unwind tables delimit, named by its address ([`address_name`]).
 pub fn function_at(
     elf: &ElfData,
     debug: Option<&ElfData>,
@@ -129,6 +163,10 @@ pub fn function_at(
     symtab::tables(elf, debug)
         .iter()
         .find_map(|t| t.bounds(svma))
+        .or_else(|| {
+            let (start, end) = fde::ranges(elf).lookup(svma)?;
+            Some((address_name(&elf.name, start), start, end))
+        })
 }
 
 /// The compilation units of `.debug_info` (uncompressed, as are `abbrev` and `aranges`) that
@@ -210,6 +248,7 @@ pub fn symbolize_jit(map: &JitMap, lookups: &[Lookup]) -> Vec<AddrInfo> {
                     dso: dso.to_string(),
                     srcline: None,
                     inlined: false,
+                    by_address: false,
                 }],
                 start: hit.map(|h| h.1),
             }
@@ -226,6 +265,7 @@ pub fn symbolize_kernel(kallsyms: Option<&Kallsyms>, addr: u64) -> AddrInfo {
             dso: "[kernel.kallsyms]".into(),
             srcline: None,
             inlined: false,
+            by_address: false,
         }],
         start: hit.map(|h| h.1),
     }

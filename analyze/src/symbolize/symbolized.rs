@@ -54,6 +54,12 @@ pub struct Stats {
     pub samples: u64,
     pub frames: u64,
     pub unknown_frames: u64,
+    /// Frames no symbol names that are named by their address ([`FrameInfo::by_address`]).
+    pub by_address_frames: u64,
+    /// Frames no symbol names (`[unknown]`, or by their address), by the file they are in
+    /// (user frames in files), and whether that file is stripped (no `.symtab` in it or in
+    /// its debug file).
+    pub unnamed_by_file: BTreeMap<String, (u64, bool)>,
     pub dwarf_samples: u64,
     pub stack_ends: BTreeMap<String, u64>,
     pub warnings: Vec<String>,

@@ -218,6 +218,11 @@ pub enum StackEnd {
     UnwindError,
     /// The depth limit was reached.
     TooDeep,
+    /// A return address lies outside every executable mapping of the process, or outside
+    /// the code of the file its mapping holds: a word of garbage taken for a return address
+    /// (the frame before it had no CFI, or a damaged frame pointer). It stays, as an
+    /// `[unknown]` frame; nothing unwound from it could be trusted.
+    OutsideCode,
 }
 
 /// One frame of an unwound stack.
@@ -251,6 +256,16 @@ pub struct ProcessUnwinder {
     unwinder: UnwinderX86_64<MappedBytes>,
     /// Mappings whose ELF had no CFI or could not be opened (frame pointers are used there).
     pub without_cfi: Vec<PathBuf>,
+    /// Where the process has code (AVMAs), sorted: each executable mapping, less what of a
+    /// file's mapping lies outside its executable segments.
+    code: Vec<Range<u64>>,
+}
+
+/// Whether a mapping's path names a file the loader can be asked for (not anonymous memory,
+/// `[heap]` or `[stack]`; `[vdso]` is one).
+fn is_file(path: &Path) -> bool {
+    let p = path.to_string_lossy();
+    (p.starts_with('/') && !crate::read::is_anonymous(&p)) || p == "[vdso]"
 }
 
 /// Frames beyond this are not unwound.
@@ -260,23 +275,57 @@ impl ProcessUnwinder {
     pub fn new(mappings: &[ExecMapping], elves: &mut ElfUnwindCache<'_>) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
         let mut without_cfi = Vec::new();
+        let mut code = Vec::new();
         for m in mappings {
-            let Some(elf) = elves.get(&m.path, m.build_id.as_deref()) else {
+            // Anonymous memory (JIT code: named from perf maps later) is no file to ask for:
+            // frame pointers unwind through it.
+            let elf = if is_file(&m.path) {
+                elves.get(&m.path, m.build_id.as_deref())
+            } else {
+                None
+            };
+            let Some(elf) = elf else {
                 without_cfi.push(m.path.clone());
+                code.push(m.start..m.end);
                 continue;
             };
             if !elf.has_cfi() {
                 without_cfi.push(m.path.clone());
             }
+            // No bias (no segment overlaps the mapping, or none at all): cannot tell.
             let Some(bias) = elf.elf.mapping_bias(m.start, m.end, m.pgoff) else {
+                code.push(m.start..m.end);
                 continue;
             };
+            code.extend(
+                elf.elf
+                    .segments
+                    .iter()
+                    .filter(|s| s.executable)
+                    .filter_map(|s| {
+                        let start = s.svma.wrapping_add(bias).max(m.start);
+                        let end = s
+                            .svma
+                            .wrapping_add(s.mem_size.max(s.file_size))
+                            .wrapping_add(bias)
+                            .min(m.end);
+                        (start < end).then_some(start..end)
+                    }),
+            );
             unwinder.add_module(elf.module(&m.path.to_string_lossy(), m.start..m.end, bias));
         }
+        code.sort_unstable_by_key(|r| r.start);
         ProcessUnwinder {
             unwinder,
             without_cfi,
+            code,
         }
+    }
+
+    /// Whether `avma` lies in the process's code.
+    fn is_code(&self, avma: u64) -> bool {
+        let i = self.code.partition_point(|r| r.start <= avma);
+        self.code[..i].iter().rev().any(|r| avma < r.end)
     }
 
     /// Unwinds from `regs` over `stack` (the bytes copied from `regs.sp` upwards).
@@ -308,7 +357,11 @@ impl ProcessUnwinder {
                     out.push(UnwoundFrame::InstructionPointer(a))
                 }
                 Ok(Some(FrameAddress::ReturnAddress(a))) => {
-                    out.push(UnwoundFrame::ReturnAddress(a.get()))
+                    out.push(UnwoundFrame::ReturnAddress(a.get()));
+                    // Its call instruction: a return address can end its code.
+                    if !self.is_code(a.get() - 1) {
+                        return StackEnd::OutsideCode;
+                    }
                 }
                 Ok(None) => return StackEnd::Root,
                 Err(framehop::Error::CouldNotReadStack(_)) => return StackEnd::CopyTooShort,

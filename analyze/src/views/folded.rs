@@ -83,6 +83,7 @@ mod tests {
             dso: dso.into(),
             srcline: None,
             inlined: false,
+            by_address: false,
         }
     }
 

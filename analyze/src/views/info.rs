@@ -50,18 +50,28 @@ pub struct FileSummary {
 }
 
 impl FileSummary {
-    /// Asks `loader` for every file the recording lists, so that the summary says which
-    /// source serves each (the archive, --symfs, a build-id cache, its path, debuginfod) and
-    /// which stayed missing.
+    /// Asks `loader` for every file the recording lists and its debug file, so that the
+    /// summary says which source serves each (the archive, --symfs, a build-id cache, its
+    /// path, debuginfod; and its debug file's) and which stayed missing.
     pub fn find_sources(&mut self, loader: &crate::files::Loader) {
-        for (id, path) in &self.build_ids {
-            if !(path.starts_with('/') || path == "[vdso]") {
-                continue;
+        let ids: std::collections::HashMap<String, Vec<u8>> = self
+            .build_ids
+            .iter()
+            .filter(|(_, path)| path.starts_with('/') || path == "[vdso]")
+            .map(|(id, path)| {
+                let bytes: Vec<u8> = (0..id.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok())
+                    .collect();
+                (path.clone(), bytes)
+            })
+            .collect();
+        // What debuginfod has (when the user named servers): missing files, and the debug
+        // files of stripped ones.
+        loader.fetch_missing(&ids);
+        for (path, id) in &ids {
+            if let Some(elf) = loader.elf(path, Some(id)) {
+                loader.debug_file(&elf);
             }
-            let bytes: Vec<u8> = (0..id.len() / 2)
-                .filter_map(|i| u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok())
-                .collect();
-            loader.elf(path, Some(&bytes));
         }
         self.sources = loader.served();
         if self.build_ids.iter().any(|(_, p)| p == "[kernel.kallsyms]") {

@@ -3,7 +3,8 @@
 //! the recording read ([`crate::read::Recording`]: sched, heatmaps). Three walk the file's
 //! records themselves, for what a `Recording` does not carry yet: `info` (every record
 //! type, counted), `io` and `cache` (the raw fields of `bpfperf:block_io` and
-//! `bpfperf:cachestat` samples). Shared helpers: [`folded::frame_name`], [`latency`].
+//! `bpfperf:cachestat` samples). Shared helpers: [`folded::frame_name`], [`latency`]; [`stripped`]: the hint about stripped
+//! binaries that every stack view gives.
 
 pub mod annotate;
 pub mod archive;
@@ -19,3 +20,4 @@ pub mod latency;
 pub mod report;
 pub mod sched;
 pub mod script;
+pub mod stripped;

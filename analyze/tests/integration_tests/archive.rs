@@ -184,10 +184,10 @@ fn free_port() -> u16 {
 
 /// Debian's debuginfod, serving the ELF files under `dir` on a loopback port; killed when
 /// dropped.
-struct Server(std::process::Child, u16);
+pub(crate) struct Server(std::process::Child, pub(crate) u16);
 
 impl Server {
-    fn start(dir: &Path, db: &Path) -> Option<Server> {
+    pub(crate) fn start(dir: &Path, db: &Path) -> Option<Server> {
         let port = free_port();
         let child = Command::new("debuginfod")
             .args(["-F", "-d"])
@@ -257,7 +257,11 @@ fn debuginfod_serves_a_removed_binary_and_a_dead_server_costs_a_timeout() {
         "cached as elfutils caches"
     );
     let (info, _) = run(&["info", "-i", file.to_str().unwrap()], &env);
-    assert!(info.contains("(debuginfod)"), "{info}");
+    // The binary, and its debug file (the same unstripped file, served as debuginfo too).
+    assert!(
+        info.contains("(debuginfod; debug file: debuginfod)"),
+        "{info}"
+    );
 
     // A server that accepts connections and never answers: the timeout, and a warning.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -278,7 +282,7 @@ fn debuginfod_serves_a_removed_binary_and_a_dead_server_costs_a_timeout() {
     assert!(took < 2.0 + 3.0, "a silent server cost {took:.1} s");
 }
 
-fn build_id_of(path: &Path) -> String {
+pub(crate) fn build_id_of(path: &Path) -> String {
     let out = Command::new("readelf")
         .arg("-n")
         .arg(path)

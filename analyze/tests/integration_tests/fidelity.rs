@@ -7,6 +7,9 @@
 //! weight for frame-pointer files, >= 90% for DWARF files.
 //!
 //! Differences on purpose, named where they are asserted:
+//! - Code no symbol covers (stripped libraries: libstdc++, libgcc_s) is named by the function
+//!   its unwind tables delimit, `FILE!0xSTART`, where perf prints `[unknown]`: compared as
+//!   perf names it ([`as_perf_names`]).
 //! - Go with DWARF stack copies: perf 6.1's unwinder stops at the leaf (Go binaries have no
 //!   `.eh_frame`, only `.debug_frame`); analyze unwinds to the goroutine's root. Asserted: the
 //!   leaves agree and ours reach `runtime.goexit`.
@@ -16,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::common::{can_record, fixture, record_bin, Tmp};
-use crate::folded::{fold_script, parse_folded, perf_script_with, run_ok, Folded};
+use crate::folded::{as_perf_names, fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Recorder {
@@ -77,14 +80,16 @@ fn perf_folded(file: &Path) -> Folded {
     fold_script(&perf_script_with(file, &["--no-inline"]), None)
 }
 
+/// Our folded stacks, frames named by address (stripped code: libstdc++, libgcc) as perf
+/// names them (see [`as_perf_names`]).
 fn our_folded(file: &Path) -> Folded {
-    parse_folded(&run_ok(&[
+    as_perf_names(&parse_folded(&run_ok(&[
         "report",
         "--folded",
         "--no-inline",
         "-i",
         file.to_str().unwrap(),
-    ]))
+    ])))
 }
 
 /// The share of `perf`'s weight that `ours` has on the same stacks.

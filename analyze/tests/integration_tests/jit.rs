@@ -3,24 +3,28 @@
 
 use std::path::Path;
 
-use crate::common::{can_record, fixture, perf_record, record_ours, Tmp};
-use crate::folded::{parse_folded, run_ok};
+use crate::common::{analyze, can_record, fixture, perf_record, record_ours, Tmp};
+use crate::folded::parse_folded;
 
-/// The share of the samples whose leaf is `name`.
-fn leaf_share(file: &Path, name: &str) -> f64 {
-    let folded = parse_folded(&run_ok(&[
-        "report",
-        "--folded",
-        "-i",
-        file.to_str().unwrap(),
-    ]));
+/// The share of the samples whose leaf is `name`, and analyze's standard error.
+fn leaf_share(file: &Path, name: &str) -> (f64, String) {
+    let out = analyze(&["report", "--folded", "-i", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let folded = parse_folded(&String::from_utf8(out.stdout).unwrap());
     let total: u64 = folded.values().sum();
     let hit: u64 = folded
         .iter()
         .filter(|(k, _)| k.rsplit(';').next() == Some(name))
         .map(|(_, v)| v)
         .sum();
-    hit as f64 / total.max(1) as f64
+    (hit as f64 / total.max(1) as f64, err)
+}
+
+/// A warning about anonymous memory in analyze's standard error, if there is one.
+fn anon_warning(err: &str) -> Option<&str> {
+    err.lines()
+        .find(|l| l.contains("warning") && (l.contains("anon") || l.contains("perf map")))
 }
 
 /// Removes the perf maps the program wrote (it cannot: the profiler reads them after it).
@@ -52,11 +56,14 @@ fn perf_maps_in_both_address_styles_and_jitdump_files_name_jit_code() {
     ] {
         let perf = dir.0.join(format!("perf-{mode}.data"));
         perf_record(&perf, &["-F", "999", "-g"], &program, &[mode, "0.5", d]);
-        let share = leaf_share(&perf, name);
+        let (share, err) = leaf_share(&perf, name);
         assert!(
             share > 0.8,
             "{mode}, perf -g: {name} is the leaf of {share:.2}"
         );
+        assert_eq!(anon_warning(&err), None, "{mode}, perf -g");
+        // record's stack copies (DWARF): the unwinder meets the anonymous mapping too, and
+        // says nothing of it either (it used to warn `//anon: not found`).
         let ours = dir.0.join(format!("record-{mode}.data"));
         record_ours(
             &ours,
@@ -64,11 +71,20 @@ fn perf_maps_in_both_address_styles_and_jitdump_files_name_jit_code() {
             &program,
             &[mode, "0.5", d],
         );
-        let share = leaf_share(&ours, name);
+        let (share, err) = leaf_share(&ours, name);
         assert!(
             share > 0.8,
             "{mode}, record: {name} is the leaf of {share:.2}"
         );
+        assert_eq!(anon_warning(&err), None, "{mode}, record");
     }
     remove_maps_naming("jitted_sum");
+    // Without its perf map, the JIT code is [unknown], and that is said once.
+    let (_, err) = leaf_share(&dir.0.join("record-map.data"), "jitted_sum");
+    let warning = anon_warning(&err).unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        warning.contains("no perf map") && warning.contains("[unknown]"),
+        "{warning}"
+    );
+    assert_eq!(err.matches("no perf map").count(), 1, "{err}");
 }

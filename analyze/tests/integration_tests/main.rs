@@ -19,5 +19,7 @@ mod inline;
 mod jit;
 mod kallsyms_cache;
 mod layers;
+mod outside_code;
 mod report;
 mod scale;
+mod stripped;

@@ -133,8 +133,9 @@ fn path_under(text: &str, symbol: &str) -> Vec<String> {
 /// `report -g` against `perf report -g` on C++ (templates, lambdas) and Go recordings: the
 /// same rows, graphs and branch percentages, line for line. Named differences: our rows
 /// have Self and Total columns (perf's Overhead is Self), frames without a symbol are
-/// `[unknown]` where perf prints their address, and `--no-inline` (perf's Symbol column is
-/// the real function; ours shows inlined ones unless told).
+/// named by address (`libstdc++.so.6.0.30!0xd4490`: the function the unwind tables delimit)
+/// where perf prints the frame's address (both compared as `[unknown]`), and `--no-inline`
+/// (perf's Symbol column is the real function; ours shows inlined ones unless told).
 #[test]
 fn call_graphs_equal_perfs_on_cpp_and_go() {
     if !perf_ok() {
@@ -177,8 +178,8 @@ fn call_graphs_equal_perfs_on_cpp_and_go() {
 }
 
 /// A report's lines as both tools' can be compared: comments and blank lines dropped,
-/// rows reduced to their symbol, addresses (perf's unnamed frames) as `[unknown]`, branch
-/// percentages apart (in order).
+/// rows reduced to their symbol, addresses (perf's unnamed frames) and names by address
+/// (ours) as `[unknown]`, branch percentages apart (in order).
 fn graph_lines(text: &str) -> (Vec<String>, Vec<f64>) {
     let mut pcts = Vec::new();
     let mut lines = Vec::new();
@@ -198,7 +199,8 @@ fn graph_lines(text: &str) -> (Vec<String>, Vec<f64>) {
         let hex = name
             .strip_prefix("0x")
             .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()));
-        let name = if hex { "[unknown]" } else { name };
+        let by_address = crate::folded::address_named_file(name).is_some();
+        let name = if hex || by_address { "[unknown]" } else { name };
         // "|--24.37%--": the number apart.
         let branch = head
             .split_once("--")

@@ -70,6 +70,11 @@ pub struct Filter {
     /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
     #[arg(long, value_name = "DIR")]
     pub symfs: Option<PathBuf>,
+    /// Name code that no symbol covers `[unknown]`, as perf does. By default such a frame is
+    /// named by the function its file's unwind tables delimit, FILE!0xSTART
+    /// (liblzma.so.5.4.1!0x12ab0): one box per function of a stripped binary, not one per file.
+    #[arg(long)]
+    pub no_unknown_names: bool,
 }
 
 impl Select {
@@ -94,6 +99,7 @@ impl Filter {
             lines,
             addresses,
             progress: true,
+            address_names: !self.no_unknown_names,
         }
     }
 }

@@ -34,7 +34,7 @@ pub fn export(
         for w in &s.stats.warnings {
             eprintln!("analyze: warning: {w}");
         }
-        summary(&s, rec.lost);
+        summary(&s, rec.lost, loader);
         let cx = Context {
             measure: options.event.measure().to_string(),
             event: s.event.clone(),

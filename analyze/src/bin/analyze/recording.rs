@@ -115,13 +115,14 @@ pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::
         for w in &s.stats.warnings {
             eprintln!("analyze: warning: {w}");
         }
-        summary(&s, rec.lost);
+        summary(&s, rec.lost, loader);
         Ok(s)
     })
 }
 
-/// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events.
-pub fn summary(s: &Symbolized, lost: u64) {
+/// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events;
+/// then the hint about stripped binaries, if it is due.
+pub fn summary(s: &Symbolized, lost: u64, loader: &Loader) {
     let st = &s.stats;
     let pct = if st.frames == 0 {
         0.0
@@ -132,6 +133,13 @@ pub fn summary(s: &Symbolized, lost: u64) {
         "analyze: {} {} samples, {} frames, {} [unknown] ({pct:.1}%)",
         st.samples, s.event, st.frames, st.unknown_frames
     );
+    if st.by_address_frames > 0 {
+        line.push_str(&format!(
+            ", {} named by address ({:.1}%)",
+            st.by_address_frames,
+            100.0 * st.by_address_frames as f64 / st.frames as f64
+        ));
+    }
     if st.dwarf_samples > 0 {
         let ends: Vec<String> = st
             .stack_ends
@@ -148,6 +156,27 @@ pub fn summary(s: &Symbolized, lost: u64) {
         line.push_str(&format!("; {lost} events lost while recording"));
     }
     eprintln!("{line}");
+    stripped_hint(s, loader);
+}
+
+/// The hint about stripped binaries (once per run, when many frames have no symbol name).
+fn stripped_hint(s: &Symbolized, loader: &Loader) {
+    static GIVEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if GIVEN.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let codename = analyze::files::packages::debian_codename();
+    let lines = analyze::views::stripped::hint(
+        &s.stats,
+        codename.as_deref(),
+        loader.sources.debuginfod.is_some(),
+    );
+    if !lines.is_empty() {
+        GIVEN.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    for l in lines {
+        eprintln!("analyze: hint: {l}");
+    }
 }
 
 pub fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {

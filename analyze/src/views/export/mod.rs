@@ -66,6 +66,7 @@ mod tests {
             dso: "a.out".into(),
             srcline: None,
             inlined,
+            by_address: false,
         }
     }
 
