@@ -17,5 +17,6 @@ mod inline;
 mod jit;
 mod kallsyms_cache;
 mod layers;
+mod names;
 mod report;
 mod scale;
