@@ -6,6 +6,9 @@
 //! std::allocator<char> >`). That is `c++filt -p -i`, not `c++filt -p`: checked here against
 //! `perf probe -F` on the same libraries, where `-p` alone misses 330 of libstdc++'s names
 //! and 465 of libLLVM 14's.
+//!
+//! perf chooses among the symbols at one address after demangling: a Rust program's v0
+//! aliases are named by the longer demangled name.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -14,7 +17,8 @@ use std::process::{Command, Stdio};
 
 use object::{Object, ObjectSymbol};
 
-use crate::common::perf_ok;
+use crate::common::{fixture, perf_ok, perf_record, Tmp};
+use crate::folded::{fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 /// Under CI a missing tool or library fails the test; elsewhere the test is skipped, saying
 /// what is missing in one line. Returns whether to go on.
@@ -224,4 +228,71 @@ fn cxx_names_equal_perfs_on_llvm_libstdcxx_and_libjvm() {
         report.is_empty(),
         "names perf prints that we never give (first 8 of each library):\n{report}"
     );
+}
+
+/// The weight of the samples whose leaf frame is `name`.
+fn leaf_weight(folded: &Folded, name: &str) -> u64 {
+    folded
+        .iter()
+        .filter(|(k, _)| k.rsplit(';').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// std's `Display` for u64 and usize is one function under two v0 symbols of equal length
+/// (`..3impyNtB9_7Display3fmt`, `..3impjNtB9_7Display3fmt`), u64's first in the symbol table
+/// of `rsalias-v0`. perf compares the demangled names and keeps the longer,
+/// `<usize as core::fmt::Display>::fmt`; so do we, where comparing the mangled ones (equal)
+/// kept the first, `<u64 as core::fmt::Display>::fmt`.
+#[test]
+fn rust_v0_aliases_are_named_as_perf_names_them() {
+    if !perf_ok() {
+        return;
+    }
+    const U64: &str = "<u64 as core::fmt::Display>::fmt";
+    const USIZE: &str = "<usize as core::fmt::Display>::fmt";
+    let program = fixture("rsalias-v0");
+    let bytes = std::fs::read(&program).unwrap();
+    let obj = object::File::parse(&*bytes).unwrap();
+    let symbol = |suffix: &str| {
+        obj.symbols()
+            .enumerate()
+            .find(|(_, s)| {
+                s.name()
+                    .is_ok_and(|n| n.starts_with("_R") && n.ends_with(suffix))
+            })
+            .map(|(i, s)| (i, s.address()))
+            .unwrap_or_else(|| panic!("rsalias-v0 has no v0 symbol ending in {suffix}"))
+    };
+    let (u64_index, u64_addr) = symbol("3num3impyNtB9_7Display3fmt");
+    let (usize_index, usize_addr) = symbol("3num3impjNtB9_7Display3fmt");
+    assert_eq!(u64_addr, usize_addr, "the two impls are one function");
+    assert!(
+        u64_index < usize_index,
+        "u64's symbol is no longer first: the table order alone would pick usize's"
+    );
+
+    let dir = Tmp::new("v0-aliases");
+    let file = dir.0.join("perf.data");
+    perf_record(&file, &["-F", "999", "-g"], &program, &["0.5"]);
+    let perf = fold_script(&perf_script_with(&file, &["--no-inline"]), None);
+    let f = file.to_str().unwrap();
+    let ours = parse_folded(&run_ok(&["report", "--folded", "--no-inline", "-i", f]));
+    let (perf_usize, ours_usize) = (leaf_weight(&perf, USIZE), leaf_weight(&ours, USIZE));
+    let total: u64 = perf.values().sum();
+    eprintln!(
+        "rsalias-v0: {total} samples; {USIZE} the leaf of {perf_usize} in perf script, {ours_usize} in ours; {U64}: {} and {}",
+        leaf_weight(&perf, U64),
+        leaf_weight(&ours, U64)
+    );
+    assert!(
+        perf_usize >= 20,
+        "perf script: {USIZE} the leaf of only {perf_usize} of {total} samples"
+    );
+    assert_eq!(leaf_weight(&perf, U64), 0, "perf script names {U64}");
+    assert_eq!(
+        ours_usize, perf_usize,
+        "samples in {USIZE}, ours and perf's"
+    );
+    assert_eq!(leaf_weight(&ours, U64), 0, "we name {U64}");
 }
