@@ -69,27 +69,7 @@ impl SymbolTable {
         if raw.is_empty() {
             return None;
         }
-        // Aliases at one address: keep the one perf keeps (sized, not weak, global, fewer
-        // leading underscores, longer name, first in the table).
-        let rank = |s: &(u64, u64, Binding, &str)| {
-            (
-                s.1 > 0,
-                s.2 != Binding::Weak,
-                s.2 == Binding::Global,
-                std::cmp::Reverse(s.3.len() - s.3.trim_start_matches('_').len()),
-                s.3.len(),
-            )
-        };
-        // A stable sort: ties keep table order.
-        raw.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| rank(b).cmp(&rank(a))));
-        raw.dedup_by_key(|s| s.0);
-        Some(SymbolTable {
-            syms: raw
-                .into_iter()
-                // A damaged size must not wrap the end around: the symbol ends at the top.
-                .map(|(start, size, _, name)| (start, start.saturating_add(size), demangle(name)))
-                .collect(),
-        })
+        Some(SymbolTable { syms: choose(raw) })
     }
 
     /// Symbols for the PLT entries of `elf` (`name@plt`, as perf synthesizes them): entry `i`
@@ -156,6 +136,36 @@ impl SymbolTable {
     }
 }
 
+/// Demangles `raw` (start, size, binding, name) and keeps, at each address, the symbol perf
+/// keeps (util/symbol.c, choose_best_symbol: sized, not weak, global, fewer leading
+/// underscores, longer name, first in the table). perf demangles as it loads, so it compares
+/// demangled names: two Rust v0 aliases of equal mangled length,
+/// `..3impyNtB9_7Display3fmt` and `..3impjNtB9_7Display3fmt`, are
+/// `<u64 as core::fmt::Display>::fmt` and the longer `<usize as core::fmt::Display>::fmt`.
+/// Sorted by start, (start, end, name).
+fn choose(raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, String)> {
+    let mut syms: Vec<(u64, u64, Binding, String)> = raw
+        .into_iter()
+        .map(|(start, size, binding, name)| (start, size, binding, demangle(name)))
+        .collect();
+    let rank = |s: &(u64, u64, Binding, String)| {
+        (
+            s.1 > 0,
+            s.2 != Binding::Weak,
+            s.2 == Binding::Global,
+            std::cmp::Reverse(s.3.len() - s.3.trim_start_matches('_').len()),
+            s.3.len(),
+        )
+    };
+    // A stable sort: ties keep table order.
+    syms.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| rank(b).cmp(&rank(a))));
+    syms.dedup_by_key(|s| s.0);
+    syms.into_iter()
+        // A damaged size must not wrap the end around: the symbol ends at the top.
+        .map(|(start, size, _, name)| (start, start.saturating_add(size), name))
+        .collect()
+}
+
 /// A file's symbol tables, built once and kept with the file ([`ElfData::derived`]).
 #[derive(Default)]
 struct Tables(OnceLock<Vec<SymbolTable>>);
@@ -187,4 +197,44 @@ fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
         t.syms.dedup_by_key(|s| s.0);
     }
     tables
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U64: &str = "_RNvXsd_NtNtNtCsgEmfK2I1SDS_4core3fmt3num3impyNtB9_7Display3fmt";
+    const USIZE: &str = "_RNvXsi_NtNtNtCsgEmfK2I1SDS_4core3fmt3num3impjNtB9_7Display3fmt";
+
+    fn names(raw: Vec<(u64, u64, Binding, &str)>) -> Vec<String> {
+        choose(raw).into_iter().map(|s| s.2).collect()
+    }
+
+    #[test]
+    fn aliases_are_chosen_on_demangled_names() {
+        // Equal mangled lengths: the longer demangled name, in either table order.
+        for order in [[U64, USIZE], [USIZE, U64]] {
+            let raw = order
+                .iter()
+                .map(|n| (0x1000, 266, Binding::Global, *n))
+                .collect();
+            assert_eq!(names(raw), ["<usize as core::fmt::Display>::fmt"]);
+        }
+        // Leading underscores are counted on demangled names: `_ZN3foo3barEv` is `foo::bar`,
+        // with none, and beats a shorter C alias without any.
+        let raw = vec![
+            (0x1000, 8, Binding::Global, "foo_b"),
+            (0x1000, 8, Binding::Global, "_ZN3foo3barEv"),
+        ];
+        assert_eq!(names(raw), ["foo::bar"]);
+        // Size, weakness and binding come first; ties keep table order.
+        let raw = vec![
+            (0x1000, 8, Binding::Local, "a_long_local_name"),
+            (0x1000, 8, Binding::Weak, "a_longer_weak_name"),
+            (0x1000, 8, Binding::Global, "g"),
+            (0x2000, 8, Binding::Global, "first"),
+            (0x2000, 8, Binding::Global, "later"),
+        ];
+        assert_eq!(names(raw), ["g", "first"]);
+    }
 }

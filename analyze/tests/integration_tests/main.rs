@@ -19,6 +19,7 @@ mod inline;
 mod jit;
 mod kallsyms_cache;
 mod layers;
+mod names;
 mod outside_code;
 mod report;
 mod scale;
