@@ -308,19 +308,23 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             break;
         }
     }
-    let stopped = rec.writer.is_full().then(|| {
+    let no_space = |bytes: u64, exit_status: Option<i32>| {
         format!(
             "no space left on {} after {:.1} MB: recording stopped there, {} holds every \
              round that fit{}",
             host::device_of(&cfg.output),
-            rec.writer.bytes_written() as f64 / 1e6,
+            bytes as f64 / 1e6,
             cfg.output.display(),
             match (child_pid, exit_status) {
                 (Some(pid), None) => format!("; the workload (pid {pid}) keeps running"),
                 _ => String::new(),
             }
         )
-    });
+    };
+    let mut stopped = rec
+        .writer
+        .is_full()
+        .then(|| no_space(rec.writer.bytes_written(), exit_status));
     status.clear();
     phases.mark("recording");
     // Last events: the workload's own are published before it can be reaped (the kernel
@@ -406,7 +410,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.wakeups,
         rec.lost,
     );
-    let bytes = rec.writer.finish(&features)?;
+    let bytes = match rec.writer.finish(&features) {
+        Ok(bytes) => bytes,
+        // Not even the features fit: the file holds its rounds without them.
+        Err(format::Error::NoSpace { .. }) => {
+            let bytes = std::fs::metadata(&cfg.output).map_or(0, |m| m.len());
+            stopped.get_or_insert_with(|| no_space(bytes, exit_status));
+            bytes
+        }
+        Err(e) => return Err(e.into()),
+    };
     phases.mark("features written");
     host::chown_to_invoking_user(&cfg.output);
     if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()
