@@ -31,6 +31,7 @@
 
 mod error;
 mod events;
+mod jited;
 mod loaded;
 pub mod perf_event;
 mod programs;
@@ -48,6 +49,7 @@ pub use error::Error;
 pub use events::{
     BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS,
 };
+pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
