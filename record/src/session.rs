@@ -175,6 +175,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
 
     phases.mark("side-band events opened, processes tracked");
+    // After the side-band events opened: a program loaded from now on is in both.
+    let bpf_programs = kernel::bpf_programs();
+    phases.mark("BPF programs listed");
     host::rotate_old(&cfg.output)?;
     let events = crate::events::events(cfg);
     phases.mark("tracefs formats read");
@@ -226,6 +229,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;
+    for fact in bpf_programs {
+        rec.write_fact(&TimedFact {
+            time: now,
+            cpu: 0,
+            fact,
+        })?;
+    }
     for &pid in &initial {
         if child_pid.is_some_and(|c| c as u32 == pid) {
             continue;
