@@ -93,6 +93,7 @@ pub(super) fn symbolize_kernel(
     let (k, shift, warning) = kernel_symbols(rec, loader);
     let modules = rec.kernel_modules();
     let ksymbols = rec.ksymbol_table();
+    let kernel_text = rec.kernel_mapping().map(|m| (m.start, m.end));
     let running_bpf = std::sync::OnceLock::new();
     let running_bpf = || {
         running_bpf
@@ -120,6 +121,12 @@ pub(super) fn symbolize_kernel(
                 None if i.start.is_none() => {
                     if let Some((name, start)) = running_bpf().and_then(|b| b.lookup(a)) {
                         return named(name, start);
+                    }
+                    // Outside the kernel's mapping too: in no file, as perf says.
+                    if kernel_text.is_some_and(|(start, end)| !(start..end).contains(&a)) {
+                        for f in &mut i.frames {
+                            crate::UNKNOWN.clone_into(&mut f.dso);
+                        }
                     }
                 }
                 None => {}
