@@ -31,6 +31,7 @@
 
 mod error;
 mod events;
+mod jited;
 mod loaded;
 pub mod perf_event;
 mod programs;
@@ -48,6 +49,7 @@ pub use error::Error;
 pub use events::{
     BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS,
 };
+pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 pub use programs::unwind::{
     Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
     MAPPINGS as UNWIND_MAPPINGS,

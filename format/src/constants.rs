@@ -10,6 +10,10 @@ pub mod record_type {
     pub const SAMPLE: u32 = 9;
     pub const MMAP2: u32 = 10;
     pub const LOST_SAMPLES: u32 = 13;
+    /// A kernel symbol (JIT-ed BPF code, out-of-line code) registered or unregistered.
+    pub const KSYMBOL: u32 = 17;
+    /// A BPF program loaded or unloaded.
+    pub const BPF_EVENT: u32 = 18;
     pub const HEADER_ATTR: u32 = 64;
     pub const HEADER_TRACING_DATA: u32 = 66;
     pub const HEADER_BUILD_ID: u32 = 67;
@@ -67,6 +71,24 @@ pub mod attr_flag {
     pub const MMAP2: u64 = 1 << 23;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
+    pub const KSYMBOL: u64 = 1 << 29;
+    pub const BPF_EVENT: u64 = 1 << 30;
+}
+
+/// `perf_record_ksymbol.ksym_type` values and flags.
+pub mod ksymbol {
+    /// JIT-ed code of a BPF program.
+    pub const TYPE_BPF: u16 = 1;
+    /// Out-of-line code (kprobe instruction slots, static call trampolines).
+    pub const TYPE_OOL: u16 = 2;
+    /// The symbol is gone (its code freed).
+    pub const FLAG_UNREGISTER: u16 = 1;
+}
+
+/// `perf_record_bpf_event.type` values.
+pub mod bpf_event {
+    pub const PROG_LOAD: u16 = 1;
+    pub const PROG_UNLOAD: u16 = 2;
 }
 
 /// `perf_event_attr.type` values.

@@ -21,11 +21,14 @@ mod tracing_data;
 mod writer;
 
 pub use constants::{
-    attr_flag, callchain, event_type, feature, misc, record_type, sample_type, sw_event,
+    attr_flag, bpf_event, callchain, event_type, feature, ksymbol, misc, record_type, sample_type,
+    sw_event,
 };
 pub use error::Error;
 pub use linux_perf_data;
-pub use reader::{cmdline, parse_record, FileMode, InputBytes, PageBudget, PerfFileReader};
+pub use reader::{
+    cmdline, parse_record, FileMode, InputBytes, KsymbolRecord, PageBudget, PerfFileReader,
+};
 pub use tracing_data::{read_tracefs_file, tracepoint_names, EventFormat, TracingData};
 pub use writer::{
     BuildIdEntry, EventAttr, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,

@@ -48,7 +48,9 @@ fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
             | attr_flag::COMM
             | attr_flag::TASK
             | attr_flag::MMAP2
-            | attr_flag::COMM_EXEC,
+            | attr_flag::COMM_EXEC
+            | attr_flag::KSYMBOL
+            | attr_flag::BPF_EVENT,
         clockid: libc::CLOCK_MONOTONIC,
         ids: vec![CPU_CLOCK_ID],
         ..Default::default()

@@ -1,6 +1,7 @@
-//! The kernel as perf describes it: the [kernel.kallsyms] mapping and the kernel's build id;
-//! where the functions the BPF programs look for on kernel stacks lie; and the tracing glue
-//! that stands on top of the kernel stacks tracepoint programs take.
+//! The kernel as perf describes it: the [kernel.kallsyms] mapping, the kernel's build id and
+//! the BPF programs loaded in it; where the functions the BPF programs look for on kernel
+//! stacks lie; and the tracing glue that stands on top of the kernel stacks tracepoint
+//! programs take.
 
 /// What record needs from /proc/kallsyms (zero addresses when kptr_restrict hides them).
 #[derive(Debug, Clone, Default)]
@@ -99,6 +100,31 @@ pub fn symbols() -> Symbols {
 pub fn build_id() -> Option<Vec<u8>> {
     let notes = std::fs::read("/sys/kernel/notes").ok()?;
     crate::buildid::from_notes(&notes)
+}
+
+/// The BPF programs loaded now (record's own among them), as the KSYMBOL records (one per
+/// JIT-ed function) and BPF_EVENT (load) record the kernel writes when a program loads: perf
+/// synthesizes the same at its start, so that kernel frames in them have names. Programs
+/// loaded later come from the side-band events.
+pub fn bpf_programs() -> Vec<crate::sideband::Fact> {
+    use crate::sideband::Fact;
+    let mut facts = Vec::new();
+    for p in bpf::loaded_programs() {
+        facts.extend(p.functions.into_iter().map(|f| Fact::Ksymbol {
+            addr: f.addr,
+            len: f.len,
+            ksym_type: format::ksymbol::TYPE_BPF,
+            flags: 0,
+            name: f.name,
+        }));
+        facts.push(Fact::BpfEvent {
+            kind: format::bpf_event::PROG_LOAD,
+            flags: 0,
+            id: p.id,
+            tag: p.tag,
+        });
+    }
+    facts
 }
 
 #[cfg(test)]

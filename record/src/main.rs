@@ -17,7 +17,7 @@ mod workload;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -115,12 +115,10 @@ struct Args {
     #[arg(short, long)]
     quiet: bool,
     /// The command to run and record, with its arguments (`--` before it is optional, as in
-    /// perf record: `record ls -l` records `ls -l`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// perf record: `record ls -l` records `ls -l`). Before it, a word starting with `-` is
+    /// one of record's options or an error; after it (or after `--`), every word is the
+    /// command's.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 
@@ -292,8 +290,60 @@ fn print_summary(s: &session::Summary) {
     }
 }
 
+/// The command line, or exit: an unknown option is an error naming it and the closest known
+/// one, exit status 2, as perf refuses it (`unknown option`) rather than running it.
+fn parse_args() -> Args {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let err = match Args::try_parse() {
+        Ok(args) => return args,
+        Err(e) => e,
+    };
+    let unknown = match (err.kind(), err.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(word))) => word.clone(),
+        _ => err.exit(),
+    };
+    eprintln!("error: unknown option '{unknown}'");
+    if let Some(close) = closest_option(&unknown) {
+        eprintln!("  (the closest option is '{close}')");
+    }
+    eprintln!(
+        "\n{}\nA command whose name starts with '-' goes after '--': record -- {unknown}\n\
+         For more information, try '--help'.",
+        Args::command().render_usage()
+    );
+    std::process::exit(2)
+}
+
+/// The option most like `word`: by edit distance among the long names (the short ones by
+/// their letter in the other case, `-Z` for `-z`), with the other name of the same option.
+fn closest_option(word: &str) -> Option<String> {
+    let cmd = Args::command();
+    let both = |a: &clap::Arg| match (a.get_short(), a.get_long()) {
+        (Some(s), Some(l)) => format!("-{s}, --{l}"),
+        (Some(s), None) => format!("-{s}"),
+        (None, Some(l)) => format!("--{l}"),
+        (None, None) => String::new(),
+    };
+    let options = || cmd.get_arguments().filter(|a| !a.is_positional());
+    if let Some(long) = word.strip_prefix("--") {
+        let long = long.split('=').next().unwrap_or(long);
+        options()
+            .chain([&clap::Arg::new("help").long("help").short('h')])
+            .filter_map(|a| Some((strsim::jaro_winkler(long, a.get_long()?), a)))
+            .filter(|(score, _)| *score > 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, a)| both(a))
+    } else {
+        let c = word.strip_prefix('-')?.chars().next()?;
+        let other = |s: char| s != c && s.eq_ignore_ascii_case(&c);
+        options()
+            .find(|a| a.get_short().is_some_and(other))
+            .map(both)
+    }
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = parse_args();
     let want_archive = args.archive;
     let quiet = args.quiet;
     let result = args.into_config().and_then(|cfg| session::record(&cfg));

@@ -256,6 +256,36 @@ impl Recorder {
                 )?;
             }
             Fact::Lost { lost } => self.write_lost(*lost, f.time)?,
+            Fact::Ksymbol {
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            } => {
+                let record = SideBand::Ksymbol {
+                    addr: *addr,
+                    len: *len,
+                    ksym_type: *ksym_type,
+                    flags: *flags,
+                    name,
+                };
+                self.writer.write_side_band(0, &record, &sid(0, 0))?;
+            }
+            Fact::BpfEvent {
+                kind,
+                flags,
+                id,
+                tag,
+            } => {
+                let record = SideBand::BpfEvent {
+                    kind: *kind,
+                    flags: *flags,
+                    id: *id,
+                    tag: *tag,
+                };
+                self.writer.write_side_band(0, &record, &sid(0, 0))?;
+            }
         }
         Ok(())
     }

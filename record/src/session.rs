@@ -201,6 +201,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
 
     phases.mark("side-band events opened, processes tracked");
+    // After the side-band events opened: a program loaded from now on is in both.
+    let bpf_programs = kernel::bpf_programs();
+    phases.mark("BPF programs listed");
     host::rotate_old(&cfg.output)?;
     let events = crate::events::events(cfg);
     phases.mark("tracefs formats read");
@@ -252,6 +255,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;
+    for fact in bpf_programs {
+        rec.write_fact(&TimedFact {
+            time: now,
+            cpu: 0,
+            fact,
+        })?;
+    }
     for &pid in &initial {
         if child_pid.is_some_and(|c| c as u32 == pid) {
             continue;
@@ -341,19 +351,23 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             break;
         }
     }
-    let stopped = rec.writer.is_full().then(|| {
+    let no_space = |bytes: u64, exit_status: Option<i32>| {
         format!(
             "no space left on {} after {:.1} MB: recording stopped there, {} holds every \
              round that fit{}",
             host::device_of(&cfg.output),
-            rec.writer.bytes_written() as f64 / 1e6,
+            bytes as f64 / 1e6,
             cfg.output.display(),
             match (child_pid, exit_status) {
                 (Some(pid), None) => format!("; the workload (pid {pid}) keeps running"),
                 _ => String::new(),
             }
         )
-    });
+    };
+    let mut stopped = rec
+        .writer
+        .is_full()
+        .then(|| no_space(rec.writer.bytes_written(), exit_status));
     status.clear();
     phases.mark("recording");
     // Last events: the workload's own are published before it can be reaped (the kernel
@@ -457,7 +471,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.wakeups,
         rec.lost,
     );
-    let bytes = rec.writer.finish(&features)?;
+    let bytes = match rec.writer.finish(&features) {
+        Ok(bytes) => bytes,
+        // Not even the features fit: the file holds its rounds without them.
+        Err(format::Error::NoSpace { .. }) => {
+            let bytes = std::fs::metadata(&cfg.output).map_or(0, |m| m.len());
+            stopped.get_or_insert_with(|| no_space(bytes, exit_status));
+            bytes
+        }
+        Err(e) => return Err(e.into()),
+    };
     phases.mark("features written");
     host::chown_to_invoking_user(&cfg.output);
     if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()

@@ -1,4 +1,5 @@
-//! Side-band: the kernel's MMAP2/COMM/FORK/EXIT records, from one dummy perf event per CPU.
+//! Side-band: the kernel's MMAP2/COMM/FORK/EXIT records, and KSYMBOL/BPF_EVENT (BPF programs
+//! loaded and unloaded), from one dummy perf event per CPU.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
@@ -42,6 +43,22 @@ pub enum Fact {
     },
     /// The side-band buffer overflowed: this many records were lost.
     Lost { lost: u64 },
+    /// Kernel code registered (or, flags 1, gone) at run time: a BPF program's JIT-ed
+    /// functions, BPF trampolines, out-of-line code.
+    Ksymbol {
+        addr: u64,
+        len: u32,
+        ksym_type: u16,
+        flags: u16,
+        name: String,
+    },
+    /// A BPF program loaded (kind 1) or unloaded (2).
+    BpfEvent {
+        kind: u16,
+        flags: u16,
+        id: u32,
+        tag: [u8; 8],
+    },
 }
 
 impl Fact {
@@ -52,7 +69,7 @@ impl Fact {
             | Fact::Comm { pid, .. }
             | Fact::Fork { pid, .. }
             | Fact::Exit { pid, .. } => Some(*pid),
-            Fact::Lost { .. } => None,
+            Fact::Lost { .. } | Fact::Ksymbol { .. } | Fact::BpfEvent { .. } => None,
         }
     }
 }
@@ -105,6 +122,8 @@ impl SideBand {
             attr.set_comm(1);
             attr.set_comm_exec(1);
             attr.set_task(1);
+            attr.set_ksymbol(1);
+            attr.set_bpf_event(1);
             attr.set_sample_id_all(1);
             attr.set_use_clockid(1);
             // SAFETY: valid attr; descriptor checked below.
@@ -267,6 +286,19 @@ fn parse(r: &[u8]) -> Option<TimedFact> {
         }
         2 if body.len() >= 16 => Fact::Lost {
             lost: u64_at(body, 8),
+        },
+        17 if body.len() > 16 => Fact::Ksymbol {
+            addr: u64_at(body, 0),
+            len: u32_at(body, 8),
+            ksym_type: u16::from_le_bytes([body[12], body[13]]),
+            flags: u16::from_le_bytes([body[14], body[15]]),
+            name: cstr(&body[16..]),
+        },
+        18 if body.len() >= 16 => Fact::BpfEvent {
+            kind: u16::from_le_bytes([body[0], body[1]]),
+            flags: u16::from_le_bytes([body[2], body[3]]),
+            id: u32_at(body, 4),
+            tag: body[8..16].try_into().unwrap(),
         },
         _ => return None,
     };

@@ -4,7 +4,9 @@ how deep the stacks are, and the recorder's own CPU time. Each round records the
 once with every recorder, in an order that rotates from round to round; per recorder it
 prints the median over rounds of bytes per cpu-clock sample and of the ratio to the first
 recorder's bytes in the same round (median of the paired ratios), the median mean stack depth
-(frames per cpu-clock sample, as analyze unwinds each file), and the median CPU time the
+(user frames per cpu-clock sample, as analyze unwinds each file), the median share of the
+cpu-clock samples taken inside a BPF program (a kernel frame bpf_trace_runN or bpf_prog_*:
+the workload's time spent in the recorder's programs), and the median CPU time the
 recorder added to the workload's own (user + system of the whole command minus a bare run's
 in the same round: its threads, its BPF programs and the sampling interrupt). For a recorder
 run with -v (record), also its own threads' CPU time and each BPF program's cost per run as
@@ -40,19 +42,33 @@ PROGRAM = re.compile(r"^record: BPF (\w+): (\d+) runs, ([\d.]+) us each")
 ITSELF = re.compile(r"^record: record itself used ([\d.]+) ms of CPU")
 
 
-def cpu_samples_and_depth(analyze, path):
-    """(cpu-clock samples, mean frames per sample) of a recording, as analyze reads it."""
-    out = subprocess.run([analyze, "report", "--folded", "--no-inline", "--event", "cpu", "-i", path],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout
+# A kernel frame that runs a tracepoint program: a sample taken there spent the workload's
+# CPU time in a recorder's BPF program.
+IN_BPF = re.compile(r";(bpf_trace_run\d|bpf_prog_[0-9a-f]+_\w+|__bpf_prog_run\w*)(;|$)")
+
+
+def cpu_samples_depth_and_bpf(analyze, path):
+    """(cpu-clock samples, mean user frames per sample, samples inside a BPF program) of a
+    recording, as analyze reads it."""
+    def folded(*extra):
+        return subprocess.run([analyze, "report", "--folded", "--no-inline", "--event", "cpu",
+                               *extra, "-i", path],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              check=True).stdout.decode(errors="replace").splitlines()
     samples = frames = 0
-    for line in out.decode(errors="replace").splitlines():
+    for line in folded("-U"):
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         n = int(count)
         samples += n
         frames += n * (stack.count(";"))  # the comm is not a frame: one ';' per frame
-    return samples, frames / max(samples, 1)
+    in_bpf = 0
+    for line in folded():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit() and IN_BPF.search(stack):
+            in_bpf += int(count)
+    return samples, frames / max(samples, 1), in_bpf
 
 
 def main():
@@ -60,7 +76,8 @@ def main():
     tools = [arg.split("=", 1) for arg in sys.argv[4:]]
     names = [name for name, _ in tools]
     prefixes = {name: shlex.split(prefix) for name, prefix in tools}
-    per = {name: {"bps": [], "ratio": [], "depth": [], "cpu": [], "samples": []} for name in names}
+    per = {name: {"bps": [], "ratio": [], "depth": [], "cpu": [], "samples": [], "bpf": []}
+           for name in names}
     programs, itself = {}, []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(runs):
@@ -80,13 +97,14 @@ def main():
                         programs.setdefault(m[1], []).append((int(m[2]), float(m[3])))
                     elif m := ITSELF.match(line):
                         itself.append(float(m[1]))
-                samples, depth = cpu_samples_and_depth(analyze, path)
+                samples, depth, in_bpf = cpu_samples_depth_and_bpf(analyze, path)
                 size = os.path.getsize(path)
                 got[name] = size / max(samples, 1)
                 per[name]["bps"].append(got[name])
                 per[name]["depth"].append(depth)
                 per[name]["cpu"].append(cpu - bare_cpu)
                 per[name]["samples"].append(samples)
+                per[name]["bpf"].append(100.0 * in_bpf / max(samples, 1))
             for name in names:
                 per[name]["ratio"].append(got[name] / got[names[0]])
     first = names[0]
@@ -98,7 +116,8 @@ def main():
         print(f"  {name:<12} {statistics.median(p['bps']):9.0f} bytes/sample"
               f"  depth {statistics.median(p['depth']):5.1f}"
               f"  samples {statistics.median(p['samples']):7.0f}"
-              f"  added CPU {statistics.median(p['cpu']):6.2f} s{ratio}")
+              f"  added CPU {statistics.median(p['cpu']):6.2f} s"
+              f"  in BPF {statistics.median(p['bpf']):4.2f}%{ratio}")
     if itself:
         print(f"  record's own threads: {statistics.median(itself):.0f} ms of CPU (median)")
     if programs:

@@ -42,9 +42,29 @@ impl Kallsyms {
     }
 
     /// Parses /proc/kallsyms text (kept: text symbols with an address).
+    ///
+    /// kallsyms gives no sizes: a symbol ends where the next one starts, except where code of
+    /// another kind begins: the last symbol of the kernel or of a module ends on the page
+    /// after its start (as perf ends it), and where a BPF program or an ftrace trampoline
+    /// (`[bpf]`, `[__builtin*]`: they come and go, and would make a cached table wrong) starts,
+    /// the symbol before it ends. Those ends are entries without a name.
     pub(crate) fn parse(text: &str) -> Option<Kallsyms> {
-        let mut names = String::with_capacity(text.len() / 2);
-        let mut syms: Vec<(u64, u32, u32)> = Vec::with_capacity(text.len() / 40);
+        Kallsyms::parse_where(text, |module| {
+            module.is_none_or(|m| m != "[bpf]" && !m.starts_with("[__builtin"))
+        })
+    }
+
+    /// Parses the BPF programs of /proc/kallsyms text (`[bpf]` lines) alone: what the running
+    /// kernel has loaded now.
+    pub(crate) fn parse_bpf(text: &str) -> Option<Kallsyms> {
+        Kallsyms::parse_where(text, |module| module == Some("[bpf]"))
+    }
+
+    /// Parses the text symbols whose module (`[name]`, none for the kernel's own) `keep`
+    /// accepts; the others end the symbols before them.
+    fn parse_where(text: &str, keep: impl Fn(Option<&str>) -> bool) -> Option<Kallsyms> {
+        // (address, module, name, kept), in the order listed.
+        let mut lines: Vec<(u64, Option<&str>, &str, bool)> = Vec::with_capacity(text.len() / 40);
         for l in text.lines() {
             let mut f = l.split_ascii_whitespace();
             let (Some(addr), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) else {
@@ -53,40 +73,56 @@ impl Kallsyms {
             if !matches!(kind, "T" | "t" | "W" | "w") {
                 continue;
             }
-            // BPF programs and ftrace/kprobe trampolines come and go: not the kernel's code,
-            // and they would make a cached table wrong.
-            if f.next()
-                .is_some_and(|m| m == "[bpf]" || m.starts_with("[__builtin"))
-            {
-                continue;
-            }
+            let module = f.next();
             let Ok(addr) = u64::from_str_radix(addr, 16) else {
                 continue;
             };
             if addr != 0 {
-                let at = names.len() as u32;
-                names.push_str(name);
-                syms.push((addr, at, names.len() as u32));
+                lines.push((addr, module, name, keep(module)));
             }
         }
-        if syms.is_empty() {
-            // All addresses zero: kptr_restrict hides them.
+        if !lines.iter().any(|l| l.3) {
+            // All addresses zero (kptr_restrict hides them), or none kept.
             return None;
         }
+        lines.sort_by_key(|l| l.0);
+        const PAGE: u64 = 4096;
+        // (address, rank, name): an end has rank 0, a symbol its place in the listing + 1.
+        let mut syms: Vec<(u64, usize, &str)> = Vec::with_capacity(lines.len());
+        for (i, &(addr, module, name, kept)) in lines.iter().enumerate() {
+            if !kept {
+                syms.push((addr, 0, ""));
+                continue;
+            }
+            syms.push((addr, i + 1, name));
+            // The last symbol of its kind: it ends on the page after its start.
+            let next = lines[i + 1..].iter().find(|l| l.0 > addr);
+            if next.is_none_or(|n| n.1 != module) {
+                let end = (addr + PAGE).div_ceil(PAGE) * PAGE;
+                if next.is_none_or(|n| end < n.0) {
+                    syms.push((end, 0, ""));
+                }
+            }
+        }
         // Aliases at one address: perf keeps the last one listed (it gives each sizeless
-        // symbol the room up to the next one, then prefers the alias with room).
-        syms.sort_by_key(|s| s.0);
+        // symbol the room up to the next one, then prefers the alias with room); a symbol
+        // over an end.
+        syms.sort_by_key(|s| (s.0, s.1));
         syms.reverse();
         syms.dedup_by_key(|s| s.0);
         syms.reverse();
-        let mut table = Vec::with_capacity(HEADER + syms.len() * ENTRY + names.len());
+        let mut names = String::with_capacity(text.len() / 2);
+        let mut table = Vec::with_capacity(HEADER + syms.len() * ENTRY + text.len() / 2);
         table.extend_from_slice(&(syms.len() as u64).to_le_bytes());
-        table.extend_from_slice(&(names.len() as u64).to_le_bytes());
-        for (addr, start, end) in syms {
+        table.extend_from_slice(&0u64.to_le_bytes());
+        for (addr, _, name) in syms {
+            let start = names.len() as u32;
+            names.push_str(name);
             table.extend_from_slice(&addr.to_le_bytes());
             table.extend_from_slice(&start.to_le_bytes());
-            table.extend_from_slice(&end.to_le_bytes());
+            table.extend_from_slice(&(names.len() as u32).to_le_bytes());
         }
+        table[8..16].copy_from_slice(&(names.len() as u64).to_le_bytes());
         table.extend_from_slice(names.as_bytes());
         Kallsyms::from_table(Bytes::Owned(table), 0)
     }
@@ -124,10 +160,16 @@ impl Kallsyms {
             .map(|i| self.entry(i).0)
     }
 
-    /// The symbol containing `addr` and its start.
+    /// The symbol containing `addr` and its start. Past the end of a symbol (see
+    /// [`Kallsyms::parse`]) and past `_etext` or `_einittext` (the ends of the kernel's text
+    /// and init text, not functions), none: an offset there would be larger than the symbol.
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
         let i = self.index_of(addr)?;
-        Some((self.name(i), self.entry(i).0))
+        let name = self.name(i);
+        if matches!(name, "" | "_etext" | "_einittext") {
+            return None;
+        }
+        Some((name, self.entry(i).0))
     }
 
     fn index_of(&self, addr: u64) -> Option<usize> {
@@ -166,8 +208,14 @@ impl Kallsyms {
         let mut out = String::new();
         for (i, kept) in keep.into_iter().enumerate() {
             let name = self.name(i);
-            if kept || matches!(name, "_text" | "_stext" | "_etext") {
-                out.push_str(&format!("{:016x} T {name}\n", self.entry(i).0));
+            let addr = self.entry(i).0;
+            if name.is_empty() {
+                // An end: where a BPF program starts, as kallsyms lists one.
+                if kept {
+                    out.push_str(&format!("{addr:016x} t bpfperf_end\t[bpf]\n"));
+                }
+            } else if kept || matches!(name, "_text" | "_stext" | "_etext") {
+                out.push_str(&format!("{addr:016x} T {name}\n"));
             }
         }
         out
@@ -197,18 +245,79 @@ ffffffff81300000 T _einittext
 ffffffff81300010 d some_data
 ffffffffc0001000 t bpf_prog_1234_handler [bpf]
 ffffffffc0100000 t mod_func [some_module]
+ffffffffc0100200 t mod_other [some_module]
+ffffffffc0104000 t bpf_prog_5678_handler [bpf]
+ffffffffc0200000 t other_func [other_module]
 ";
         let whole = Kallsyms::parse(text).unwrap();
         let addrs = [
             0xffff_ffff_8100_0180,
             0xffff_ffff_c000_1010,
             0xffff_ffff_c010_0004,
+            0xffff_ffff_c010_0204,
+            0xffff_ffff_c010_4010,
+            0xffff_ffff_c020_0004,
+            0xffff_ffff_c020_1ff0,
+            0xffff_ffff_c020_2010,
         ];
         let subset = Kallsyms::parse(&whole.subset_text(addrs)).unwrap();
         for a in addrs {
             assert_eq!(subset.lookup(a), whole.lookup(a), "at {a:#x}");
         }
-        assert_eq!(whole.lookup(0xffff_ffff_c000_1010).unwrap().0, "_einittext");
         assert_eq!(subset.address_of("_text"), Some(0xffff_ffff_8100_0000));
+        assert_eq!(
+            whole.lookup(0xffff_ffff_c010_0204),
+            Some(("mod_other", 0xffff_ffff_c010_0200))
+        );
+    }
+
+    #[test]
+    fn no_symbol_is_given_an_offset_past_its_end() {
+        let text = "\
+ffffffff81000000 T _text
+ffffffff81000100 T start_kernel
+ffffffff81200000 T _etext
+ffffffff81300000 T init_func
+ffffffff81300100 T _einittext
+ffffffffc0001000 t bpf_prog_1234_handler\t[bpf]
+ffffffffc0100000 t mod_func\t[some_module]
+ffffffffc0100200 t mod_other\t[some_module]
+ffffffffc0104000 t bpf_prog_5678_handler\t[bpf]
+ffffffffc0104800 t mod_late\t[some_module]
+ffffffffc0200000 t other_func\t[other_module]
+";
+        let k = Kallsyms::parse(text).unwrap();
+        let name = |a: u64| k.lookup(a).map(|(n, _)| n);
+        assert_eq!(name(0xffff_ffff_8100_0180), Some("start_kernel"));
+        // The ends of the kernel's text and init text are not functions.
+        assert_eq!(name(0xffff_ffff_8120_0010), None);
+        assert_eq!(name(0xffff_ffff_8130_0010), Some("init_func"));
+        // A BPF program loaded after the kernel's text: not `_einittext+0x3ed00f10`.
+        assert_eq!(name(0xffff_ffff_c000_1010), None);
+        // A module's last symbol before a BPF program ends where the program starts...
+        assert_eq!(name(0xffff_ffff_c010_1000), Some("mod_other"));
+        assert_eq!(name(0xffff_ffff_c010_4010), None);
+        assert_eq!(name(0xffff_ffff_c010_4810), Some("mod_late"));
+        // ...and the last one before another module, on the page after its start, as perf
+        // ends it: code loaded after it the table does not list is not its.
+        assert_eq!(name(0xffff_ffff_c010_5fff), Some("mod_late"));
+        assert_eq!(name(0xffff_ffff_c010_6000), None);
+        assert_eq!(name(0xffff_ffff_c01f_0000), None);
+        // The last symbol of all, the same.
+        assert_eq!(name(0xffff_ffff_c020_0ff0), Some("other_func"));
+        assert_eq!(name(0xffff_ffff_c020_1000), None);
+
+        // The BPF programs alone, as the running kernel lists them.
+        let bpf = Kallsyms::parse_bpf(text).unwrap();
+        assert_eq!(
+            bpf.lookup(0xffff_ffff_c000_1010),
+            Some(("bpf_prog_1234_handler", 0xffff_ffff_c000_1000))
+        );
+        assert_eq!(bpf.lookup(0xffff_ffff_c010_0004), None);
+        assert_eq!(
+            bpf.lookup(0xffff_ffff_c010_4010).map(|h| h.0),
+            Some("bpf_prog_5678_handler")
+        );
+        assert_eq!(bpf.lookup(0xffff_ffff_c010_4810), None);
     }
 }

@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use super::elf::Bytes;
 use super::kallsyms::Kallsyms;
 
-const MAGIC: &[u8; 8] = b"BPKSYMS1";
+/// Version 2: the table holds ends (entries without a name) where code of another kind
+/// begins; a version 1 table, without them, is built again.
+const MAGIC: &[u8; 8] = b"BPKSYMS2";
 
 /// Where the cache lives, if a directory is known.
 fn dir() -> Option<PathBuf> {

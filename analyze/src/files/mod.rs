@@ -104,6 +104,7 @@ pub struct Loader {
     debug: Cached<ElfData>,
     jit: Cached<JitMap>,
     kallsyms: Mutex<Option<Option<Arc<Kallsyms>>>>,
+    running_bpf: Mutex<Option<Option<Arc<Kallsyms>>>>,
     pub sources: Sources,
     /// Which source served each file (path -> source), for `analyze info`.
     served: Mutex<std::collections::BTreeMap<String, String>>,
@@ -532,6 +533,18 @@ impl Loader {
                 ),
             }
             k.map(Arc::new)
+        })
+        .clone()
+    }
+
+    /// The BPF programs the running kernel has loaded now (`[bpf]` lines of /proc/kallsyms,
+    /// read then: they come and go, no cache holds them). They name the frames of a recording
+    /// made during this boot that has no KSYMBOL records, where its programs are still loaded.
+    pub fn running_bpf_programs(&self) -> Option<Arc<Kallsyms>> {
+        let mut k = self.running_bpf.lock().unwrap();
+        k.get_or_insert_with(|| {
+            let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+            Kallsyms::parse_bpf(&text).map(Arc::new)
         })
         .clone()
     }

@@ -26,3 +26,15 @@ pub fn build_id() -> Option<Vec<u8>> {
     }
     None
 }
+
+/// When this machine booted (`btime` of /proc/stat, to the second).
+pub fn boot_time() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}

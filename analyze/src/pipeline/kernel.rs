@@ -1,10 +1,11 @@
-//! The kernel's frames: its symbols, if the recording's kernel is the one they are of.
+//! The kernel's frames: its symbols, if the recording's kernel is the one they are of; BPF
+//! programs' code by the recording's KSYMBOL records.
 
 use std::sync::Arc;
 
 use crate::files::{self, Kallsyms, KallsymsOrigin, Loader};
 use crate::read::Recording;
-use crate::symbolize::{self, AddrInfo};
+use crate::symbolize::{self, AddrInfo, FrameInfo};
 
 /// Kernel symbols, if the recording's kernel is the one they are of (the running one, or the
 /// archive's), and the shift from recorded
@@ -51,8 +52,37 @@ fn kernel_symbols(
     (Some(k), shift, None)
 }
 
+/// Whether the recording was made during this boot of this kernel: then the BPF programs
+/// the running kernel lists are (where still loaded) those it ran.
+fn of_this_boot(rec: &Recording, loader: &Loader, kernel_known: bool, shift: u64) -> bool {
+    kernel_known
+        && shift == 0
+        && loader.kallsyms_origin() == KallsymsOrigin::Running
+        && matches!(
+            (rec.modified, files::running_kernel::boot_time()),
+            (Some(written), Some(booted)) if written >= booted
+        )
+}
+
+/// A frame named `name` from `start`, in the file perf names after it (as it names frames in
+/// BPF programs: `bpf_prog_<tag>_<name>` both).
+fn named(name: &str, start: u64) -> AddrInfo {
+    AddrInfo {
+        frames: vec![FrameInfo {
+            function: name.to_string(),
+            dso: name.to_string(),
+            srcline: None,
+            inlined: false,
+            by_address: false,
+        }],
+        start: Some(start),
+    }
+}
+
 /// The kernel's frames at `addrs` (module names for addresses in modules), and why they are
-/// `[unknown]` if the recording's kernel is not this one.
+/// `[unknown]` if the recording's kernel is not this one. Code the recording's KSYMBOL
+/// records name (BPF programs) is named so, whatever the kernel; in a recording without
+/// them, made during this boot, by the BPF programs the running kernel lists.
 pub(super) fn symbolize_kernel(
     rec: &Recording,
     addrs: &[u64],
@@ -63,15 +93,44 @@ pub(super) fn symbolize_kernel(
     }
     let (k, shift, warning) = kernel_symbols(rec, loader);
     let modules = rec.kernel_modules();
+    let ksymbols = rec.ksymbol_table();
+    let kernel_text = rec.kernel_mapping().map(|m| (m.start, m.end));
+    let running_bpf = std::sync::OnceLock::new();
+    let running_bpf = || {
+        running_bpf
+            .get_or_init(|| {
+                (ksymbols.is_empty() && of_this_boot(rec, loader, k.is_some(), shift))
+                    .then(|| loader.running_bpf_programs())
+                    .flatten()
+            })
+            .as_deref()
+    };
     let infos = addrs
         .iter()
         .map(|&a| {
+            if let Some(ks) = ksymbols.lookup(a) {
+                return named(&ks.name, ks.start);
+            }
             let mut i = symbolize::symbolize_kernel(k.as_deref(), a.wrapping_add(shift));
             i.start = i.start.map(|s| s.wrapping_sub(shift));
-            if let Some(module) = modules.name_of(a) {
-                for f in &mut i.frames {
-                    module.clone_into(&mut f.dso);
+            match modules.name_of(a) {
+                Some(module) => {
+                    for f in &mut i.frames {
+                        module.clone_into(&mut f.dso);
+                    }
                 }
+                None if i.start.is_none() => {
+                    if let Some((name, start)) = running_bpf().and_then(|b| b.lookup(a)) {
+                        return named(name, start);
+                    }
+                    // Outside the kernel's mapping too: in no file, as perf says.
+                    if kernel_text.is_some_and(|(start, end)| !(start..end).contains(&a)) {
+                        for f in &mut i.frames {
+                            crate::UNKNOWN.clone_into(&mut f.dso);
+                        }
+                    }
+                }
+                None => {}
             }
             i
         })

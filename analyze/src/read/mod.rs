@@ -28,8 +28,8 @@ use rustc_hash::FxHashMap;
 
 use callchain::{same_frames, split_callchain, stack_copy};
 pub use recording::{
-    is_anonymous, BuildIds, KernelModules, MapId, Mapping, RawSample, Recording, StackBytes,
-    StackCopy, UserFrame, UserRegs,
+    is_anonymous, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping, RawSample, Recording,
+    StackBytes, StackCopy, UserFrame, UserRegs,
 };
 pub use select::{select, EventSel, Selection, Weighed};
 use timeline::Timeline;
@@ -63,6 +63,9 @@ pub fn read_with(
             .flatten()
             .map(str::to_string),
         arch: reader.perf_file().arch().ok().flatten().map(str::to_string),
+        modified: std::fs::metadata(reader.path())
+            .and_then(|m| m.modified())
+            .ok(),
         ..Default::default()
     };
     rec.events = (0..reader.perf_file().event_attributes().len())

@@ -129,6 +129,37 @@ pub struct Recording {
     pub os_release: Option<String>,
     /// The recording machine's architecture (ARCH: `x86_64`, `aarch64`, ...), if the file says.
     pub arch: Option<String>,
+    /// Kernel code named at run time (KSYMBOL records: BPF programs' JIT-ed functions,
+    /// trampolines), in the order registered.
+    pub ksymbols: Vec<Ksymbol>,
+    /// When the file was last written, if it is a file (not a pipe or an archive's): tells
+    /// whether it was recorded during this boot.
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// Kernel code that a KSYMBOL record names: `start..end` is `name` (for BPF programs
+/// `bpf_prog_<tag>_<name>`, which perf also gives as the frames' file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ksymbol {
+    pub start: u64,
+    pub end: u64,
+    pub name: String,
+}
+
+/// The recording's [`Ksymbol`]s by address, from [`Recording::ksymbol_table`].
+#[derive(Debug, Default)]
+pub struct Ksymbols(std::collections::BTreeMap<u64, Ksymbol>);
+
+impl Ksymbols {
+    /// The symbol holding kernel address `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&Ksymbol> {
+        let (_, k) = self.0.range(..=addr).next_back()?;
+        (addr < k.end).then_some(k)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Kernel modules' address ranges and names, from [`Recording::kernel_modules`].
@@ -222,6 +253,29 @@ impl Recording {
         }
         let name = name.strip_suffix(".ko").unwrap_or(name);
         format!("[{}]", name.replace('-', "_"))
+    }
+
+    /// The [`Ksymbol`]s by address. Code registered later where earlier code was (a program
+    /// unloaded and another loaded in its place) replaces it: its samples are named by the
+    /// later one. (Unregistering is not replayed: samples taken before it keep their names.)
+    pub fn ksymbol_table(&self) -> Ksymbols {
+        let mut table = std::collections::BTreeMap::<u64, Ksymbol>::new();
+        for k in &self.ksymbols {
+            // Those it overlaps: starting inside it, or holding its start.
+            let mut gone: Vec<u64> = table.range(k.start..k.end).map(|(&s, _)| s).collect();
+            gone.extend(
+                table
+                    .range(..k.start)
+                    .next_back()
+                    .filter(|(_, before)| before.end > k.start)
+                    .map(|(&s, _)| s),
+            );
+            for s in gone {
+                table.remove(&s);
+            }
+            table.insert(k.start, k.clone());
+        }
+        Ksymbols(table)
     }
 
     /// The kernel's mapping ([kernel.kallsyms]), if the file has one.

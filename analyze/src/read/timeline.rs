@@ -1,4 +1,5 @@
-//! The process timeline, replayed from COMM, FORK and MMAP/MMAP2 records in time order, and
+//! The process timeline, replayed from COMM, FORK and MMAP/MMAP2 records in time order (and
+//! KSYMBOL records, kernel code named at run time, collected as they come), and
 //! versioned: each change is a new version and each state keeps the version it began at, so a
 //! sample can be placed (then, or later and in parallel) in the processes as they were at its
 //! time.
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
 
-use super::recording::{MapId, Mapping, Recording};
+use super::recording::{Ksymbol, MapId, Mapping, Recording};
 
 /// The executable mappings of one process.
 #[derive(Default, Clone)]
@@ -125,6 +126,17 @@ impl Timeline {
                 );
             }
             EventRecord::Lost(l) => rec.lost += l.count,
+            EventRecord::Raw(raw) => {
+                let registered = format::KsymbolRecord::parse(raw)
+                    .filter(|k| k.flags & format::ksymbol::FLAG_UNREGISTER == 0 && k.len > 0);
+                if let Some(k) = registered {
+                    rec.ksymbols.push(Ksymbol {
+                        start: k.addr,
+                        end: k.addr.saturating_add(k.len.into()),
+                        name: k.name,
+                    });
+                }
+            }
             _ => {}
         }
     }

@@ -2,6 +2,7 @@
 
 mod annotate;
 mod archive;
+mod bpf_programs;
 mod common;
 mod damaged;
 mod diff;

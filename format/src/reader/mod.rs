@@ -14,7 +14,7 @@ use std::sync::Arc;
 use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecordIter};
 
 pub use pages::PageBudget;
-pub use parse::{cmdline, parse_record};
+pub use parse::{cmdline, parse_record, KsymbolRecord};
 pub use scan::FileMode;
 use splice::{SpliceCursor, Storage};
 

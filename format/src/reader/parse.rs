@@ -39,3 +39,46 @@ pub fn cmdline(pf: &PerfFile) -> Option<Vec<String>> {
     let list = pf.cmdline().ok()??;
     Some(list.iter().map(|s| s.to_string()).collect())
 }
+
+/// A PERF_RECORD_KSYMBOL: a kernel symbol registered (or, with
+/// [`crate::ksymbol::FLAG_UNREGISTER`], gone) at run time, such as a BPF program's JIT-ed code.
+/// linux-perf-data passes these records through unparsed (`EventRecord::Raw`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KsymbolRecord {
+    pub addr: u64,
+    pub len: u32,
+    /// [`crate::ksymbol::TYPE_BPF`] or [`crate::ksymbol::TYPE_OOL`].
+    pub ksym_type: u16,
+    pub flags: u16,
+    /// `bpf_prog_<tag>_<name>` for BPF code, as kallsyms names it.
+    pub name: String,
+}
+
+impl KsymbolRecord {
+    /// Reads the body of a KSYMBOL record (after its header; a sample_id trailer may follow the
+    /// name's padding). `None` if it is not one, or is cut short.
+    pub fn parse(raw: &RawEventRecord) -> Option<KsymbolRecord> {
+        if raw.record_type.0 != crate::record_type::KSYMBOL {
+            return None;
+        }
+        let data = raw.data.as_slice();
+        let (head, name) = (data.get(..16)?, &data[16..]);
+        // Fixed-size fields, read in the file's byte order.
+        let field = |at: usize, n: usize| {
+            let b = &head[at..at + n];
+            let fold = |v: u64, &x: &u8| (v << 8) | u64::from(x);
+            match raw.parse_info.endian {
+                Endianness::LittleEndian => b.iter().rev().fold(0, fold),
+                Endianness::BigEndian => b.iter().fold(0, fold),
+            }
+        };
+        let end = name.iter().position(|&c| c == 0)?;
+        Some(KsymbolRecord {
+            addr: field(0, 8),
+            len: field(8, 4) as u32,
+            ksym_type: field(12, 2) as u16,
+            flags: field(14, 2) as u16,
+            name: String::from_utf8_lossy(&name[..end]).into_owned(),
+        })
+    }
+}

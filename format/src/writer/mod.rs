@@ -172,15 +172,29 @@ impl PerfFileWriter {
             full: false,
             released: 0,
         };
-        w.ensure(data_offset + GROW_MIN)?;
-        w.map[..head.len()].copy_from_slice(&head);
-        w.len = data_offset;
         // The data section starts with an empty round, covered by the header at once: a
         // writer killed before its first round leaves a file perf reads as empty, rather
         // than one whose data size 0 it refuses.
         w.encoder.finished_round();
-        w.append_to_map(false)?;
+        let round = std::mem::take(&mut w.encoder.buf);
+        let first = data_offset + round.len() as u64;
+        // Room for the features too; on a filesystem without it, the header and the empty
+        // round alone: a file that holds what fit (nothing), full from the start.
+        let full = match w.ensure(first + FINISH_RESERVE) {
+            Ok(()) => false,
+            Err(Error::NoSpace { .. }) => {
+                w.ensure(first)?;
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        w.map[..head.len()].copy_from_slice(&head);
+        w.map[data_offset as usize..first as usize].copy_from_slice(&round);
+        w.encoder.buf = round;
+        w.encoder.buf.clear();
+        w.len = first;
         w.commit();
+        w.full = full;
         Ok(w)
     }
 
@@ -205,24 +219,28 @@ impl PerfFileWriter {
     /// Grows the file and its map so that `need` bytes fit. The file's blocks are reserved
     /// first (fallocate): a page of a shared map that the filesystem cannot back is SIGBUS
     /// when touched, where a reservation fails with ENOSPC. When the usual step does not fit,
-    /// just `need` is tried.
+    /// half of it is tried, and so on down to just `need`: a nearly full filesystem still
+    /// takes what fits on it (the first step, 4 MiB, is more than a small one has).
     fn ensure(&mut self, need: u64) -> Result<(), Error> {
         if need <= self.map.len() as u64 {
             return Ok(());
         }
         let cap = self.map.len() as u64;
         let step = cap.clamp(GROW_MIN, GROW_MAX).max(need - cap);
-        let wanted = (cap + step).div_ceil(4096) * 4096;
         let least = need.div_ceil(4096) * 4096;
-        let new_cap = match self.reserve(cap, wanted) {
-            Ok(()) => wanted,
-            Err(Error::NoSpace { .. }) if least < wanted && self.reserve(cap, least).is_ok() => {
-                least
-            }
-            Err(e) => {
-                // Give back what a failed reservation may have taken.
-                let _ = self.file.set_len(cap);
-                return Err(e);
+        let mut wanted = (cap + step).div_ceil(4096) * 4096;
+        let new_cap = loop {
+            match self.reserve(cap, wanted) {
+                Ok(()) => break wanted,
+                Err(Error::NoSpace { .. }) if least < wanted => {
+                    wanted = (cap + (wanted - cap) / 2).div_ceil(4096) * 4096;
+                    wanted = wanted.max(least);
+                }
+                Err(e) => {
+                    // Give back what a failed reservation may have taken.
+                    let _ = self.file.set_len(cap);
+                    return Err(e);
+                }
             }
         };
         self.file
@@ -450,7 +468,9 @@ impl PerfFileWriter {
     }
 
     /// Finishes the last round, writes the feature sections and trims the file to its size.
-    /// Returns the file size.
+    /// Returns the file size. When the filesystem has no room left for the features, the file
+    /// is left without them (still whole: perf opens it) and the error is
+    /// [`Error::NoSpace`].
     pub fn finish(mut self, features: &Features) -> Result<u64, Error> {
         self.finish_round()?;
         self.commit();
@@ -477,7 +497,13 @@ impl PerfFileWriter {
             at += bytes.len() as u64;
         }
         let end = self.len + table.len() as u64 + body.len() as u64;
-        self.ensure(end)?;
+        if let Err(e) = self.ensure(end) {
+            // No room for the features (a filesystem full from the start): the file stays
+            // as its header says, every round that fit and no features, which perf opens.
+            drop(self.map);
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
         let l = self.len as usize;
         self.map[l..l + table.len()].copy_from_slice(&table);
         self.map[l + table.len()..end as usize].copy_from_slice(&body);

@@ -102,6 +102,24 @@ pub enum SideBand<'a> {
         id: u64,
         lost: u64,
     },
+    /// A kernel symbol registered at run time (or gone, with
+    /// [`crate::ksymbol::FLAG_UNREGISTER`]): perf names kernel frames in `addr..addr + len`
+    /// `name` (for BPF programs `bpf_prog_<tag>_<name>`, as kallsyms does).
+    Ksymbol {
+        addr: u64,
+        len: u32,
+        /// [`crate::ksymbol::TYPE_BPF`] or [`crate::ksymbol::TYPE_OOL`].
+        ksym_type: u16,
+        flags: u16,
+        name: &'a str,
+    },
+    /// A BPF program loaded ([`crate::bpf_event::PROG_LOAD`]) or unloaded, by id and tag.
+    BpfEvent {
+        kind: u16,
+        flags: u16,
+        id: u32,
+        tag: [u8; 8],
+    },
 }
 
 /// Appends little-endian values and keeps the record 8-aligned.
@@ -372,6 +390,34 @@ impl Encoder {
                 let at = self.begin(record_type::LOST, 0);
                 self.u64(lost_id);
                 self.u64(lost);
+                at
+            }
+            SideBand::Ksymbol {
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            } => {
+                let at = self.begin(record_type::KSYMBOL, 0);
+                self.u64(addr);
+                self.u32(len);
+                self.u16(ksym_type);
+                self.u16(flags);
+                self.cstr(name);
+                at
+            }
+            SideBand::BpfEvent {
+                kind,
+                flags,
+                id,
+                tag,
+            } => {
+                let at = self.begin(record_type::BPF_EVENT, 0);
+                self.u16(kind);
+                self.u16(flags);
+                self.u32(id);
+                self.bytes(&tag);
                 at
             }
         };

@@ -192,3 +192,111 @@ fn file_cut_anywhere_yields_its_whole_records() {
         }
     }
 }
+
+/// A small tmpfs mounted for a test, unmounted when dropped.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    /// None (a skip) when mounting is not allowed here, except under CI (tests run as root).
+    fn mount(at: std::path::PathBuf, size: &str) -> Option<SmallFs> {
+        std::fs::create_dir_all(&at).unwrap();
+        let ok = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "bpfperf-small",
+            ])
+            .arg(&at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(std::env::var_os("CI").is_none(), "mount a tmpfs (root)");
+            eprintln!("skipping: cannot mount a tmpfs");
+            return None;
+        }
+        Some(SmallFs(at))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_keeps_what_fits() {
+    let dir = TempDir::new("full");
+    let check_perf = perf_available();
+    // 3 MiB: less than the first 4 MiB step, which then left no file at all. 64 KiB: no room
+    // for the features' 1 MiB reserve, the file is full from the start and still gets its
+    // features. 4 KiB: the header and attrs alone fit.
+    for (size, rounds_fit, features_fit) in [
+        ("3m", true, true),
+        ("64k", false, true),
+        ("4k", false, false),
+    ] {
+        let Some(fs) = SmallFs::mount(dir.path(size), size) else {
+            return;
+        };
+        let path = fs.0.join("full.data");
+        let mut w = PerfFileWriter::create(&path, vec![cpu_clock_attr(0), offcpu_attr()])
+            .unwrap_or_else(|e| panic!("{size}: {e}"));
+        let chain = [format::callchain::USER, 0x401000, 0x402000, 0x403000];
+        let mut t = 10;
+        let mut rounds = 0;
+        while !w.is_full() && rounds < 100_000 {
+            for i in 0..100u64 {
+                t += 1000;
+                let sample = Sample {
+                    misc: misc::USER,
+                    ip: chain[1],
+                    pid: 7,
+                    tid: 7,
+                    time: t,
+                    period: 1000,
+                    callchain: &chain,
+                    ..Default::default()
+                };
+                w.write_sample(usize::from(i % 25 == 0), &sample).unwrap();
+            }
+            w.finish_round().unwrap();
+            rounds += 1;
+        }
+        assert!(w.is_full(), "{size}: {rounds} rounds and not full");
+        // Features of 16 KiB: more than the 4 KiB filesystem holds.
+        let finished = w.finish(&Features {
+            hostname: Some("h".into()),
+            cmdline: Some(vec!["x".repeat(16 << 10)]),
+            ..Default::default()
+        });
+        match finished {
+            Ok(_) => assert!(features_fit, "{size}: features written"),
+            Err(format::Error::NoSpace { .. }) => assert!(!features_fit, "{size}: no features"),
+            Err(e) => panic!("{size}: {e}"),
+        }
+        let reader = PerfFileReader::open(&path).unwrap_or_else(|e| panic!("{size}: {e}"));
+        assert!(reader.notes().is_empty(), "{size}: {:?}", reader.notes());
+        drop(reader);
+        let (per_attr, _) = count_with_reader(&path);
+        let samples: u64 = per_attr.iter().sum();
+        assert!(
+            samples.is_multiple_of(100),
+            "{size}: whole rounds, {samples}"
+        );
+        assert_eq!(samples > 0, rounds_fit, "{size}: {samples} samples");
+        if check_perf {
+            let text = perf_script_clean(&path, &["-F", "event,time"]);
+            let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+            assert_eq!(lines as u64, samples, "{size}");
+        }
+        eprintln!(
+            "{size}: {} bytes, {samples} samples of {} written",
+            std::fs::metadata(&path).unwrap().len(),
+            rounds * 100
+        );
+    }
+}

@@ -477,3 +477,129 @@ fn compressed_file_reads_as_the_plain_one() {
         "{header}"
     );
 }
+
+#[test]
+fn perf_script_names_frames_in_bpf_programs_from_ksymbol_records() {
+    if !perf_available() {
+        return;
+    }
+    let dir = TempDir::new("ksymbol");
+    let path = dir.path("bpf.data");
+    let (ktext, ketext) = (kallsyms("_text"), kallsyms("_etext"));
+    let schedule = kallsyms("schedule");
+    // A program and its subprogram where BPF programs load (after the kernel and its init
+    // text), and an address past both that nothing names.
+    let prog = 0xffff_ffff_c100_0000u64;
+    let sub = prog + 0x200;
+    let names = [
+        "bpf_prog_0123456789abcdef_on_test",
+        "bpf_prog_fedcba9876543210_helper",
+    ];
+    let mut w = PerfFileWriter::create(&path, vec![cpu_clock_attr(0)]).unwrap();
+    let sid = SampleId {
+        pid: 0,
+        tid: 0,
+        time: 0,
+        cpu: 0,
+    };
+    w.write_side_band(
+        0,
+        &SideBand::Mmap {
+            misc: misc::KERNEL,
+            pid: u32::MAX,
+            tid: 0,
+            start: ktext,
+            len: ketext - ktext,
+            pgoff: ktext,
+            filename: "[kernel.kallsyms]_text",
+        },
+        &sid,
+    )
+    .unwrap();
+    for (addr, len, name) in [(prog, 0x200, names[0]), (sub, 0x80, names[1])] {
+        w.write_side_band(
+            0,
+            &SideBand::Ksymbol {
+                addr,
+                len,
+                ksym_type: format::ksymbol::TYPE_BPF,
+                flags: 0,
+                name,
+            },
+            &sid,
+        )
+        .unwrap();
+    }
+    w.write_side_band(
+        0,
+        &SideBand::BpfEvent {
+            kind: format::bpf_event::PROG_LOAD,
+            flags: 0,
+            id: 77,
+            tag: [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef],
+        },
+        &sid,
+    )
+    .unwrap();
+    w.finish_round().unwrap();
+    let chain = [callchain::KERNEL, sub + 0x8, prog + 0x10, schedule + 4];
+    w.write_sample(
+        0,
+        &Sample {
+            misc: misc::KERNEL,
+            ip: chain[1],
+            pid: 0,
+            tid: 0,
+            time: 1000,
+            period: 1,
+            callchain: &chain,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    w.finish(&Features::default()).unwrap();
+
+    let text = perf_script_clean(&path, &["-F", "ip,sym,symoff,dso"]);
+    let frames: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            format!("{:x} {}+0x8 ({})", sub + 8, names[1], names[1]),
+            format!("{:x} {}+0x10 ({})", prog + 0x10, names[0], names[0]),
+            format!("{:x} schedule+0x4 ([kernel.kallsyms])", schedule + 4),
+        ],
+        "{text}"
+    );
+
+    // Our reader gives the records back.
+    let mut r = format::PerfFileReader::open(&path).unwrap();
+    let mut ksymbols = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        if let format::linux_perf_data::PerfFileRecord::EventRecord { record, .. } = rec {
+            ksymbols.extend(format::KsymbolRecord::parse(&record));
+        }
+    }
+    assert_eq!(
+        ksymbols,
+        [
+            format::KsymbolRecord {
+                addr: prog,
+                len: 0x200,
+                ksym_type: 1,
+                flags: 0,
+                name: names[0].into()
+            },
+            format::KsymbolRecord {
+                addr: sub,
+                len: 0x80,
+                ksym_type: 1,
+                flags: 0,
+                name: names[1].into()
+            },
+        ]
+    );
+}

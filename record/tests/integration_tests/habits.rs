@@ -46,6 +46,58 @@ fn command_without_dashes_and_quiet() {
 }
 
 #[test]
+fn a_mistyped_option_is_an_error_not_the_command() {
+    // perf record says `unknown option` and shows its usage: the workload never starts.
+    let dir = TempDir::new("mistyped");
+    let marker = dir.path("ran");
+    let touch = format!("touch {}", marker.display());
+    for (args, unknown, closest) in [
+        (&["--frequency", "99"][..], "'--frequency'", "--freq"),
+        (&["-Z"][..], "'-Z'", "--compression-level"),
+        (&["-o", "x.data", "--verbos"][..], "'--verbos'", "--verbose"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_record"))
+            .current_dir(&dir.0)
+            .args(args)
+            .args(["sh", "-c", &touch])
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: unknown option {unknown}\n")),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains(closest), "{args:?}: {stderr}");
+        assert!(stderr.contains("Usage: record"), "{args:?}: {stderr}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!marker.exists(), "{args:?}: the workload ran");
+        assert!(!dir.path("x.data").exists() && !dir.path("perf.data").exists());
+    }
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    // After the command's first word every word is the command's (`sh -c ... -Z`), and
+    // after `--` even a first word starting with '-' is the command, as in perf (which
+    // fails to run `-weird` too).
+    let file = dir.path("after.data");
+    let out = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["-q", "-o", file.to_str().unwrap(), "sh", "-c", &touch, "-Z"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(marker.exists(), "sh -c ... -Z ran");
+    let out = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["-q", "-o", file.to_str().unwrap(), "--", "-weird"])
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(255), "{stderr}");
+    assert!(stderr.contains("cannot run -weird"), "{stderr}");
+}
+
+#[test]
 fn duration_stops_the_recording() {
     if !can_record() {
         return;

@@ -1,0 +1,91 @@
+//! BPF programs in the recording, as perf records them: a KSYMBOL record per JIT-ed function
+//! and a BPF_EVENT per program, for the programs loaded when recording starts (record's own
+//! among them) and those loaded while it runs, so that kernel frames in them have names.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+
+/// The `[bpf]` lines of /proc/kallsyms: (address, name).
+fn bpf_kallsyms() -> Vec<(u64, String)> {
+    std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter(|l| l.ends_with("[bpf]"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            Some((addr, f.nth(1)?.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn bpf_programs_are_recorded_as_perf_records_them() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("bpfprogs");
+    let file = dir.path("bpf.data");
+    let marker = dir.path("go");
+    // The workload waits until a second recording (its own programs loaded while the first
+    // one runs) has started, then lets it finish.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["-q", "-o", file.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(format!(
+            "while [ ! -e {m} ]; do sleep 0.05; done; sleep 0.3",
+            m = marker.display()
+        ))
+        .spawn()
+        .unwrap();
+    // Its programs, loaded before it records.
+    std::thread::sleep(Duration::from_millis(800));
+    let at_start = bpf_kallsyms();
+    let second = dir.path("second.data");
+    let mut later = Command::new(env!("CARGO_BIN_EXE_record"))
+        .args(["-q", "-o", second.to_str().unwrap(), "--", "sleep", "0.5"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let during = bpf_kallsyms();
+    std::fs::write(&marker, b"").unwrap();
+    assert!(later.wait().unwrap().success());
+    assert!(first.wait().unwrap().success());
+
+    let out = Command::new("perf")
+        .args(["script", "--show-bpf-events", "-i", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.trim().is_empty(), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "PERF_RECORD_KSYMBOL addr ffffffffc0025b8c len 169 type 1 flags 0x0 name bpf_prog_..."
+    let ksymbols: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split_once("PERF_RECORD_KSYMBOL addr ")?.1;
+            let (addr, rest) = rest.split_once(' ')?;
+            let name = rest.split_once(" name ")?.1;
+            Some((u64::from_str_radix(addr, 16).ok()?, name.to_string()))
+        })
+        .collect();
+    let loads = text
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_BPF_EVENT type 1,"))
+        .count();
+    // Every program loaded when the first recording began (its own: on_cpu_sample...) and
+    // those the second one loaded while it ran, at the addresses kallsyms gives them.
+    let of_second: Vec<&(u64, String)> = during.iter().filter(|p| !at_start.contains(p)).collect();
+    assert!(
+        at_start.iter().any(|p| p.1.ends_with("_on_cpu_sample"))
+            && of_second.iter().any(|p| p.1.ends_with("_on_cpu_sample")),
+        "{at_start:?}\n{during:?}"
+    );
+    for p in at_start.iter().chain(of_second.iter().copied()) {
+        assert!(ksymbols.contains(p), "{p:?} not recorded: {ksymbols:?}");
+    }
+    // One per program at least: the second recording's each have one function.
+    assert!(loads >= of_second.len(), "{loads} BPF_EVENT load records");
+}
