@@ -105,7 +105,10 @@ fn program(fd: &OwnedFd, btfs: &mut HashMap<u32, Option<Btf>>) -> Option<LoadedP
         // Zero where the kernel hides addresses (kptr_restrict without CAP_SYSLOG).
         .filter(|&i| ksyms[i] != 0)
         .map(|i| {
-            let tag = if info.nr_prog_tags as usize == n {
+            // The main function goes by the program's tag, as kallsyms and the kernel's own
+            // KSYMBOL records name it (prog_tags[0] is its code's alone, which only perf's
+            // synthesized records use); subprograms by their own.
+            let tag = if i > 0 && info.nr_prog_tags as usize == n {
                 tags[i]
             } else {
                 tag

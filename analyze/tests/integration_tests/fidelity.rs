@@ -151,7 +151,7 @@ fn compare_all_ways(dir: &Tmp, program: &str) -> Vec<(Recorder, Folded, Folded)>
             !ours.keys().any(|k| k.contains("[[")),
             "{program} {how:?}: doubled brackets in folded output"
         );
-        if program == "goprog" && how.dwarf() {
+        if program == "goprog" && how == PerfDwarf {
             check_go_dwarf(program, how, &perf, &ours);
         } else {
             // Named difference: a frame-pointer walk through code without frame pointers
@@ -187,8 +187,10 @@ fn compare_all_ways(dir: &Tmp, program: &str) -> Vec<(Recorder, Folded, Folded)>
     results
 }
 
-/// Go, DWARF: perf's stacks are the leaf alone; ours have the same leaves and go on to the
-/// goroutine's root.
+/// Go, perf's DWARF copies: perf's stacks are the leaf alone; ours have the same leaves and go
+/// on to the goroutine's root. (record's DWARF mode unwinds Go in the kernel, from the
+/// binary's .debug_frame: perf reads those stacks as callchains, and they are compared as
+/// every other file is.)
 fn check_go_dwarf(program: &str, how: Recorder, perf: &Folded, ours: &Folded) {
     let total: u64 = perf.values().sum();
     let user_frames = |k: &str| {
