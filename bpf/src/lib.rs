@@ -132,6 +132,8 @@ pub struct Profiler {
     ring_bytes: u64,
     /// Held while programs' run time is counted (see [`Profiler::count_run_time`]).
     run_stats: Option<std::os::fd::OwnedFd>,
+    /// The page-cache counts of the last take (see [`Profiler::take_cache_counts`]).
+    cache_taken: RefCell<programs::cache::Taken>,
 }
 
 /// How often a program ran and for how long, in total.
@@ -221,6 +223,7 @@ impl Profiler {
             loaded,
             ring_bytes: ring,
             run_stats: None,
+            cache_taken: RefCell::default(),
         })
     }
 
@@ -233,7 +236,7 @@ impl Profiler {
     /// Each process's page-cache counts since the last call (and the counters restart):
     /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
     pub fn take_cache_counts(&self) -> Vec<CacheCounts> {
-        programs::cache::take_counts(self.loaded.skel())
+        programs::cache::take_counts(self.loaded.skel(), &mut self.cache_taken.borrow_mut())
     }
 
     /// The tables the kernel unwinds user stacks with (DWARF mode), to fill from another

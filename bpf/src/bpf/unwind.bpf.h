@@ -150,15 +150,33 @@ static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m
 	return r->pc <= (__u32)svma ? r : NULL;
 }
 
+/* What a walk's steps share: its state, the process's mappings (looked up once), and the
+ * mapping the last frame was in (the next one is mostly in the same file). */
+struct unwind_ctx {
+	struct uwalk *st;
+	struct unwind_proc *proc;
+	__u32 last; /* index into proc->maps + 1; 0: none yet */
+};
+
 /* One frame: records st->ip, then moves st to the caller. Returns 1 to stop. */
 static long unwind_step(__u64 i, void *ctx)
 {
-	__u32 zero = 0;
-	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
-	if (!st)
+	struct unwind_ctx *c = ctx;
+	struct uwalk *st = c->st;
+	struct unwind_proc *p = c->proc;
+	if (!st || !p)
 		return 1;
-	struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &st->tgid);
-	struct unwind_mapping *m = p ? unwind_mapping_of(p, st->ip) : NULL;
+	struct unwind_mapping *m = NULL;
+	if (c->last) {
+		struct unwind_mapping *l = &p->maps[(c->last - 1) & (UNWIND_MAPPINGS - 1)];
+		if (l->start <= st->ip && st->ip < l->end)
+			m = l;
+	}
+	if (!m) {
+		m = unwind_mapping_of(p, st->ip);
+		if (m)
+			c->last = (m - p->maps) + 1;
+	}
 	if (!m) {
 		st->end = st->n == 0 ? UNWIND_NO_TABLE : UNWIND_DONE;
 		return 1;
@@ -239,11 +257,12 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	st->bp = regs->bp;
 	st->n = 0;
 	st->end = UNWIND_GOING;
-	if (!bpf_map_lookup_elem(&unwind_procs, &tgid)) {
+	struct unwind_ctx c = { .st = st, .proc = bpf_map_lookup_elem(&unwind_procs, &tgid) };
+	if (!c.proc) {
 		st->end = UNWIND_NO_TABLE;
 		return st;
 	}
-	bpf_loop(MAX_STACK_DEPTH, unwind_step, NULL, 0);
+	bpf_loop(MAX_STACK_DEPTH, unwind_step, &c, 0);
 	if (st->end == UNWIND_GOING)
 		st->end = UNWIND_DONE;
 	return st;

@@ -1,6 +1,6 @@
 //! cache.bpf.c: cachestat's counts per followed process, taken each second.
 
-use libbpf_rs::{Link, MapCore};
+use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::attach_one;
 use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
@@ -35,32 +35,52 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
     Ok(())
 }
 
-/// Each process's page-cache counts since the last call (and the counters restart), processes
-/// with nothing counted left out.
-pub fn take_counts(skel: &BpfperfSkel<'_>) -> Vec<CacheCounts> {
+/// What the counts of each process were at the last take: (accesses, added, dirtied), and
+/// how many takes in a row found them unchanged.
+pub type Taken = std::collections::HashMap<u32, ([u64; 3], u32)>;
+
+/// Each process's page-cache counts since the last call, processes with nothing counted
+/// left out. The kernel's counters are per CPU and only grow: each take sums them and
+/// subtracts the last take's; a process idle for two takes in a row loses its entry (so that
+/// exited ones do not fill the map).
+pub fn take_counts(skel: &BpfperfSkel<'_>, taken: &mut Taken) -> Vec<CacheCounts> {
     let map = &skel.maps.cache_counts;
     let keys: Vec<Vec<u8>> = map.keys().collect();
     let mut out = Vec::new();
     for key in keys {
-        // Taken and deleted at once: counts added meanwhile go to a fresh entry.
-        let Ok(Some(value)) = map.lookup_and_delete(&key) else {
-            continue;
-        };
-        let mut c = types::cache_counts::default();
-        if plain::copy_from_bytes(&mut c, &value).is_err() {
-            continue;
-        }
         let Ok(pid) = key[..].try_into().map(u32::from_ne_bytes) else {
             continue;
         };
-        if c.accesses + c.added + c.dirtied > 0 {
-            out.push(CacheCounts {
-                pid,
-                accesses: c.accesses,
-                added: c.added,
-                dirtied: c.dirtied,
-            });
+        let Ok(Some(per_cpu)) = map.lookup_percpu(&key, MapFlags::ANY) else {
+            continue;
+        };
+        let mut total = [0u64; 3];
+        for value in per_cpu {
+            let mut c = types::cache_counts::default();
+            if plain::copy_from_bytes(&mut c, &value).is_ok() {
+                total[0] += c.accesses;
+                total[1] += c.added;
+                total[2] += c.dirtied;
+            }
         }
+        let (last, idle) = taken.entry(pid).or_insert(([0; 3], 0));
+        let delta = [0, 1, 2].map(|i| total[i].saturating_sub(last[i]));
+        if delta == [0; 3] {
+            *idle += 1;
+            if *idle >= 2 {
+                let _ = map.delete(&key);
+                taken.remove(&pid);
+            }
+            continue;
+        }
+        *last = total;
+        *idle = 0;
+        out.push(CacheCounts {
+            pid,
+            accesses: delta[0],
+            added: delta[1],
+            dirtied: delta[2],
+        });
     }
     out.sort_by_key(|c| c.pid);
     out

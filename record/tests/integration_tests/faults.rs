@@ -15,8 +15,17 @@ fn check_faults(name: &str, mode: &str) {
     // On a disk-backed filesystem: a tmpfs page never has to be read.
     let scratch =
         std::path::Path::new("/var/tmp").join(format!("bpfperf-faulter-{}", std::process::id()));
+    // Every default event, and cachestat (named: it is not among them).
+    let events = "cpu-clock,offcpu,wakeup,runq,fault,io,cache";
     let out = record(
-        &["-o", file.to_str().unwrap(), "--call-graph", mode],
+        &[
+            "-o",
+            file.to_str().unwrap(),
+            "--call-graph",
+            mode,
+            "-e",
+            events,
+        ],
         &[
             fixture(name).to_str().unwrap(),
             scratch.to_str().unwrap(),
