@@ -17,6 +17,7 @@ mod constants;
 mod error;
 pub mod events;
 mod reader;
+pub mod trace_format;
 mod tracing_data;
 mod writer;
 
@@ -29,7 +30,10 @@ pub use linux_perf_data;
 pub use reader::{
     cmdline, parse_record, FileMode, InputBytes, KsymbolRecord, PageBudget, PerfFileReader,
 };
-pub use tracing_data::{read_tracefs_file, tracepoint_names, EventFormat, TracingData};
+pub use trace_format::{Field, FieldKind, TraceFormat, Value};
+pub use tracing_data::{
+    formats as tracing_formats, read_tracefs_file, tracepoint_names, EventFormat, TracingData,
+};
 pub use writer::{
     BuildIdEntry, EventAttr, Features, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand,
     UserRegs,

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use crate::trace_format::TraceFormat;
+
 const MAGIC: &[u8] = b"\x17\x08Dtracing";
 
 /// One event format file (`/sys/kernel/tracing/events/SYSTEM/NAME/format`).
@@ -129,9 +131,18 @@ impl TracingData {
 ///
 /// Returns what it could read before anything malformed; never panics.
 pub fn tracepoint_names(blob: &[u8]) -> BTreeMap<u64, String> {
-    let mut names = BTreeMap::new();
-    let _ = parse_into(blob, &mut names);
-    names
+    formats(blob)
+        .into_iter()
+        .map(|(system, f)| (f.id, format!("{system}:{}", f.name)))
+        .collect()
+}
+
+/// The event formats of a TRACING_DATA blob, with their systems, as far as the blob can be
+/// read (a format file that does not parse is left out); never panics.
+pub fn formats(blob: &[u8]) -> Vec<(String, TraceFormat)> {
+    let mut out = Vec::new();
+    let _ = parse_into(blob, &mut out);
+    out
 }
 
 struct Cursor<'a> {
@@ -174,7 +185,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn parse_into(blob: &[u8], names: &mut BTreeMap<u64, String>) -> Option<()> {
+fn parse_into(blob: &[u8], out: &mut Vec<(String, TraceFormat)>) -> Option<()> {
     let mut c = Cursor {
         b: blob,
         pos: 0,
@@ -202,15 +213,8 @@ fn parse_into(blob: &[u8], names: &mut BTreeMap<u64, String>) -> Option<()> {
         let system = String::from_utf8_lossy(c.cstr()?).into_owned();
         for _ in 0..c.u32()? {
             let text = String::from_utf8_lossy(c.sized()?);
-            let field = |key: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(key))
-                    .map(|v| v.trim().to_string())
-            };
-            if let (Some(name), Some(id)) = (field("name:"), field("ID:")) {
-                if let Ok(id) = id.parse() {
-                    names.insert(id, format!("{system}:{name}"));
-                }
+            if let Ok(f) = TraceFormat::parse(&text) {
+                out.push((system.clone(), f));
             }
         }
     }
