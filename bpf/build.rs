@@ -8,10 +8,18 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
-const CONCERNS: &[&str] = &["follow", "unwind", "sampling", "offcpu", "blockio", "cache"];
+const CONCERNS: &[&str] = &[
+    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes",
+];
 
 /// The headers every program file includes.
-const HEADERS: &[&str] = &["bpfperf.h", "common.bpf.h", "stack.bpf.h", "unwind.bpf.h"];
+const HEADERS: &[&str] = &[
+    "bpfperf.h",
+    "common.bpf.h",
+    "stack.bpf.h",
+    "unwind.bpf.h",
+    "filter.bpf.h",
+];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
@@ -23,7 +31,17 @@ fn main() {
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
-            .clang_args(["-I", "src/bpf", "-D__TARGET_ARCH_x86", "-O2", "-g", "-Wall"])
+            .clang_args([
+                "-I",
+                "src/bpf",
+                // usdt.bpf.h includes linux/errno.h, which wants asm/errno.h.
+                "-I",
+                "/usr/include/x86_64-linux-gnu",
+                "-D__TARGET_ARCH_x86",
+                "-O2",
+                "-g",
+                "-Wall",
+            ])
             .build()
             .unwrap_or_else(|e| {
                 panic!("building {src}: {e:#} (is clang installed? run scripts/setup)")

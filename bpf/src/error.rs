@@ -20,6 +20,8 @@ pub enum Error {
         #[source]
         source: libbpf_rs::Error,
     },
+    #[error("cannot attach {event}: {why}")]
+    Attach { event: String, why: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

@@ -10,6 +10,7 @@ unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
 unsafe impl plain::Plain for types::wakeup_event {}
 unsafe impl plain::Plain for types::cache_counts {}
+unsafe impl plain::Plain for types::trace_record {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
@@ -20,6 +21,7 @@ pub(crate) const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY
 pub(crate) const EVENT_WAKEUP: u32 = types::event_kind::EVENT_WAKEUP.0;
 pub(crate) const EVENT_DIRTY: u32 = types::event_kind::EVENT_DIRTY.0;
 pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
+pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
 
 /// Entries of the drops map (bpfperf.h's EVENT_KINDS).
 pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
@@ -159,6 +161,8 @@ pub enum Event {
     Dirty(OffCpuInterval),
     BlockIo(BlockIoRequest),
     Wakeup(Wakeup),
+    /// One of [`crate::Options::trace`]'s events happened (and passed its filter).
+    Trace(crate::TraceRecord),
     /// A tracked process (thread group) exited.
     Exit {
         pid: u32,
@@ -224,6 +228,7 @@ impl Event {
             Event::OffCpu(o) => Some(o.cpu),
             Event::BlockIo(b) => Some(b.cpu),
             Event::Wakeup(w) => Some(w.cpu),
+            Event::Trace(t) => Some(t.cpu),
             Event::Dirty(_) | Event::Exit { .. } => None,
         }
     }
@@ -293,6 +298,29 @@ impl Event {
                     comm: e.comm.map(|c| c as u8),
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
+                }))
+            }
+            EVENT_TRACE => {
+                let mut e = types::trace_record::default();
+                let fixed = std::mem::size_of::<types::trace_record>();
+                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
+                let rest = data.get(fixed..).unwrap_or(&[]);
+                let raw = rest.get(..e.raw_bytes as usize)?;
+                let copy = rest.get(raw.len()..).unwrap_or(&[]);
+                let copy = &copy[..(e.stack_bytes as usize).min(copy.len())];
+                Some(Event::Trace(crate::TraceRecord {
+                    event: e.event,
+                    pid: e.pid,
+                    tid: e.tid,
+                    cpu: e.cpu,
+                    comm: e.comm.map(|c| c as u8),
+                    time: e.time_ns,
+                    latency_ns: e.latency_ns,
+                    raw: raw.to_vec(),
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: stack(&e.ustack, e.ustack_bytes),
+                    user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
+                    stack_copy: copy.to_vec(),
                 }))
             }
             EVENT_EXIT => {

@@ -35,6 +35,7 @@ mod jited;
 mod loaded;
 pub mod perf_event;
 mod programs;
+pub mod trace;
 
 use std::cell::RefCell;
 
@@ -54,6 +55,7 @@ pub use programs::unwind::{
     Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
     MAPPINGS as UNWIND_MAPPINGS,
 };
+pub use trace::{TraceEvent, TraceRecord};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
@@ -96,6 +98,9 @@ pub struct Options {
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
+    /// Any events to attach (tracepoints, probes): their records come as [`Event::Trace`],
+    /// naming the event by its index here.
+    pub trace: Vec<TraceEvent>,
 }
 
 impl Default for Options {
@@ -112,6 +117,7 @@ impl Default for Options {
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             ring_bytes: None,
+            trace: Vec::new(),
         }
     }
 }
@@ -297,7 +303,7 @@ impl Profiler {
 
     /// Drops so far by event kind (on-CPU, off-CPU, block I/O, dirtiers, wakers), for
     /// diagnostics.
-    pub fn drops_by_kind(&self) -> [(&'static str, u64); 5] {
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 6] {
         let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
         [
             ("on-CPU samples", of(events::EVENT_ON_CPU)),
@@ -311,6 +317,7 @@ impl Profiler {
                 of(events::EVENT_DIRTY) + of(events::EVENT_DIRTY_COPY),
             ),
             ("wakers", of(events::EVENT_WAKEUP)),
+            ("traced events", of(events::EVENT_TRACE)),
         ]
     }
 

@@ -43,7 +43,7 @@ impl Item {
             bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
             bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
-            bpf::Event::Exit { .. } => None,
+            bpf::Event::Exit { .. } | bpf::Event::Trace(_) => None,
         }
     }
 }

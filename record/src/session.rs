@@ -120,6 +120,7 @@ fn strip_tracing_glue(e: &mut bpf::Event, symbols: &kernel::Symbols) {
         bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
         bpf::Event::BlockIo(b) => &mut b.kernel_stack,
         bpf::Event::Wakeup(w) => &mut w.kernel_stack,
+        bpf::Event::Trace(t) => &mut t.kernel_stack,
         bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
     };
     let n = symbols.glue_frames(stack);
@@ -164,6 +165,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
+        trace: Vec::new(),
     };
     let mut profiler = bpf::Profiler::start(&options)?;
     if cfg.verbose {

@@ -28,8 +28,20 @@
 #define UNWIND_MAPPINGS 128
 #define UNWIND_PROCS 8192
 
+/* Any event (probes.bpf.c): events record attaches at once; bytes of an event's payload (a
+ * tracepoint's record as the kernel lays it out, or a probe's fields) kept per event;
+ * instructions and string patterns of an in-kernel filter. */
+#define MAX_TRACE_EVENTS 1024
+#define MAX_TRACE_RAW 2048
+/* Pairs' entries kept at once (threads inside a traced call). */
+#define MAX_TRACE_STARTS 8192
+#define MAX_DATA_LOC 8
+#define FILTER_INSNS 64
+#define FILTER_PATTERNS 8
+#define FILTER_PATTERN_LEN 64
+
 /* Entries of the drops map: one per event kind (below), and 0. */
-#define EVENT_KINDS 9
+#define EVENT_KINDS 10
 
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
@@ -43,6 +55,13 @@ enum bpfperf_limits {
 	BPFPERF_UNWIND_PAGES = UNWIND_PAGES,
 	BPFPERF_UNWIND_MAPPINGS = UNWIND_MAPPINGS,
 	BPFPERF_UNWIND_PROCS = UNWIND_PROCS,
+	BPFPERF_MAX_TRACE_EVENTS = MAX_TRACE_EVENTS,
+	BPFPERF_MAX_TRACE_RAW = MAX_TRACE_RAW,
+	BPFPERF_MAX_TRACE_STARTS = MAX_TRACE_STARTS,
+	BPFPERF_MAX_DATA_LOC = MAX_DATA_LOC,
+	BPFPERF_FILTER_INSNS = FILTER_INSNS,
+	BPFPERF_FILTER_PATTERNS = FILTER_PATTERNS,
+	BPFPERF_FILTER_PATTERN_LEN = FILTER_PATTERN_LEN,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */
@@ -54,7 +73,8 @@ enum event_kind {
 	EVENT_OFF_CPU_COPY = 5, /* an off-CPU interval with a user stack copy (DWARF mode) */
 	EVENT_WAKEUP = 6, /* who woke a thread whose off-CPU interval was just sent */
 	EVENT_DIRTY = 7, /* a tracked thread began dirtying pages: offcpu_event's layout */
-	EVENT_DIRTY_COPY = 8 /* the same with registers and a stack copy: offcpu_copy_event's */
+	EVENT_DIRTY_COPY = 8, /* the same with registers and a stack copy: offcpu_copy_event's */
+	EVENT_TRACE = 9 /* any event record attached (trace_record): a tracepoint, probe, USDT */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -238,6 +258,150 @@ struct unwind_proc {
 	__u32 n;
 	__u32 _pad;
 	struct unwind_mapping maps[UNWIND_MAPPINGS];
+};
+
+/* ---- Any event (probes.bpf.c): tracepoints, uprobes, USDT probes, kprobes. ---- */
+
+/* How an attached event's program finds its payload. */
+enum trace_source {
+	TRACE_TRACEPOINT = 1, /* the tracepoint's record, as the kernel lays it out (ctx) */
+	TRACE_UPROBE = 2,     /* arg1..arg6 from the registers (System V ABI) */
+	TRACE_URETPROBE = 3,  /* the return value (after its entry's payload) */
+	TRACE_USDT = 4,       /* the probe's arguments as its note's specs say (libbpf) */
+	TRACE_KPROBE = 5,
+	TRACE_KRETPROBE = 6,
+};
+
+/* What record tells the generic programs about one attached event, by the attach cookie
+ * (its index in trace_configs).
+ * A tracepoint's payload is its record: fixed_size bytes, then the dynamic data its
+ * __data_loc fields point at (each a u32 at data_loc_off: offset | len << 16).
+ * A probe's payload is the 8-byte common header, __probe_ip, then one u64 per argument
+ * (n_args).
+ * A pair's exit (a return probe, the second tracepoint of --latency) names its entry
+ * (entry = index + 1): the entry was kept per thread (entry_only), and the exit sends the
+ * entry's payload, time and stacks with the time between; a return probe's exit appends
+ * its return address and value (16 bytes). The filter runs on what is sent. */
+struct trace_config {
+	__u32 source;
+	__u32 fixed_size;
+	__u32 n_data_loc;
+	__u16 data_loc_off[MAX_DATA_LOC];
+	__u32 n_args;
+	__u32 filter; /* index + 1 into the filters map; 0: every event passes */
+	__u32 entry;
+	__u32 entry_only;
+	__u32 stacks; /* 1: take the kernel and user stacks */
+	/* The payload's common_type: the tracepoint's id, or the id record gave the probe's
+	 * format. (The kernel hands BPF a tracepoint's record with its first 8 bytes, the
+	 * common header, overwritten: the header is written again here.) */
+	__u32 common_type;
+};
+
+/* One event that passed its filter: this fixed part, then raw_bytes of payload, then (DWARF
+ * mode, stack not unwound here) stack_bytes of user stack from user_regs' sp. time_ns: when
+ * it happened (for a pair, the exit); latency_ns: the time since its entry (0: no pair). */
+struct trace_record {
+	__u32 kind; /* EVENT_TRACE */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 latency_ns;
+	__u32 event; /* the attach cookie: record's index of the event */
+	__u32 raw_bytes;
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	char comm[16];
+	__u64 user_regs[USER_REGS]; /* user_regs[7] (sp) 0: none */
+	__u32 stack_bytes;
+	__u32 _pad;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* An event assembled (too big for the BPF stack): sent as e, raw[..raw_bytes],
+ * stack[..stack_bytes]. */
+struct trace_buf {
+	struct trace_record e;
+	__u8 raw[MAX_TRACE_RAW];
+	__u8 stack[MAX_OFFCPU_COPY];
+};
+
+/* A pair's entry, kept per thread until its exit (no stack copy: unwound here, or frame
+ * pointers). */
+struct trace_start {
+	struct trace_record e;
+	__u8 raw[MAX_TRACE_RAW];
+};
+
+/* An in-kernel filter (perf's tracepoint filter language, compiled by record): a postfix
+ * program. F_CMP and F_STR push a truth onto a stack of bits; F_AND and F_OR pop two and
+ * push one; F_NOT flips the top. The event passes if the bit left on top is set. */
+enum filter_op {
+	F_END = 0,
+	F_CMP = 1, /* a number <cmp> imm */
+	F_STR = 2, /* a string ==/!= patterns[str] */
+	F_AND = 3,
+	F_OR = 4,
+	F_NOT = 5,
+};
+
+enum filter_cmp {
+	FC_EQ = 0,
+	FC_NE = 1,
+	FC_LT = 2,
+	FC_LE = 3,
+	FC_GT = 4,
+	FC_GE = 5,
+	FC_AND = 6, /* field & imm != 0 (perf's '&') */
+};
+
+/* Where an operand comes from. */
+enum filter_src {
+	FS_RAW = 0,	 /* the payload at off, size bytes (FF_SIGNED: sign-extended) */
+	FS_COMM = 1,	 /* the current task's comm (strings) */
+	FS_PID = 2,	 /* tgid */
+	FS_TID = 3,
+	FS_CPU = 4,
+	FS_DATA_LOC = 5, /* a string the u32 at off locates (offset | len << 16) */
+};
+
+enum filter_flags {
+	FF_SIGNED = 1,
+	FF_UNSIGNED_CMP = 2, /* compare as unsigned (an unsigned field) */
+};
+
+/* How a pattern matches (perf's simple globs). */
+enum filter_match {
+	FM_FULL = 0,   /* "x" */
+	FM_FRONT = 1,  /* "x*" */
+	FM_END = 2,    /* "*x" */
+	FM_MIDDLE = 3, /* "*x*" */
+};
+
+struct filter_insn {
+	__u8 op;
+	__u8 cmp; /* F_CMP: enum filter_cmp; F_STR: FC_EQ or FC_NE */
+	__u8 src;
+	__u8 size; /* FS_RAW: 1, 2, 4, 8; a char array: its length */
+	__u8 flags;
+	__u8 str; /* F_STR: the pattern's index */
+	__u16 off;
+	__s64 imm;
+};
+
+struct filter_pattern {
+	__u8 match;
+	__u8 len;
+	char text[FILTER_PATTERN_LEN];
+};
+
+struct filter_prog {
+	__u32 n;
+	__u32 _pad;
+	struct filter_insn insns[FILTER_INSNS];
+	struct filter_pattern patterns[FILTER_PATTERNS];
 };
 
 /* A tracked thread group ended. */

@@ -6,6 +6,7 @@ pub mod blockio;
 pub mod cache;
 pub mod follow;
 pub mod offcpu;
+pub mod probes;
 pub mod sampling;
 pub mod unwind;
 
@@ -23,6 +24,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     offcpu::configure(open, o, cpu_slots)?;
     blockio::configure(open, o);
     cache::configure(open, o);
+    probes::configure(open, o)?;
     Ok(())
 }
 
@@ -38,6 +40,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
     offcpu::attach(skel, o, &mut links)?;
     blockio::attach(skel, o, &mut links)?;
     cache::attach(skel, o, &mut links)?;
+    probes::attach(skel, o, &mut links)?;
     sampling::attach(skel, o, cpus, &mut links)?;
     Ok(links)
 }
@@ -56,6 +59,12 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_cache_fault", &p.on_cache_fault),
         ("on_cache_add", &p.on_cache_add),
         ("on_cache_dirty", &p.on_cache_dirty),
+        ("on_tracepoint", &p.on_tracepoint),
+        ("on_uprobe", &p.on_uprobe),
+        ("on_uretprobe", &p.on_uretprobe),
+        ("on_usdt", &p.on_usdt),
+        ("on_kprobe", &p.on_kprobe),
+        ("on_kretprobe", &p.on_kretprobe),
         ("on_fork", &p.on_fork),
         ("on_exit", &p.on_exit),
     ]

@@ -5,3 +5,4 @@
 mod common;
 mod lifecycle;
 mod sampling;
+mod trace;

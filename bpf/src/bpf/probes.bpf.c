@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Any event: one generic program per kind of attachment (tracepoint, uprobe, uretprobe, USDT
+ * probe, kprobe, kretprobe), attached once per event with the event's index as its cookie
+ * (trace_configs says what the event is). Each reads the event's payload (a tracepoint's
+ * record as the kernel laid it out, a probe's arguments), runs the event's filter on it
+ * before anything else is taken, then takes the stacks and sends a trace_event. The entry
+ * of a pair (a return probe's function entry, --latency's first tracepoint) is kept per
+ * thread with its time, stacks and payload; its exit sends them with the time between. */
+#include "common.bpf.h"
+#include "stack.bpf.h"
+#include "unwind.bpf.h"
+#include "filter.bpf.h"
+#include <bpf/usdt.bpf.h>
+
+const volatile bool trace_enabled = false;
+
+/* What each attached event is (record's index = the attach cookie). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TRACE_EVENTS);
+	__type(key, __u32);
+	__type(value, struct trace_config);
+} trace_configs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct trace_buf);
+} trace_scratch SEC(".maps");
+
+/* A pair's entry, per thread and entry event, until its exit. */
+struct trace_start_key {
+	__u32 tid;
+	__u32 event;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TRACE_STARTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct trace_start_key);
+	__type(value, struct trace_start);
+} trace_starts SEC(".maps");
+
+/* Forces the structs into BTF so the skeleton generates their Rust types. */
+struct trace_record _trace_record = {};
+struct trace_config _trace_config = {};
+struct filter_prog _filter_prog = {};
+enum trace_source _trace_source = 0;
+enum filter_op _filter_op = 0;
+enum filter_cmp _filter_cmp = 0;
+enum filter_src _filter_src = 0;
+enum filter_flags _filter_flags = 0;
+enum filter_match _filter_match = 0;
+
+/* The common header of a payload (trace_entry: type, flags, preempt count, pid). */
+#define COMMON_SIZE 8
+
+static __always_inline __u64 common_header(struct trace_config *c, struct trace_buf *b)
+{
+	return (__u64)b->e.tid << 32 | (c->common_type & 0xffff);
+}
+#define RAW_MASK (MAX_TRACE_RAW - 1)
+
+/* The config of event `event`, and the scratch buffer with the current thread's identity;
+ * NULL if recording is off or the thread is not followed. */
+static __always_inline struct trace_buf *trace_begin(__u32 event, struct trace_config **c)
+{
+	if (!trace_enabled)
+		return NULL;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!tgid || !tracked(tgid))
+		return NULL;
+	*c = bpf_map_lookup_elem(&trace_configs, &event);
+	if (!*c)
+		return NULL;
+	__u32 zero = 0;
+	struct trace_buf *b = bpf_map_lookup_elem(&trace_scratch, &zero);
+	if (!b)
+		return NULL;
+	b->e.kind = EVENT_TRACE;
+	b->e.pid = tgid;
+	b->e.tid = (__u32)id;
+	b->e.time_ns = bpf_ktime_get_ns();
+	b->e.latency_ns = 0;
+	b->e.event = event;
+	b->e.raw_bytes = 0;
+	b->e.kstack_bytes = 0;
+	b->e.ustack_bytes = 0;
+	b->e.stack_bytes = 0;
+	b->e.user_regs[7] = 0;
+	return b;
+}
+
+static __always_inline bool trace_passes(struct trace_config *c, struct trace_buf *b)
+{
+	return !c->filter || filter_pass(c->filter - 1, b->raw, b->e.raw_bytes);
+}
+
+/* Takes the stacks (after the filter: a filtered-out event costs none). `copy`: in DWARF
+ * mode, a user stack the kernel cannot unwind (its tables are not built yet) is copied. */
+static __always_inline void trace_stacks(void *ctx, struct trace_config *c, struct trace_buf *b,
+					 bool kernel, bool copy)
+{
+	if (!c->stacks)
+		return;
+	if (kernel)
+		b->e.kstack_bytes = bpf_get_stack(ctx, b->e.kstack, sizeof(b->e.kstack), 0);
+	if (stack_copy_bytes) {
+		__s32 unwound = unwind_user_stack(b->e.pid, b->e.ustack);
+		if (unwound >= 0) {
+			b->e.ustack_bytes = unwound;
+			return;
+		}
+		if (copy) {
+			struct task_struct *task = bpf_get_current_task_btf();
+			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+			fill_user_regs(b->e.user_regs, regs);
+			__u64 sp = regs->sp;
+			__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes
+								       : MAX_OFFCPU_COPY;
+			b->e.stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+			return;
+		}
+	}
+	b->e.ustack_bytes =
+		bpf_get_stack(ctx, b->e.ustack, sizeof(b->e.ustack), BPF_F_USER_STACK);
+}
+
+/* Sends `b`: the event, its payload and its stack copy, in one record. */
+static __always_inline int trace_send(struct trace_buf *b)
+{
+	/* A uprobe's program can be preempted, and another thread's event built in this CPU's
+	 * buffer meanwhile: what is here then is not this thread's. */
+	if (b->e.tid != (__u32)bpf_get_current_pid_tgid()) {
+		count_drop(EVENT_TRACE);
+		return 0;
+	}
+	b->e.cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(b->e.comm, sizeof(b->e.comm));
+	__u32 raw = b->e.raw_bytes & RAW_MASK;
+	if (b->e.raw_bytes >= MAX_TRACE_RAW)
+		raw = MAX_TRACE_RAW;
+	__u32 stack = b->e.stack_bytes;
+	if (stack > MAX_OFFCPU_COPY)
+		stack = MAX_OFFCPU_COPY;
+	b->e.raw_bytes = raw;
+	b->e.stack_bytes = stack;
+	struct bpf_dynptr out;
+	__u64 size = sizeof(b->e) + raw + stack;
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &out)) {
+		bpf_ringbuf_discard_dynptr(&out, 0);
+		count_drop(EVENT_TRACE);
+		return 0;
+	}
+	bpf_dynptr_write(&out, 0, &b->e, sizeof(b->e), 0);
+	if (raw)
+		bpf_dynptr_write(&out, sizeof(b->e), b->raw, raw, 0);
+	if (stack)
+		bpf_dynptr_write(&out, sizeof(b->e) + raw, b->stack, stack, 0);
+	bpf_ringbuf_submit_dynptr(&out, submit_flags());
+	return 0;
+}
+
+/* Keeps `b` as its thread's pending entry of a pair. */
+static __always_inline int trace_keep_entry(struct trace_buf *b)
+{
+	struct trace_start_key k = { .tid = b->e.tid, .event = b->e.event };
+	if (b->e.tid != (__u32)bpf_get_current_pid_tgid())
+		return 0;
+	if (bpf_map_update_elem(&trace_starts, &k, b, BPF_ANY))
+		count_drop(EVENT_TRACE);
+	return 0;
+}
+
+/* A pair's exit: its entry's payload, time and stacks, sent under the exit's index with the
+ * time between; `tail` (a return probe's return address and value) appended to the
+ * payload. */
+static __always_inline int trace_exit(struct trace_config *c, struct trace_buf *b,
+				      const __u64 *tail, __u32 tail_words)
+{
+	struct trace_start_key k = { .tid = b->e.tid, .event = c->entry - 1 };
+	struct trace_start *s = bpf_map_lookup_elem(&trace_starts, &k);
+	if (!s)
+		return 0;
+	__u64 now = b->e.time_ns;
+	__u32 event = b->e.event;
+	bpf_probe_read_kernel(&b->e, sizeof(b->e), &s->e);
+	__u32 n = s->e.raw_bytes;
+	if (n > MAX_TRACE_RAW)
+		n = MAX_TRACE_RAW;
+	bpf_probe_read_kernel(b->raw, n & RAW_MASK, s->raw);
+	bpf_map_delete_elem(&trace_starts, &k);
+	b->e.latency_ns = now - b->e.time_ns;
+	b->e.time_ns = now;
+	b->e.event = event;
+	b->e.stack_bytes = 0;
+	b->e.user_regs[7] = 0;
+	if (tail_words == 2 && n + 16 <= MAX_TRACE_RAW) {
+		bpf_probe_read_kernel(b->raw + (n & RAW_MASK), 16, tail);
+		n += 16;
+	}
+	b->e.raw_bytes = n;
+	if (!trace_passes(c, b))
+		return 0;
+	return trace_send(b);
+}
+
+/* A tracepoint: its record, the fixed part then the dynamic data its __data_loc fields point
+ * at (strings, arrays), as the kernel laid it out. */
+SEC("tracepoint")
+int on_tracepoint(void *ctx)
+{
+	struct trace_config *c;
+	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
+	if (!b)
+		return 0;
+	__u32 size = c->fixed_size;
+	if (size > MAX_TRACE_RAW)
+		size = MAX_TRACE_RAW;
+	if (size && bpf_probe_read_kernel(b->raw, size & (2 * MAX_TRACE_RAW - 1), ctx))
+		return 0;
+	/* The dynamic data ends where the furthest __data_loc field's data ends. */
+	__u32 end = size;
+	for (int i = 0; i < MAX_DATA_LOC; i++) {
+		if (i >= c->n_data_loc)
+			break;
+		__u32 off = c->data_loc_off[i];
+		if (off + 4 > size)
+			continue;
+		__u32 loc = 0;
+		bpf_probe_read_kernel(&loc, 4, b->raw + (off & RAW_MASK));
+		__u32 data_end = (loc & 0xffff) + (loc >> 16);
+		if (data_end > end)
+			end = data_end;
+	}
+	if (end > MAX_TRACE_RAW)
+		end = MAX_TRACE_RAW;
+	if (end > size) {
+		__u32 more = end - size;
+		if (bpf_probe_read_kernel(b->raw + (size & RAW_MASK), more & RAW_MASK,
+					  (__u8 *)ctx + size))
+			end = size;
+	}
+	b->e.raw_bytes = end;
+	if (size >= COMMON_SIZE)
+		*(__u64 *)b->raw = common_header(c, b);
+	if (c->entry)
+		return trace_exit(c, b, NULL, 0);
+	if (c->entry_only) {
+		trace_stacks(ctx, c, b, true, false);
+		return trace_keep_entry(b);
+	}
+	if (!trace_passes(c, b))
+		return 0;
+	trace_stacks(ctx, c, b, true, true);
+	return trace_send(b);
+}
+
+/* A probe's payload: the common header, the probed address, then its arguments. */
+static __always_inline void probe_payload(struct trace_buf *b, struct trace_config *c, __u64 ip,
+					  const __u64 *args)
+{
+	/* raw follows the 8-byte aligned event: its words are aligned too. */
+	__u64 *words = (__u64 *)b->raw;
+	words[0] = common_header(c, b);
+	words[1] = ip;
+	__u32 n = c->n_args;
+	/* Written one by one: as a loop, clang makes it a memcpy BPF cannot call. */
+	words[2] = args[0];
+	words[3] = args[1];
+	words[4] = args[2];
+	words[5] = args[3];
+	words[6] = args[4];
+	words[7] = args[5];
+	b->e.raw_bytes = COMMON_SIZE + 8 + 8 * (n > 6 ? 6 : n);
+}
+
+/* An entry probe: its payload, then sent (or kept as a pair's entry). */
+static __always_inline int probe_entry(struct pt_regs *ctx, struct trace_config *c,
+				       struct trace_buf *b, const __u64 *args, bool kernel)
+{
+	probe_payload(b, c, PT_REGS_IP_CORE(ctx), args);
+	if (c->entry_only) {
+		trace_stacks(ctx, c, b, kernel, false);
+		return trace_keep_entry(b);
+	}
+	if (!trace_passes(c, b))
+		return 0;
+	trace_stacks(ctx, c, b, kernel, true);
+	return trace_send(b);
+}
+
+/* The first six integer arguments (System V x86-64: rdi, rsi, rdx, rcx, r8, r9). */
+static __always_inline void regs_args(struct pt_regs *regs, __u64 *args)
+{
+	args[0] = PT_REGS_PARM1_CORE(regs);
+	args[1] = PT_REGS_PARM2_CORE(regs);
+	args[2] = PT_REGS_PARM3_CORE(regs);
+	args[3] = PT_REGS_PARM4_CORE(regs);
+	args[4] = PT_REGS_PARM5_CORE(regs);
+	args[5] = PT_REGS_PARM6_CORE(regs);
+}
+
+static __always_inline int on_probe(struct pt_regs *ctx, bool kernel)
+{
+	struct trace_config *c;
+	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
+	if (!b)
+		return 0;
+	__u64 args[6];
+	regs_args(ctx, args);
+	return probe_entry(ctx, c, b, args, kernel);
+}
+
+/* A return probe: its entry's payload, then the return address and the return value. */
+static __always_inline int on_return(struct pt_regs *ctx)
+{
+	struct trace_config *c;
+	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
+	if (!b || !c->entry)
+		return 0;
+	__u64 tail[2] = { PT_REGS_IP_CORE(ctx), PT_REGS_RC_CORE(ctx) };
+	return trace_exit(c, b, tail, 2);
+}
+
+SEC("uprobe")
+int on_uprobe(struct pt_regs *ctx)
+{
+	return on_probe(ctx, false);
+}
+
+SEC("uretprobe")
+int on_uretprobe(struct pt_regs *ctx)
+{
+	return on_return(ctx);
+}
+
+SEC("kprobe")
+int on_kprobe(struct pt_regs *ctx)
+{
+	return on_probe(ctx, true);
+}
+
+SEC("kretprobe")
+int on_kretprobe(struct pt_regs *ctx)
+{
+	return on_return(ctx);
+}
+
+/* A USDT probe: its arguments as its note's specs say (libbpf reads them). */
+SEC("usdt")
+int on_usdt(struct pt_regs *ctx)
+{
+	struct trace_config *c;
+	struct trace_buf *b = trace_begin(bpf_usdt_cookie(ctx), &c);
+	if (!b)
+		return 0;
+	__u64 args[6] = {};
+	for (int i = 0; i < 6; i++) {
+		long v = 0;
+		if (i >= c->n_args || bpf_usdt_arg(ctx, i, &v))
+			break;
+		args[i] = v;
+	}
+	return probe_entry(ctx, c, b, args, false);
+}
