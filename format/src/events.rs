@@ -293,6 +293,10 @@ pub const CACHESTAT_EVENT: &str = "bpfperf:cachestat";
 /// Tracepoint id of `bpfperf:cachestat`.
 pub const CACHESTAT_TRACEPOINT_ID: u64 = 60003;
 
+/// The first tracepoint id given to probes' formats (`probe_libc:getaddrinfo`,
+/// `sdt_python:function__entry`): record numbers them from here, in the order attached.
+pub const PROBE_TRACEPOINT_ID_BASE: u64 = 60100;
+
 /// The attr of page-cache statistics samples.
 pub fn cachestat_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
     EventAttr {

@@ -11,6 +11,7 @@ mod recorder;
 mod session;
 mod sideband;
 mod status;
+mod tracing;
 mod unwinding;
 mod workload;
 
