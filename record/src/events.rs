@@ -57,6 +57,46 @@ fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
     }
 }
 
+/// Ids of any event's records: this plus the event's index among the traced.
+const TRACED_ID_BASE: u64 = 100;
+
+/// How one traced event is written.
+#[derive(Debug, Clone, Copy)]
+pub struct TracedAttr {
+    /// Its attr (None: a pair's entry, kept in the kernel only).
+    pub attr: Option<usize>,
+    /// Its samples weigh the latency (ns), else 1.
+    pub latency: bool,
+    /// Its kernel stacks are kept (a syscall's tracepoint has the same one every time, the
+    /// syscall path: left out, as perf leaves it out).
+    pub kernel_stack: bool,
+}
+
+/// The attr of any event's samples: a tracepoint with its RAW payload.
+fn traced_attr(t: &crate::tracing::Traced, id: u64, cfg: &Config) -> EventAttr {
+    let mut attr = EventAttr {
+        name: t.name.clone(),
+        type_: event_type::TRACEPOINT,
+        config: t.id,
+        sample_period_or_freq: 1,
+        sample_type: SAMPLE_TYPE | st::PERIOD | st::RAW,
+        flags: attr_flag::SAMPLE_ID_ALL | attr_flag::USE_CLOCKID,
+        clockid: libc::CLOCK_MONOTONIC,
+        ids: vec![id],
+        ..Default::default()
+    };
+    if !t.bpf.stacks {
+        // --call-graph none: not even an empty callchain (8 bytes of each of millions).
+        attr.sample_type &= !st::CALLCHAIN;
+    } else if cfg.stack_copy_bytes > 0 {
+        attr.sample_type |= st::REGS_USER | st::STACK_USER;
+        attr.flags |= attr_flag::EXCLUDE_CALLCHAIN_USER;
+        attr.sample_regs_user = USER_REGS_MASK;
+        attr.sample_stack_user = cfg.stack_copy_bytes.min(bpf::MAX_OFFCPU_COPY);
+    }
+    attr
+}
+
 /// The attrs of a recording, and where each bpfperf event sits among them.
 pub struct Events {
     pub attrs: Vec<EventAttr>,
@@ -66,13 +106,15 @@ pub struct Events {
     pub cache: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
+    /// Each traced event (any event), by its index among them.
+    pub traced: Vec<TracedAttr>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
     pub tracing_data: Option<Vec<u8>>,
 }
 
 /// The events `cfg` asks for. Block I/O and wakeups are tracepoint-style events whose formats
 /// perf needs in TRACING_DATA: without tracefs they are left out, with a warning.
-pub fn events(cfg: &Config) -> Events {
+pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
     let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
     // Off-CPU and run-queue stacks take the DWARF path too: registers and a stack copy.
     let with_copies = |mut attr: EventAttr| {
@@ -109,7 +151,7 @@ pub fn events(cfg: &Config) -> Events {
     // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
     // killed recording stays readable).
     let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
-    let tracing_data = if cfg.block_io || wakeups || cfg.cache {
+    let tracing_data = if cfg.block_io || wakeups || cfg.cache || !traced.is_empty() {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {
                 if cfg.block_io {
@@ -120,6 +162,17 @@ pub fn events(cfg: &Config) -> Events {
                 }
                 if cfg.cache {
                     td.events.push(format::events::cachestat_format());
+                }
+                // Each written event's format once (a glob's events, a pair's exit and a
+                // plain -e of its entry may share one).
+                let mut ids = std::collections::HashSet::new();
+                for t in traced.iter().filter(|t| t.written) {
+                    if ids.insert(t.id) {
+                        td.events.push(format::EventFormat {
+                            system: t.system.clone(),
+                            text: t.format_text.clone(),
+                        });
+                    }
                 }
                 Some(td.to_bytes())
             }
@@ -154,8 +207,22 @@ pub fn events(cfg: &Config) -> Events {
         ));
         attrs.len() - 1
     });
+    // Any event's formats come from tracefs: resolving them read it already.
+    let traced = traced
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TracedAttr {
+            attr: t.written.then(|| {
+                attrs.push(traced_attr(t, TRACED_ID_BASE + i as u64, cfg));
+                attrs.len() - 1
+            }),
+            latency: t.latency,
+            kernel_stack: t.system != "syscalls",
+        })
+        .collect();
     Events {
         attrs,
+        traced,
         cache: cache_attr,
         offcpu: offcpu_attr,
         runq: runq_attr,

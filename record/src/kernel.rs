@@ -10,10 +10,24 @@ pub struct Symbols {
     pub text: Option<(u64, u64)>,
     /// `handle_mm_fault`, from its address to the next symbol's.
     pub fault_fn: Option<(u64, u64)>,
-    /// The functions that run a tracepoint's BPF programs (`__traceiter_*`, `__bpf_trace_*`,
-    /// `bpf_trace_run*`), sorted: see [`Symbols::glue_frames`].
+    /// The functions that run a tracepoint's BPF programs ([`GLUE_PREFIXES`]), sorted: see
+    /// [`Symbols::glue_frames`].
     pub glue: Vec<(u64, u64)>,
 }
+
+/// Names of the functions that run tracepoint programs: tp_btf's (`__traceiter_*`,
+/// `__bpf_trace_*`, `bpf_trace_run*`) and those of programs attached through perf, as any
+/// event attaches them (`perf_trace_*`, `perf_syscall_*`, `perf_call_bpf_*`,
+/// `trace_call_bpf`).
+const GLUE_PREFIXES: &[&[u8]] = &[
+    b"__traceiter_",
+    b"__bpf_trace_",
+    b"bpf_trace_run",
+    b"perf_trace_",
+    b"perf_syscall_",
+    b"perf_call_bpf_",
+    b"trace_call_bpf",
+];
 
 /// Frames a tracepoint program's kernel stack starts with when the symbols are unknown: the
 /// program, bpf_trace_runN, __traceiter_NAME (as seen on 6.18).
@@ -79,9 +93,7 @@ pub fn symbols() -> Symbols {
         .filter(|line| {
             let name = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
             let name = name.split(|&b| b == b'\t').next().unwrap_or(b"");
-            name.starts_with(b"__traceiter_")
-                || name.starts_with(b"__bpf_trace_")
-                || name.starts_with(b"bpf_trace_run")
+            GLUE_PREFIXES.iter().any(|p| name.starts_with(p))
         })
         .filter_map(|line| {
             let start = address(line).filter(|&a| a != 0)?;

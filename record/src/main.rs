@@ -18,7 +18,7 @@ mod workload;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -44,19 +44,33 @@ struct Args {
     /// DWARF mode: never unwind in the kernel; copy every user stack (as perf does).
     #[arg(long)]
     no_kernel_unwind: bool,
-    /// What to record (comma-separated or repeated; default: all of them but cache):
+    /// What to record (comma-separated or repeated; default: record's own events but cache):
     /// cpu-clock (on-CPU samples), offcpu (off-CPU time, with run-queue waits), wakeup (who
     /// woke the blocked threads), runq, fault (page faults that had to read), io (block I/O),
-    /// cache (cachestat counts: it hooks every read(), so only when named). wakeup, runq and
-    /// fault come from off-CPU intervals: they bring offcpu with them.
+    /// cache (cachestat counts: it hooks every read(), so only when named); wakeup, runq and
+    /// fault come from off-CPU intervals: they bring offcpu with them. And any event: a
+    /// tracepoint SYSTEM:NAME (globs as perf takes them: syscalls:sys_enter_open*),
+    /// uprobe:PATH:FUNCTION[+OFFSET], uretprobe:PATH:FUNCTION (its latency), usdt:PATH:PROVIDER:NAME,
+    /// kprobe:FUNCTION, kretprobe:FUNCTION (PATH absolute, or a library or program name:
+    /// libc, python3).
     #[arg(
         short = 'e',
         long = "event",
         value_delimiter = ',',
-        value_name = "EVENT",
-        value_parser = ["cpu-clock", "cpu", "offcpu", "wakeup", "runq", "fault", "io", "cache"]
+        value_name = "EVENT"
     )]
     events: Vec<String>,
+    /// A filter for the -e before it, evaluated in the kernel before anything is taken, in
+    /// perf's tracepoint filter language: FIELD OP VALUE (== != < <= > >= &, and ~ or ==
+    /// with globs for strings) joined with && || ! and parentheses; fields of the event,
+    /// arg1..arg6 and ret of probes, and comm, pid, tid, cpu. `--filter 'ret < 0'`.
+    #[arg(long = "filter", value_name = "EXPR")]
+    filters: Vec<String>,
+    /// The latency of each call between two tracepoints, measured in the kernel: one sample
+    /// per call at EXIT, with ENTRY's fields and stacks, weighing the nanoseconds between
+    /// (`--latency syscalls:sys_enter_read,syscalls:sys_exit_read`).
+    #[arg(long = "latency", value_name = "ENTRY,EXIT")]
+    latency: Vec<String>,
     /// Record on these CPUs only (perf's -C: 0,2-3): samples are taken there, and the other
     /// events that happen there are kept. cachestat counts per process: it stays off.
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse_cpu_list)]
@@ -121,6 +135,97 @@ struct Args {
     /// command's.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
+    /// The -e words that are not record's own events, each with the --filter that followed
+    /// it; the --latency pairs likewise (see [`pair_filters`]).
+    #[arg(skip)]
+    traced: Vec<(String, Option<String>)>,
+    #[arg(skip)]
+    latency_pairs: Vec<(String, String, Option<String>)>,
+}
+
+/// record's own events (the rest of -e is any event: tracepoints, probes).
+const OWN_EVENTS: &[&str] = &[
+    "cpu-clock",
+    "cpu",
+    "offcpu",
+    "wakeup",
+    "runq",
+    "fault",
+    "io",
+    "cache",
+];
+
+/// Gives each --filter to the -e or --latency right before it on the command line (perf's
+/// rule), and sorts -e words into record's own events and any event. Errors: a filter with
+/// no event before it, or after one of record's own events; a word that is neither.
+fn pair_filters(args: &mut Args, m: &clap::ArgMatches) -> Result<(), String> {
+    let indexed = |id: &str| -> Vec<(usize, String)> {
+        match (m.indices_of(id), m.get_many::<String>(id)) {
+            (Some(i), Some(v)) => i.zip(v.cloned()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let events = indexed("events");
+    let latency = indexed("latency");
+    let mut filters = indexed("filters");
+    filters.reverse();
+    // Which filter follows an event: the first after it, if no other event comes between.
+    let mut all: Vec<(usize, bool, String)> = events
+        .iter()
+        .map(|(i, e)| (*i, false, e.clone()))
+        .chain(latency.iter().map(|(i, l)| (*i, true, l.clone())))
+        .collect();
+    all.sort();
+    let mut taken = vec![false; filters.len()];
+    let mut filter_after = |at: usize, next: usize| -> Option<String> {
+        let k = filters
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(k, (i, _))| !taken[*k] && *i > at && *i < next)?
+            .0;
+        taken[k] = true;
+        Some(filters[k].1.clone())
+    };
+    let own = |e: &str| OWN_EVENTS.contains(&e);
+    for (n, (at, is_latency, word)) in all.iter().enumerate() {
+        let next = all.get(n + 1).map_or(usize::MAX, |x| x.0);
+        let filter = filter_after(*at, next);
+        if *is_latency {
+            let Some((entry, exit)) = word.split_once(',') else {
+                return Err(format!(
+                    "--latency {word}: expected ENTRY,EXIT (two tracepoints: \
+                     syscalls:sys_enter_read,syscalls:sys_exit_read)"
+                ));
+            };
+            args.latency_pairs
+                .push((entry.trim().into(), exit.trim().into(), filter));
+        } else if own(word) {
+            if let Some(f) = filter {
+                return Err(format!(
+                    "--filter '{f}': {word} is one of record's own events, which take no \
+                     filter (filters are for tracepoints and probes)"
+                ));
+            }
+        } else if word.contains(':') {
+            args.traced.push((word.clone(), filter));
+        } else {
+            return Err(format!(
+                "-e {word}: no such event (record's own: {}; or a tracepoint SYSTEM:NAME, \
+                 uprobe:PATH:FUNCTION, uretprobe:PATH:FUNCTION, usdt:PATH:PROVIDER:NAME, \
+                 kprobe:FUNCTION)",
+                OWN_EVENTS.join(", ")
+            ));
+        }
+    }
+    if let Some(k) = taken.iter().position(|t| !t) {
+        return Err(format!(
+            "--filter '{}': a filter goes after the -e (or --latency) it is for",
+            filters[k].1
+        ));
+    }
+    args.events.retain(|e| own(e));
+    Ok(())
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -201,9 +306,12 @@ impl Args {
                 self.freq
             );
         }
-        // -e: only what it names (--no-* flags still take things away).
+        // -e: only what it names (--no-* flags still take things away); any event alone
+        // records only that.
+        let any_event = !self.traced.is_empty() || !self.latency_pairs.is_empty();
         let chosen = |names: &[&str]| {
-            self.events.is_empty() || self.events.iter().any(|e| names.contains(&e.as_str()))
+            (self.events.is_empty() && !any_event)
+                || self.events.iter().any(|e| names.contains(&e.as_str()))
         };
         let off_cpu = chosen(&["offcpu", "wakeup", "runq", "fault"]) && !self.no_off_cpu;
         if let Some(CpuList(cpus)) = &self.cpus {
@@ -212,6 +320,7 @@ impl Args {
                 anyhow::bail!("-C: CPU {c} is not online (online: {online:?})");
             }
         }
+        let first_word = self.command.first().map(PathBuf::from);
         let target = if all_cpus {
             session::Target::SystemWide
         } else if !self.pid.is_empty() {
@@ -246,6 +355,13 @@ impl Args {
                 _ => 0,
             },
             unwind_in_kernel: !self.no_kernel_unwind,
+            trace: tracing::Request {
+                events: self.traced,
+                latency: self.latency_pairs,
+                stacks: self.call_graph != CallGraph::None,
+                pids: self.pid,
+                command: first_word,
+            },
         })
     }
 }
@@ -274,8 +390,13 @@ fn archive(path: &std::path::Path) -> anyhow::Result<()> {
 
 /// The line perf prints at the end of a recording, and what was lost.
 fn print_summary(s: &session::Summary) {
+    let traced = if s.traced > 0 {
+        format!("{} traced events, ", s.traced)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {} lost, {:.2} s, {} bytes written to {} ]",
+        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {traced}{} lost, {:.2} s, {} bytes written to {} ]",
         s.samples,
         s.off_cpu,
         s.runq,
@@ -299,8 +420,17 @@ fn print_summary(s: &session::Summary) {
 /// one, exit status 2, as perf refuses it (`unknown option`) rather than running it.
 fn parse_args() -> Args {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let err = match Args::try_parse() {
-        Ok(args) => return args,
+    let err = match Args::command().try_get_matches() {
+        Ok(m) => match Args::from_arg_matches(&m) {
+            Ok(mut args) => match pair_filters(&mut args, &m) {
+                Ok(()) => return args,
+                Err(why) => {
+                    eprintln!("record: {why}");
+                    std::process::exit(2)
+                }
+            },
+            Err(e) => e,
+        },
         Err(e) => e,
     };
     let unknown = match (err.kind(), err.get(ContextKind::InvalidArg)) {

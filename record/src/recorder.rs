@@ -15,6 +15,8 @@ pub enum Item {
     Dirty(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
     Wakeup(bpf::Wakeup),
+    /// Any event (a tracepoint, a probe).
+    Trace(bpf::TraceRecord),
     /// A process's page-cache counts over the interval that ends at `time`.
     Cache {
         counts: bpf::CacheCounts,
@@ -31,6 +33,7 @@ impl Item {
             Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
             Item::Wakeup(w) => w.time,
+            Item::Trace(t) => t.time,
             Item::Cache { time, .. } => *time,
             Item::Fact(f) => f.time,
         }
@@ -43,7 +46,8 @@ impl Item {
             bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
             bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
-            bpf::Event::Exit { .. } | bpf::Event::Trace(_) => None,
+            bpf::Event::Trace(t) => Some(Item::Trace(t)),
+            bpf::Event::Exit { .. } => None,
         }
     }
 }
@@ -86,6 +90,8 @@ pub struct Recorder {
     pub faults: u64,
     pub io: u64,
     pub wakeups: u64,
+    /// Any events' samples written.
+    pub traced: u64,
     pub lost: u64,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
     pub offcpu_attr: Option<usize>,
@@ -94,6 +100,8 @@ pub struct Recorder {
     pub cache_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
+    /// How each traced event is written, by its index.
+    pub traced_attrs: Vec<crate::events::TracedAttr>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
     /// Files of executable mappings written, for BUILD_ID; for files of other mount
@@ -131,6 +139,7 @@ impl Recorder {
             faults: 0,
             io: 0,
             wakeups: 0,
+            traced: 0,
             lost: 0,
             offcpu_attr: events.offcpu,
             runq_attr: events.runq,
@@ -138,6 +147,7 @@ impl Recorder {
             cache_attr: events.cache,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
+            traced_attrs: events.traced.clone(),
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
             callchain: Vec::new(),
@@ -537,6 +547,34 @@ impl Recorder {
                     &raw,
                 )?;
                 self.wakeups += 1;
+            }
+            Item::Trace(t) => {
+                let Some(how) = self.traced_attrs.get(t.event as usize).copied() else {
+                    return Ok(());
+                };
+                let Some(attr) = how.attr else {
+                    return Ok(());
+                };
+                self.name_task(t.pid, t.tid, &t.comm, t.time, t.cpu)?;
+                let copy = t.user_regs.as_ref().map(|r| (r, &t.stack_copy[..]));
+                let kernel = if how.kernel_stack {
+                    &t.kernel_stack[..]
+                } else {
+                    &[]
+                };
+                self.write_stack_sample(
+                    copy,
+                    attr,
+                    t.pid,
+                    t.tid,
+                    t.cpu,
+                    t.time,
+                    if how.latency { t.latency_ns } else { 1 },
+                    kernel,
+                    &t.user_stack,
+                    &t.raw,
+                )?;
+                self.traced += 1;
             }
             Item::Fact(f) => self.write_fact(f)?,
         }

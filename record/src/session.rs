@@ -52,6 +52,8 @@ pub struct Config {
     pub duration: Option<Duration>,
     /// zstd level of `-z` (None: records written as they are).
     pub compression_level: Option<i32>,
+    /// Any events: tracepoints, probes, latency pairs.
+    pub trace: crate::tracing::Request,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +77,8 @@ pub struct Summary {
     /// Major page faults (fault-time samples).
     pub faults: u64,
     pub wakeups: u64,
+    /// Any events' samples (tracepoints, probes).
+    pub traced: u64,
     /// Off-CPU intervals recorded without their waker (it could not be kept).
     pub missed_wakers: u64,
     pub lost: u64,
@@ -140,6 +144,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let kernel_symbols = std::thread::spawn(kernel::symbols);
     host::install_signal_handlers();
     host::mount_tracefs();
+    // Any event is resolved before anything runs: a typo is an error, not a recording.
+    let traced = crate::tracing::resolve(&cfg.trace)?;
     let started = Instant::now();
     let started_ns = monotonic_ns();
     let child = if cfg.command.is_empty() {
@@ -165,7 +171,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
-        trace: Vec::new(),
+        trace: traced.iter().map(|t| t.bpf.clone()).collect(),
     };
     let mut profiler = bpf::Profiler::start(&options)?;
     if cfg.verbose {
@@ -207,7 +213,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let bpf_programs = kernel::bpf_programs();
     phases.mark("BPF programs listed");
     host::rotate_old(&cfg.output)?;
-    let events = crate::events::events(cfg);
+    let events = crate::events::events(cfg, &traced);
     phases.mark("tracefs formats read");
     let writer = match cfg.compression_level {
         Some(level) => PerfFileWriter::create_compressed(&cfg.output, events.attrs.clone(), level)?,
@@ -316,7 +322,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         status.update(|| crate::status::Counts {
             samples: rec.samples,
-            other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups,
+            other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
             lost: drops,
             bytes: rec.writer.bytes_written(),
         });
@@ -464,13 +470,14 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracing_data,
         ..Default::default()
     };
-    let (samples, off_cpu, runq, io, faults, wakeups, lost) = (
+    let (samples, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
         rec.off_cpu,
         rec.runq,
         rec.io,
         rec.faults,
         rec.wakeups,
+        rec.traced,
         rec.lost,
     );
     let bytes = match rec.writer.finish(&features) {
@@ -485,7 +492,11 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     phases.mark("features written");
     host::chown_to_invoking_user(&cfg.output);
-    if samples == 0 && child_pid.is_none() && cfg.target != Target::SystemWide && initial.is_empty()
+    if samples == 0
+        && traced == 0
+        && child_pid.is_none()
+        && cfg.target != Target::SystemWide
+        && initial.is_empty()
     {
         bail!("nothing was recorded");
     }
@@ -496,6 +507,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         io,
         faults,
         wakeups,
+        traced,
         missed_wakers,
         lost,
         duration: started.elapsed(),

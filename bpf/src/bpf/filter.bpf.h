@@ -19,14 +19,16 @@ struct {
 #define PATTERN_MASK (FILTER_PATTERN_LEN - 1)
 #define RAW_MASK (MAX_TRACE_RAW - 1)
 
-/* A string operand and the pattern it is matched against, copied here to be compared. */
+/* A string operand and the pattern it is matched against, copied here to be compared (s
+ * has room past its 64 bytes: words are read from any offset below 64). */
 struct filter_strings {
-	char s[FILTER_PATTERN_LEN];
-	char p[FILTER_PATTERN_LEN];
+	char s[2 * FILTER_PATTERN_LEN];
+	__u64 p[FILTER_PATTERN_LEN / 8];
+	char comm[16];
 	__u32 slen;
 	__u32 plen;
-	__u32 at; /* where in s the pattern is tried */
 	__u32 found;
+	__u32 _pad;
 };
 
 struct {
@@ -36,37 +38,61 @@ struct {
 	__type(value, struct filter_strings);
 } filter_strings SEC(".maps");
 
-/* A filter's run: which program, over which payload (a per-CPU buffer's), and its stack. */
+/* A filter's run: which program, over which payload (its address: read with
+ * bpf_probe_read_kernel), and its stack of truths. Kept in a map, not on the BPF stack: the
+ * verifier tracks a stack's exact values, and a depth that changes at every step would have
+ * it walk the step once per depth. */
 struct filter_run {
 	__u32 prog;
 	__u32 raw_bytes;
-	const __u8 *raw;
+	__u64 raw;
 	__u64 bits;
 	__u32 depth;
 	__u32 bad; /* the program is malformed: the event passes (nothing is lost silently) */
 };
 
-/* Whether p[0..plen) equals s[at + i..): `found` set if so (a bpf_loop callback: one step
- * per position tried, from `at` on; the strings are this CPU's filter_strings). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct filter_run);
+} filter_runs SEC(".maps");
+
+/* Whether the pattern equals s[at..at + plen), compared a word at a time. */
+static __always_inline bool equal_at(struct filter_strings *fs, __u32 at)
+{
+	for (int w = 0; w < FILTER_PATTERN_LEN / 8; w++) {
+		__u32 done = w * 8;
+		if (done >= fs->plen)
+			break;
+		__u64 a = 0;
+		bpf_probe_read_kernel(&a, 8, fs->s + ((at + done) & PATTERN_MASK));
+		__u64 b = fs->p[w];
+		__u32 rest = fs->plen - done;
+		if (rest < 8) {
+			__u64 mask = (1ULL << (rest * 8)) - 1;
+			a &= mask;
+			b &= mask;
+		}
+		if (a != b)
+			return false;
+	}
+	return true;
+}
+
+/* "*x*": tries the pattern at position i of s (a bpf_loop callback over this CPU's
+ * filter_strings). */
 static long match_from(__u64 i, void *ctx)
 {
 	__u32 zero = 0;
 	struct filter_strings *fs = bpf_map_lookup_elem(&filter_strings, &zero);
-	if (!fs)
+	if (!fs || i + fs->plen > fs->slen)
 		return 1;
-	__u32 at = fs->at + i;
-	if (at + fs->plen > fs->slen)
+	if (equal_at(fs, i)) {
+		fs->found = 1;
 		return 1;
-	for (int j = 0; j < FILTER_PATTERN_LEN; j++) {
-		if (j >= fs->plen) {
-			fs->found = 1;
-			return 1;
-		}
-		if (fs->s[(at + j) & PATTERN_MASK] != fs->p[j & PATTERN_MASK])
-			return 0;
 	}
-	fs->found = 1;
-	return 1;
+	return 0;
 }
 
 /* Matches the string at `src` (up to its first NUL, at most `len` bytes; the current task's
@@ -78,44 +104,38 @@ static __always_inline bool match_string(const void *src, __u32 len, bool comm,
 	struct filter_strings *fs = bpf_map_lookup_elem(&filter_strings, &zero);
 	if (!fs)
 		return false;
-	for (int i = 0; i < FILTER_PATTERN_LEN / 8; i++)
-		((__u64 *)fs->s)[i] = 0;
-	if (comm)
-		bpf_get_current_comm(fs->s, 16);
-	else if (len)
-		bpf_probe_read_kernel(fs->s, len & (2 * FILTER_PATTERN_LEN - 1), src);
-	__u32 slen = FILTER_PATTERN_LEN;
-	for (int i = 0; i < FILTER_PATTERN_LEN; i++) {
-		if (i >= len || !fs->s[i]) {
-			slen = i;
-			break;
-		}
+	if (comm) {
+		bpf_get_current_comm(fs->comm, sizeof(fs->comm));
+		src = fs->comm;
+		len = sizeof(fs->comm);
 	}
+	if (len > FILTER_PATTERN_LEN)
+		len = FILTER_PATTERN_LEN;
+	/* Copies up to the first NUL (or len bytes), NUL-terminated: returns the bytes with it.
+	 * (The mask after the barrier keeps the bound where the verifier can see it.) */
+	__u32 room = len + 1;
+	barrier_var(room);
+	room &= 2 * FILTER_PATTERN_LEN - 1;
+	long copied = src && room ? bpf_probe_read_kernel_str(fs->s, room, src) : 0;
+	__u32 slen = copied > 0 ? copied - 1 : 0;
 	__u32 plen = pat->len;
 	if (plen > FILTER_PATTERN_LEN)
 		return false;
-	bpf_probe_read_kernel(fs->p, FILTER_PATTERN_LEN, pat->text);
+	bpf_probe_read_kernel(fs->p, sizeof(fs->p), pat->text);
 	fs->slen = slen;
 	fs->plen = plen;
-	fs->found = 0;
-	fs->at = 0;
-	__u32 tries = 1;
 	switch (pat->match) {
 	case FM_FULL:
-		if (slen != plen)
-			return false;
-		break;
+		return slen == plen && equal_at(fs, 0);
 	case FM_FRONT:
-		break;
+		return slen >= plen && equal_at(fs, 0);
 	case FM_END:
-		if (slen < plen)
-			return false;
-		fs->at = slen - plen;
-		break;
-	default:
-		tries = FILTER_PATTERN_LEN;
+		return slen >= plen && equal_at(fs, slen - plen);
 	}
-	bpf_loop(tries, match_from, &zero, 0);
+	if (slen < plen)
+		return false;
+	fs->found = 0;
+	bpf_loop(slen - plen + 1, match_from, &zero, 0);
 	return fs->found;
 }
 
@@ -131,32 +151,15 @@ static __always_inline __s64 filter_number(struct filter_run *r, struct filter_i
 		return bpf_get_smp_processor_id();
 	}
 	__u32 off = in->off;
-	__u64 v = 0;
 	__u32 size = in->size;
-	if (off + size > r->raw_bytes)
+	if (size > 8 || off + size > r->raw_bytes)
 		return 0;
-	switch (size) {
-	case 1: {
-		__u8 x = 0;
-		bpf_probe_read_kernel(&x, 1, r->raw + (off & RAW_MASK));
-		v = in->flags & FF_SIGNED ? (__u64)(__s64)(__s8)x : x;
-		break;
-	}
-	case 2: {
-		__u16 x = 0;
-		bpf_probe_read_kernel(&x, 2, r->raw + (off & RAW_MASK));
-		v = in->flags & FF_SIGNED ? (__u64)(__s64)(__s16)x : x;
-		break;
-	}
-	case 4: {
-		__u32 x = 0;
-		bpf_probe_read_kernel(&x, 4, r->raw + (off & RAW_MASK));
-		v = in->flags & FF_SIGNED ? (__u64)(__s64)(__s32)x : x;
-		break;
-	}
-	default:
-		bpf_probe_read_kernel(&v, 8, r->raw + (off & RAW_MASK));
-	}
+	__u64 v = 0;
+	bpf_probe_read_kernel(&v, size & 15, (const __u8 *)r->raw + (off & RAW_MASK));
+	/* Sign-extended from its size, if signed. */
+	__u32 shift = 64 - 8 * size;
+	if (in->flags & FF_SIGNED && shift < 64)
+		return ((__s64)(v << shift)) >> shift;
 	return (__s64)v;
 }
 
@@ -185,7 +188,10 @@ static __always_inline bool filter_compare(struct filter_insn *in, __s64 v)
 /* One instruction. */
 static long filter_step(__u64 i, void *ctx)
 {
-	struct filter_run *r = ctx;
+	__u32 zero = 0;
+	struct filter_run *r = bpf_map_lookup_elem(&filter_runs, &zero);
+	if (!r)
+		return 1;
 	__u32 key = r->prog;
 	struct filter_prog *f = bpf_map_lookup_elem(&filters, &key);
 	if (!f || i >= f->n) {
@@ -203,16 +209,16 @@ static long filter_step(__u64 i, void *ctx)
 		__u32 len = 0;
 		if (in->src == FS_RAW) {
 			if (in->off + in->size <= r->raw_bytes) {
-				src = r->raw + (in->off & RAW_MASK);
+				src = (const __u8 *)r->raw + (in->off & RAW_MASK);
 				len = in->size;
 			}
 		} else if (in->src == FS_DATA_LOC) {
 			__u32 loc = 0;
 			if (in->off + 4 <= r->raw_bytes)
-				bpf_probe_read_kernel(&loc, 4, r->raw + (in->off & RAW_MASK));
+				bpf_probe_read_kernel(&loc, 4, (const __u8 *)r->raw + (in->off & RAW_MASK));
 			__u32 start = loc & 0xffff, n = loc >> 16;
 			if (start + n <= r->raw_bytes) {
-				src = r->raw + (start & RAW_MASK);
+				src = (const __u8 *)r->raw + (start & RAW_MASK);
 				len = n;
 			}
 		}
@@ -259,11 +265,20 @@ static long filter_step(__u64 i, void *ctx)
 /* Whether the payload raw[0..raw_bytes) (a per-CPU buffer's) passes filter `prog`. */
 static __always_inline bool filter_pass(__u32 prog, const __u8 *raw, __u32 raw_bytes)
 {
-	struct filter_run r = { .prog = prog, .raw = raw, .raw_bytes = raw_bytes };
-	bpf_loop(FILTER_INSNS, filter_step, &r, 0);
-	if (r.bad || r.depth == 0)
+	__u32 zero = 0;
+	struct filter_run *r = bpf_map_lookup_elem(&filter_runs, &zero);
+	if (!r)
 		return true;
-	return r.bits & 1;
+	r->prog = prog;
+	r->raw = (__u64)raw;
+	r->raw_bytes = raw_bytes;
+	r->bits = 0;
+	r->depth = 0;
+	r->bad = 0;
+	bpf_loop(FILTER_INSNS, filter_step, &zero, 0);
+	if (r->bad || r->depth == 0)
+		return true;
+	return r->bits & 1;
 }
 
 #endif

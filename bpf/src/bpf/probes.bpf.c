@@ -94,25 +94,40 @@ static __always_inline struct trace_buf *trace_begin(__u32 event, struct trace_c
 	return b;
 }
 
-static __always_inline bool trace_passes(struct trace_config *c, struct trace_buf *b)
+/* The heavy steps are global functions: the verifier checks each once, not once per path
+ * of every program that calls it (inlined, on_tracepoint alone took 786k of the verifier's
+ * million instructions and a second to load). They work on this CPU's trace_scratch. */
+
+static __always_inline struct trace_buf *scratch(void)
 {
-	return !c->filter || filter_pass(c->filter - 1, b->raw, b->e.raw_bytes);
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&trace_scratch, &zero);
 }
 
-/* Takes the stacks (after the filter: a filtered-out event costs none). `copy`: in DWARF
- * mode, a user stack the kernel cannot unwind (its tables are not built yet) is copied. */
-static __always_inline void trace_stacks(void *ctx, struct trace_config *c, struct trace_buf *b,
-					 bool kernel, bool copy)
+/* Whether the scratch event's payload passes filter `filter` (index + 1; 0: no filter). */
+__noinline int trace_passes(__u32 filter)
 {
-	if (!c->stacks)
-		return;
+	struct trace_buf *b = scratch();
+	if (!filter || !b)
+		return 1;
+	return filter_pass(filter - 1, b->raw, b->e.raw_bytes);
+}
+
+/* Takes the scratch event's stacks (after the filter: a filtered-out event costs none).
+ * `copy`: in DWARF mode, a user stack the kernel cannot unwind (its tables are not built
+ * yet) is copied. */
+__noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 copy)
+{
+	struct trace_buf *b = scratch();
+	if (!b)
+		return 0;
 	if (kernel)
 		b->e.kstack_bytes = bpf_get_stack(ctx, b->e.kstack, sizeof(b->e.kstack), 0);
 	if (stack_copy_bytes) {
 		__s32 unwound = unwind_user_stack(b->e.pid, b->e.ustack);
 		if (unwound >= 0) {
 			b->e.ustack_bytes = unwound;
-			return;
+			return 0;
 		}
 		if (copy) {
 			struct task_struct *task = bpf_get_current_task_btf();
@@ -122,16 +137,20 @@ static __always_inline void trace_stacks(void *ctx, struct trace_config *c, stru
 			__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes
 								       : MAX_OFFCPU_COPY;
 			b->e.stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
-			return;
+			return 0;
 		}
 	}
 	b->e.ustack_bytes =
 		bpf_get_stack(ctx, b->e.ustack, sizeof(b->e.ustack), BPF_F_USER_STACK);
+	return 0;
 }
 
-/* Sends `b`: the event, its payload and its stack copy, in one record. */
-static __always_inline int trace_send(struct trace_buf *b)
+/* Sends the scratch event: the event, its payload and its stack copy, in one record. */
+__noinline int trace_send(void)
 {
+	struct trace_buf *b = scratch();
+	if (!b)
+		return 0;
 	/* A uprobe's program can be preempted, and another thread's event built in this CPU's
 	 * buffer meanwhile: what is here then is not this thread's. */
 	if (b->e.tid != (__u32)bpf_get_current_pid_tgid()) {
@@ -164,24 +183,28 @@ static __always_inline int trace_send(struct trace_buf *b)
 	return 0;
 }
 
-/* Keeps `b` as its thread's pending entry of a pair. */
-static __always_inline int trace_keep_entry(struct trace_buf *b)
+/* Keeps the scratch event as its thread's pending entry of a pair. */
+__noinline int trace_keep_entry(void)
 {
-	struct trace_start_key k = { .tid = b->e.tid, .event = b->e.event };
-	if (b->e.tid != (__u32)bpf_get_current_pid_tgid())
+	struct trace_buf *b = scratch();
+	if (!b || b->e.tid != (__u32)bpf_get_current_pid_tgid())
 		return 0;
+	struct trace_start_key k = { .tid = b->e.tid, .event = b->e.event };
 	if (bpf_map_update_elem(&trace_starts, &k, b, BPF_ANY))
 		count_drop(EVENT_TRACE);
 	return 0;
 }
 
-/* A pair's exit: its entry's payload, time and stacks, sent under the exit's index with the
- * time between; `tail` (a return probe's return address and value) appended to the
- * payload. */
-static __always_inline int trace_exit(struct trace_config *c, struct trace_buf *b,
-				      const __u64 *tail, __u32 tail_words)
+/* A pair's exit (the scratch event, of exit event `event`, entry `entry` + 1, filter as
+ * trace_passes): its entry's payload, time and stacks, sent under the exit's index with the
+ * time between; a return probe's return address and value (`ret_ip`, `ret`, if `tail`)
+ * appended to the payload. */
+__noinline int trace_exit(__u32 entry, __u32 filter, __u32 tail, __u64 ret_ip, __u64 ret)
 {
-	struct trace_start_key k = { .tid = b->e.tid, .event = c->entry - 1 };
+	struct trace_buf *b = scratch();
+	if (!b || !entry)
+		return 0;
+	struct trace_start_key k = { .tid = b->e.tid, .event = entry - 1 };
 	struct trace_start *s = bpf_map_lookup_elem(&trace_starts, &k);
 	if (!s)
 		return 0;
@@ -198,20 +221,38 @@ static __always_inline int trace_exit(struct trace_config *c, struct trace_buf *
 	b->e.event = event;
 	b->e.stack_bytes = 0;
 	b->e.user_regs[7] = 0;
-	if (tail_words == 2 && n + 16 <= MAX_TRACE_RAW) {
-		bpf_probe_read_kernel(b->raw + (n & RAW_MASK), 16, tail);
+	if (tail && n + 16 <= MAX_TRACE_RAW) {
+		__u64 words[2] = { ret_ip, ret };
+		bpf_probe_read_kernel(b->raw + (n & RAW_MASK), 16, words);
 		n += 16;
 	}
 	b->e.raw_bytes = n;
-	if (!trace_passes(c, b))
+	if (!trace_passes(filter))
 		return 0;
-	return trace_send(b);
+	return trace_send();
+}
+
+/* What follows the payload: a pair's exit is sent with its entry's; an entry is kept; any
+ * other event passes its filter, takes its stacks and is sent. */
+static __always_inline int trace_finish(void *ctx, struct trace_config *c, bool kernel)
+{
+	if (c->entry)
+		return trace_exit(c->entry, c->filter, 0, 0, 0);
+	if (c->entry_only) {
+		if (c->stacks)
+			trace_stacks(ctx, kernel, 0);
+		return trace_keep_entry();
+	}
+	if (!trace_passes(c->filter))
+		return 0;
+	if (c->stacks)
+		trace_stacks(ctx, kernel, 1);
+	return trace_send();
 }
 
 /* A tracepoint: its record, the fixed part then the dynamic data its __data_loc fields point
  * at (strings, arrays), as the kernel laid it out. */
-SEC("tracepoint")
-int on_tracepoint(void *ctx)
+static __always_inline int trace_tracepoint(void *ctx)
 {
 	struct trace_config *c;
 	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
@@ -247,16 +288,16 @@ int on_tracepoint(void *ctx)
 	b->e.raw_bytes = end;
 	if (size >= COMMON_SIZE)
 		*(__u64 *)b->raw = common_header(c, b);
-	if (c->entry)
-		return trace_exit(c, b, NULL, 0);
-	if (c->entry_only) {
-		trace_stacks(ctx, c, b, true, false);
-		return trace_keep_entry(b);
-	}
-	if (!trace_passes(c, b))
-		return 0;
-	trace_stacks(ctx, c, b, true, true);
-	return trace_send(b);
+	return trace_finish(ctx, c, true);
+}
+
+SEC("tracepoint")
+int on_tracepoint(void *ctx)
+{
+	trace_tracepoint(ctx);
+	/* 1: the kernel goes on to hand the event to perf's own users of the tracepoint (a
+	 * perf record running beside us); 0 would hide it from them. */
+	return 1;
 }
 
 /* A probe's payload: the common header, the probed address, then its arguments. */
@@ -283,14 +324,7 @@ static __always_inline int probe_entry(struct pt_regs *ctx, struct trace_config 
 				       struct trace_buf *b, const __u64 *args, bool kernel)
 {
 	probe_payload(b, c, PT_REGS_IP_CORE(ctx), args);
-	if (c->entry_only) {
-		trace_stacks(ctx, c, b, kernel, false);
-		return trace_keep_entry(b);
-	}
-	if (!trace_passes(c, b))
-		return 0;
-	trace_stacks(ctx, c, b, kernel, true);
-	return trace_send(b);
+	return trace_finish(ctx, c, kernel);
 }
 
 /* The first six integer arguments (System V x86-64: rdi, rsi, rdx, rcx, r8, r9). */
@@ -322,8 +356,7 @@ static __always_inline int on_return(struct pt_regs *ctx)
 	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
 	if (!b || !c->entry)
 		return 0;
-	__u64 tail[2] = { PT_REGS_IP_CORE(ctx), PT_REGS_RC_CORE(ctx) };
-	return trace_exit(c, b, tail, 2);
+	return trace_exit(c->entry, c->filter, 1, PT_REGS_IP_CORE(ctx), PT_REGS_RC_CORE(ctx));
 }
 
 SEC("uprobe")

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use bpf::trace::{Cmp, Filter, FilterInsn, Operand, TraceAttach, TracePayload};
+use bpf::trace::{
+    Cmp, Filter, FilterInsn, Glob, Operand, Pattern, StrOperand, TraceAttach, TracePayload,
+};
 use bpf::{Event, Options, Profiler, TraceEvent, TraceRecord};
 
 use crate::common::*;
@@ -128,4 +130,86 @@ fn tracepoint_records_come_as_the_kernel_lays_them_out_and_filters_run_in_the_ke
     let small = traced(script, vec![sys_enter_write(Some(filter))]);
     assert_eq!(small.len(), 5);
     assert!(small.iter().all(|t| count_of(t) == 3));
+}
+
+#[test]
+fn string_filters_match_globs_and_combine_in_the_kernel() {
+    if !can_load_bpf() {
+        return;
+    }
+    let _x = exclusive();
+    let script = "for i in $(seq 20); do printf 'abcdef\\n'; done >/dev/null; \
+                  for i in $(seq 5); do printf 'ab\\n'; done >/dev/null";
+    let comm = |glob, text: &str, equal| {
+        (
+            FilterInsn::String {
+                operand: StrOperand::Comm,
+                equal,
+                pattern: 0,
+            },
+            Pattern {
+                glob,
+                text: text.as_bytes().to_vec(),
+            },
+        )
+    };
+    let small = FilterInsn::Number {
+        operand: Operand::Field {
+            offset: COUNT_OFFSET,
+            size: 8,
+            signed: false,
+        },
+        cmp: Cmp::Lt,
+        value: 5,
+        unsigned: true,
+    };
+    // comm == "sh" && !(count < 5): the shell's 20 writes of 7 bytes.
+    let (is_sh, sh) = comm(Glob::Full, "sh", true);
+    let f = Filter {
+        insns: vec![is_sh, small, FilterInsn::Not, FilterInsn::And],
+        patterns: vec![sh],
+    };
+    let got = traced(script, vec![sys_enter_write(Some(f))]);
+    assert_eq!(got.len(), 20);
+    assert!(got
+        .iter()
+        .all(|t| count_of(t) == 7 && &t.comm[..3] == b"sh\0"));
+    // Every glob shape, and !=: seq's writes (its comm holds "e", ends in "q", starts with
+    // "se", is not "sh").
+    for (glob, text, equal) in [
+        (Glob::Contains, "e", true),
+        (Glob::Suffix, "q", true),
+        (Glob::Prefix, "se", true),
+        (Glob::Full, "sh", false),
+    ] {
+        let (insn, pattern) = comm(glob, text, equal);
+        let f = Filter {
+            insns: vec![insn],
+            patterns: vec![pattern],
+        };
+        let got = traced(script, vec![sys_enter_write(Some(f))]);
+        assert!(!got.is_empty(), "{glob:?} {text}");
+        assert!(
+            got.iter().all(|t| &t.comm[..4] == b"seq\0"),
+            "{glob:?} {text}: {:?}",
+            got.iter()
+                .map(|t| String::from_utf8_lossy(&t.comm).into_owned())
+                .collect::<Vec<_>>()
+        );
+    }
+    // || of two: both kinds of writes.
+    let (is_sh, sh) = comm(Glob::Full, "sh", true);
+    let (_, seq) = comm(Glob::Full, "seq", true);
+    let is_seq = FilterInsn::String {
+        operand: StrOperand::Comm,
+        equal: true,
+        pattern: 1,
+    };
+    let f = Filter {
+        insns: vec![is_sh, is_seq, FilterInsn::Or],
+        patterns: vec![sh, seq],
+    };
+    let all = traced(script, vec![sys_enter_write(None)]);
+    let got = traced(script, vec![sys_enter_write(Some(f))]);
+    assert_eq!(got.len(), all.len());
 }
