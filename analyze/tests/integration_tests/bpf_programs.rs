@@ -294,9 +294,9 @@ fn records_own_programs_are_named_as_perf_names_them() {
     let dir = Tmp::new("recordbpf");
     let file = dir.0.join("io.data");
     // Reading and writing many small files keeps record's page-cache and block I/O programs
-    // busy: some samples land in them.
+    // busy: some samples land in them (cachestat named: it is on only when asked for).
     let out = Command::new(record_bin())
-        .args(["-q", "-F", "4000", "-o"])
+        .args(["-q", "-F", "4000", "-e", "cpu-clock,offcpu,io,cache", "-o"])
         .arg(&file)
         .args([
             "--",

@@ -278,17 +278,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 #define TASK_STACK_SIZE (16 * 1024)
 
 /* Whether we run in an interrupt (hard or soft) rather than on behalf of `current`: x86-64
- * runs interrupts on a per-CPU stack, so this program's own stack frame lies outside the
- * task's stack. (The preempt count would say it directly, but per-CPU variables are not
- * kernel symbols without CONFIG_KALLSYMS_ALL.) */
-static __always_inline bool in_interrupt_context(void)
+ * runs interrupts on a per-CPU stack, so the tracepoint's arguments (`ctx`: an array the
+ * tracing glue keeps on the stack it runs on) lie outside the task's stack. (Not this
+ * program's own frame: the JIT may give a program a private per-CPU stack, and then every
+ * wakeup looked like an interrupt's. The preempt count would say it directly, but per-CPU
+ * variables are not kernel symbols without CONFIG_KALLSYMS_ALL.) */
+static __always_inline bool in_interrupt_context(void *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 base = (__u64)task->stack;
-	void *frame = &base;
 	__u64 here = 0;
-	/* The frame's address as a number (the verifier keeps stack pointers opaque). */
-	bpf_probe_read_kernel(&here, sizeof(here), &frame);
+	/* The arguments' address as a number (the verifier keeps such pointers opaque). */
+	bpf_probe_read_kernel(&here, sizeof(here), &ctx);
 	return here - base >= TASK_STACK_SIZE;
 }
 
@@ -323,7 +324,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	w->wake_ns = now;
 	w->kstack_bytes = bpf_get_stack(ctx, w->kstack, sizeof(w->kstack), TP_BTF_SKIP);
-	if (in_interrupt_context()) {
+	if (in_interrupt_context(ctx)) {
 		/* An interrupt (a completed disk request, a timer): the task it interrupted has
 		 * nothing to do with it. The kernel stack says which interrupt. */
 		w->pid = 0;
