@@ -12,6 +12,8 @@ pub const MAX_TRACE_EVENTS: usize = types::bpfperf_limits::BPFPERF_MAX_TRACE_EVE
 pub const MAX_TRACE_RAW: usize = types::bpfperf_limits::BPFPERF_MAX_TRACE_RAW.0 as usize;
 /// Most `__data_loc` fields of a tracepoint whose data is kept.
 pub const MAX_DATA_LOC: usize = types::bpfperf_limits::BPFPERF_MAX_DATA_LOC.0 as usize;
+/// Syscall numbers [`TraceAttach::Syscall`] can take (below this).
+pub const SYSCALL_SLOTS: u32 = types::bpfperf_limits::BPFPERF_SYSCALL_SLOTS.0;
 /// Most instructions of a filter.
 pub const FILTER_INSNS: usize = types::bpfperf_limits::BPFPERF_FILTER_INSNS.0 as usize;
 /// Most string patterns of a filter.
@@ -68,6 +70,14 @@ pub enum TraceAttach {
     Kprobe {
         function: String,
         ret: bool,
+    },
+    /// A `syscalls:sys_enter_NAME` (or `sys_exit_NAME`) tracepoint of syscall number `nr`,
+    /// its record built from the raw syscall tracepoints (tp_btf sys_enter/sys_exit), the
+    /// cheaper way in: what perf.data holds is the same record. At most one event per
+    /// syscall and direction.
+    Syscall {
+        nr: u32,
+        exit: bool,
     },
 }
 

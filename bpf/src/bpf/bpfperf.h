@@ -33,6 +33,8 @@
  * instructions and string patterns of an in-kernel filter. */
 #define MAX_TRACE_EVENTS 1024
 #define MAX_TRACE_RAW 2048
+/* Syscall numbers the syscalls: tracepoints' fast path knows (x86-64 has about 460). */
+#define SYSCALL_SLOTS 1024
 /* Pairs' entries kept at once (threads inside a traced call). */
 #define MAX_TRACE_STARTS 8192
 #define MAX_DATA_LOC 8
@@ -58,6 +60,7 @@ enum bpfperf_limits {
 	BPFPERF_MAX_TRACE_EVENTS = MAX_TRACE_EVENTS,
 	BPFPERF_MAX_TRACE_RAW = MAX_TRACE_RAW,
 	BPFPERF_MAX_TRACE_STARTS = MAX_TRACE_STARTS,
+	BPFPERF_SYSCALL_SLOTS = SYSCALL_SLOTS,
 	BPFPERF_MAX_DATA_LOC = MAX_DATA_LOC,
 	BPFPERF_FILTER_INSNS = FILTER_INSNS,
 	BPFPERF_FILTER_PATTERNS = FILTER_PATTERNS,
@@ -270,6 +273,7 @@ enum trace_source {
 	TRACE_USDT = 4,       /* the probe's arguments as its note's specs say (libbpf) */
 	TRACE_KPROBE = 5,
 	TRACE_KRETPROBE = 6,
+	TRACE_SYSCALL = 7,    /* a syscalls: tracepoint's record, built from tp_btf sys_enter/exit */
 };
 
 /* What record tells the generic programs about one attached event, by the attach cookie

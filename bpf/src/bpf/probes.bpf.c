@@ -400,3 +400,77 @@ int on_usdt(struct pt_regs *ctx)
 	}
 	return probe_entry(ctx, c, b, args, false);
 }
+
+/* ---- syscalls: tracepoints, built here from the raw syscall tracepoints ----
+ * A syscalls:sys_enter_NAME tracepoint attached through perf costs every call of NAME the
+ * perf machinery (a record built in a perf buffer, copied for BPF): about twice what tp_btf
+ * sys_enter costs, which sees every syscall and looks the number up. The record is the one
+ * the kernel's syscall tracepoints lay out: the common header, __syscall_nr (int, then 4
+ * bytes of padding), then each argument as a u64 (sys_enter) or the return value (sys_exit).
+ * Compat (32-bit) syscalls are left out, as the kernel's syscall tracepoints leave them. */
+
+/* Syscall number (+ SYSCALL_SLOTS for exits) -> the event's index + 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * SYSCALL_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} syscall_events SEC(".maps");
+
+/* arch/x86/include/asm/thread_info.h: the task is in a 32-bit syscall. */
+#define TS_COMPAT 0x0002
+
+/* The event for syscall `key` (already offset for exits), and its buffer, if it is traced and
+ * the thread followed. */
+static __always_inline struct trace_buf *syscall_begin(__u32 key, struct trace_config **c)
+{
+	__u32 *event = bpf_map_lookup_elem(&syscall_events, &key);
+	if (!event || !*event)
+		return NULL;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->thread_info.status & TS_COMPAT)
+		return NULL;
+	return trace_begin(*event - 1, c);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
+{
+	if ((__u64)id >= SYSCALL_SLOTS)
+		return 0;
+	struct trace_config *c;
+	struct trace_buf *b = syscall_begin(id, &c);
+	if (!b)
+		return 0;
+	__u64 *w = (__u64 *)b->raw;
+	w[0] = common_header(c, b);
+	w[1] = (__u32)id;
+	/* The syscall ABI's argument registers. */
+	w[2] = regs->di;
+	w[3] = regs->si;
+	w[4] = regs->dx;
+	w[5] = regs->r10;
+	w[6] = regs->r8;
+	w[7] = regs->r9;
+	b->e.raw_bytes = c->fixed_size < 64 ? c->fixed_size : 64;
+	/* No kernel stack: a syscall's is its entry path, the same every time (perf has none). */
+	return trace_finish(ctx, c, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 nr = regs->orig_ax;
+	if (nr >= SYSCALL_SLOTS)
+		return 0;
+	struct trace_config *c;
+	struct trace_buf *b = syscall_begin(nr + SYSCALL_SLOTS, &c);
+	if (!b)
+		return 0;
+	__u64 *w = (__u64 *)b->raw;
+	w[0] = common_header(c, b);
+	w[1] = (__u32)nr;
+	w[2] = ret;
+	b->e.raw_bytes = c->fixed_size < 24 ? c->fixed_size : 24;
+	return trace_finish(ctx, c, false);
+}

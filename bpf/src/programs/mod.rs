@@ -65,6 +65,8 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_usdt", &p.on_usdt),
         ("on_kprobe", &p.on_kprobe),
         ("on_kretprobe", &p.on_kretprobe),
+        ("on_sys_enter", &p.on_sys_enter),
+        ("on_sys_exit", &p.on_sys_exit),
         ("on_fork", &p.on_fork),
         ("on_exit", &p.on_exit),
     ]

@@ -4,7 +4,9 @@
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
-use crate::trace::{TraceAttach, TraceEvent, TracePayload, MAX_DATA_LOC, MAX_TRACE_EVENTS};
+use crate::trace::{
+    TraceAttach, TraceEvent, TracePayload, MAX_DATA_LOC, MAX_TRACE_EVENTS, SYSCALL_SLOTS,
+};
 use crate::{Error, Options};
 
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
@@ -31,6 +33,12 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     }));
     p.on_kretprobe
         .set_autoload(uses(|a| matches!(a, TraceAttach::Kprobe { ret: true, .. })));
+    p.on_sys_enter.set_autoload(uses(|a| {
+        matches!(a, TraceAttach::Syscall { exit: false, .. })
+    }));
+    p.on_sys_exit.set_autoload(uses(|a| {
+        matches!(a, TraceAttach::Syscall { exit: true, .. })
+    }));
     if o.trace.is_empty() {
         // Nothing attached: no room for configs and filters (1.6 MB of filters).
         let m = &mut open.maps;
@@ -59,6 +67,7 @@ fn config(e: &TraceEvent, filter: u32) -> types::trace_config {
         TraceAttach::Usdt { .. } => types::trace_source::TRACE_USDT,
         TraceAttach::Kprobe { ret: false, .. } => types::trace_source::TRACE_KPROBE,
         TraceAttach::Kprobe { ret: true, .. } => types::trace_source::TRACE_KRETPROBE,
+        TraceAttach::Syscall { .. } => types::trace_source::TRACE_SYSCALL,
     }
     .0;
     match &e.payload {
@@ -108,10 +117,51 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
             .update(&key, as_bytes(&config(e, filter)), MapFlags::ANY)
             .map_err(|err| failed(format!("writing its config: {err}")))?;
     }
+    // The syscalls' fast path: each number's event in the map, then the two programs.
+    let mut syscalls = [false; 2];
+    for (i, e) in o.trace.iter().enumerate() {
+        let TraceAttach::Syscall { nr, exit } = e.attach else {
+            continue;
+        };
+        let failed = |why: String| Error::Attach {
+            event: e.name.clone(),
+            why,
+        };
+        if nr >= SYSCALL_SLOTS {
+            return Err(failed(format!(
+                "syscall number {nr} is past {SYSCALL_SLOTS}"
+            )));
+        }
+        let key = (nr + if exit { SYSCALL_SLOTS } else { 0 }).to_ne_bytes();
+        let taken = skel
+            .maps
+            .syscall_events
+            .lookup(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .is_some_and(|v| v != [0; 4]);
+        if taken {
+            return Err(failed("another event has this syscall already".into()));
+        }
+        skel.maps
+            .syscall_events
+            .update(&key, &(i as u32 + 1).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|err| failed(format!("writing its syscall: {err}")))?;
+        syscalls[exit as usize] = true;
+    }
+    for (exit, prog, what) in [
+        (false, &skel.progs.on_sys_enter, "attach sys_enter"),
+        (true, &skel.progs.on_sys_exit, "attach sys_exit"),
+    ] {
+        if syscalls[exit as usize] {
+            links.push(prog.attach().map_err(Error::bpf(what))?);
+        }
+    }
     for (i, e) in o.trace.iter().enumerate() {
         let p = &skel.progs;
         let cookie = i as u64;
         let link = match &e.attach {
+            TraceAttach::Syscall { .. } => continue,
             TraceAttach::Tracepoint { system, name } => {
                 p.on_tracepoint.attach_tracepoint_with_opts(
                     libbpf_rs::TracepointCategory::Custom(system.clone()),
