@@ -3,6 +3,10 @@
 //! ([`bpf::TraceEvent`]) and what the file says of each event (its name, its tracepoint id
 //! and the format file perf decodes its RAW payload with).
 
+mod closest;
+mod filter;
+mod spec;
+
 use std::path::PathBuf;
 
 /// What the user asked for.
