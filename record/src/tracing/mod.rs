@@ -6,6 +6,9 @@
 mod closest;
 mod filter;
 mod spec;
+#[cfg(test)]
+mod testing;
+mod tracepoints;
 
 use std::path::PathBuf;
 
