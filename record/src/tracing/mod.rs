@@ -5,6 +5,8 @@
 
 mod closest;
 mod filter;
+mod formats;
+mod naming;
 mod spec;
 #[cfg(test)]
 mod testing;
