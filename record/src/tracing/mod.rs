@@ -6,11 +6,15 @@
 mod closest;
 mod filter;
 mod formats;
+mod kprobes;
+mod libraries;
 mod naming;
 mod spec;
+mod symbols;
 #[cfg(test)]
 mod testing;
 mod tracepoints;
+mod usdt;
 
 use std::path::PathBuf;
 
