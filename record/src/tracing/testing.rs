@@ -55,3 +55,14 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// This machine, but with `tracefs` and without kprobes.
+pub fn host(tracefs: Tracefs) -> super::Host {
+    super::Host {
+        tracefs,
+        kprobes: false,
+        kallsyms: "/nonexistent".into(),
+        debug_root: "/usr/lib/debug".into(),
+        places: super::libraries::Places::host(&[], None),
+    }
+}

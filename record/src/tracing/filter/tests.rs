@@ -226,12 +226,10 @@ fn each_condition_means_what_it_says() {
     }
 }
 
+type Meaning = Box<dyn Fn(&Rec, &Task) -> bool>;
+
 /// A random tree over the conditions, as text and as its meaning.
-fn tree(
-    rng: &mut Rng,
-    depth: u32,
-    atoms: &[(&'static str, Cond)],
-) -> (String, Box<dyn Fn(&Rec, &Task) -> bool>) {
+fn tree(rng: &mut Rng, depth: u32, atoms: &[(&'static str, Cond)]) -> (String, Meaning) {
     let kind = if depth == 0 { 0 } else { rng.next() % 5 };
     match kind {
         0 | 1 => {
@@ -240,7 +238,7 @@ fn tree(
         }
         2 => {
             let (t, f) = tree(rng, depth - 1, atoms);
-            let bang = if rng.next() % 2 == 0 {
+            let bang = if rng.next().is_multiple_of(2) {
                 format!("!({t})")
             } else {
                 format!("! ( {t} )")
