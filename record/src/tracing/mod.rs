@@ -2,7 +2,6 @@
 //! `--filter`, `--latency`): the user's words resolved into what the BPF side attaches
 //! ([`bpf::TraceEvent`]) and what the file says of each event (its name, its tracepoint id
 //! and the format file perf decodes its RAW payload with).
-
 //!
 //! One module a job: [`spec`] splits the words; [`tracepoints`] finds tracepoints and their
 //! formats in tracefs; [`libraries`] finds a probe's binary, [`symbols`] its function and
@@ -63,7 +62,8 @@ pub struct Traced {
     /// Its tracepoint id (the attr's config, the payload's common_type): the kernel's, or one
     /// made up from [`format::events::PROBE_TRACEPOINT_ID_BASE`] for a probe.
     pub id: u64,
-    /// Its format file, as TRACING_DATA carries it: system and text.
+    /// Its format file, as TRACING_DATA carries it: system and text (empty for a pair's
+    /// entry, which is not written).
     pub system: String,
     pub format_text: Vec<u8>,
     /// Samples weigh nanoseconds (period = latency): a return probe, a --latency pair.
@@ -122,7 +122,9 @@ pub(crate) fn resolve_on(req: &Request, host: &Host) -> anyhow::Result<Vec<Trace
         let filter = filter.as_ref();
         match spec::parse(word)? {
             Spec::Tracepoint { system, name } => {
-                for (system, name) in host.tracefs.find(&system, &name)? {
+                let found = host.tracefs.find(&system, &name)?;
+                too_many(b.events.len() + found.len())?;
+                for (system, name) in found {
                     b.tracepoint(&host.tracefs.load(&system, &name)?, filter)?;
                 }
             }
@@ -160,12 +162,16 @@ pub(crate) fn resolve_on(req: &Request, host: &Host) -> anyhow::Result<Vec<Trace
         };
         b.latency(&load(entry)?, &load(exit)?, filter.as_ref())?;
     }
-    anyhow::ensure!(
-        b.events.len() <= MAX_TRACE_EVENTS,
-        "{} events asked for (a pair counts two), and at most {MAX_TRACE_EVENTS} can be attached at once",
-        b.events.len()
-    );
+    too_many(b.events.len())?;
     Ok(b.events)
+}
+
+fn too_many(events: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        events <= MAX_TRACE_EVENTS,
+        "{events} events asked for (a pair counts two), and at most {MAX_TRACE_EVENTS} can be attached at once"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -548,6 +548,7 @@ fn usdt_of_python() {
 
 #[test]
 fn this_machines_tracefs() {
+    crate::host::mount_tracefs();
     let root = Path::new("/sys/kernel/tracing");
     if !root
         .join("events/syscalls/sys_enter_openat/format")

@@ -2,7 +2,9 @@
 //! address, the `.stapsdt.base` address and its semaphore's (8 bytes each on x86-64), then
 //! NUL-terminated provider, name and argument specs (`-4@%eax 8@%rdx 8@-16(%rbp)`: a size,
 //! negative when signed, and where the value is). libbpf reads the notes again when it
-//! attaches; here they name the probes and count and type their arguments.
+//! attaches; here they name the probes and count and type their arguments. The BPF side
+//! reads at most six (PROBE_ARGS): a probe with more (libbpf takes up to 12) keeps its first
+//! six, as arg1..arg6.
 
 use object::{Object, ObjectSection};
 

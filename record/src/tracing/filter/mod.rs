@@ -8,7 +8,9 @@
 //! -100` on an 8-byte unsigned field; the kernel's own filters refuse negative numbers there).
 //! Strings (`char[N]`, `__data_loc char[]`, `comm`) compare with `==`, `!=` and `~`, against
 //! `x`, `x*`, `*x` or `*x*`, over their first 64 bytes. Pointers (`const char * filename`)
-//! are numbers: the record holds the address, not the text.
+//! are numbers: the record holds the address, not the text. The BPF side writes each
+//! payload's common header again: `common_pid` is the thread id, and `common_flags` and
+//! `common_preempt_count` read 0.
 
 mod compile;
 mod parse;
