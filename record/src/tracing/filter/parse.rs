@@ -256,7 +256,7 @@ impl Parser {
                 }
                 let word: String = self.chars[start..self.at].iter().collect();
                 if word.starts_with(|c: char| c.is_ascii_digit())
-                    || (word.starts_with('-')
+                    || (word.starts_with(['-', '+'])
                         && word[1..].starts_with(|c: char| c.is_ascii_digit()))
                 {
                     number(&word)
@@ -282,7 +282,8 @@ fn number(word: &str) -> Option<i64> {
             let v = crate::tracing::spec::parse_u64(digits)?;
             (v <= i64::MAX as u64 + 1).then(|| (v as i64).wrapping_neg())
         }
-        None => crate::tracing::spec::parse_u64(word).map(|v| v as i64),
+        None => crate::tracing::spec::parse_u64(word.strip_prefix('+').unwrap_or(word))
+            .map(|v| v as i64),
     }
 }
 
@@ -362,6 +363,7 @@ mod tests {
             (Op::Ge, n(i64::MIN, "-9223372036854775808"))
         );
         assert_eq!(one("x & 4"), (Op::BitAnd, n(4, "4")));
+        assert_eq!(one("x == +4"), (Op::Eq, n(4, "+4")));
         assert_eq!(one("comm ~ \"ba*\""), (Op::Glob, Value::Str("ba*".into())));
         assert_eq!(one("comm == 'a b'"), (Op::Eq, Value::Str("a b".into())));
         assert_eq!(one("comm == bash"), (Op::Eq, Value::Str("bash".into())));
