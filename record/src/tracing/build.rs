@@ -209,6 +209,14 @@ impl<'h> Builder<'h> {
         Ok(())
     }
 
+    /// A probe's PATH, found (see [`super::libraries`]).
+    fn binary(&self, word: &str, path: &str) -> anyhow::Result<std::path::PathBuf> {
+        self.host
+            .places
+            .find(path)
+            .map_err(|e| anyhow::anyhow!("{word}: {e}"))
+    }
+
     /// `uprobe:PATH:FUNCTION[+OFFSET]`, `uretprobe:PATH:FUNCTION`.
     pub fn uprobe(
         &mut self,
@@ -219,11 +227,7 @@ impl<'h> Builder<'h> {
         ret: bool,
         filter: Option<&Parsed>,
     ) -> anyhow::Result<()> {
-        let path = self
-            .host
-            .places
-            .find(path)
-            .map_err(|e| anyhow::anyhow!("{word}: {e}"))?;
+        let path = self.binary(word, path)?;
         let bin = Binary::open(&path).map_err(|e| anyhow::anyhow!("{word}: {e}"))?;
         let shown = path.display();
         let (address, size) = match function
@@ -268,11 +272,7 @@ impl<'h> Builder<'h> {
         name: &str,
         filter: Option<&Parsed>,
     ) -> anyhow::Result<()> {
-        let path = self
-            .host
-            .places
-            .find(path)
-            .map_err(|e| anyhow::anyhow!("{word}: {e}"))?;
+        let path = self.binary(word, path)?;
         let data =
             std::fs::read(&path).map_err(|e| anyhow::anyhow!("{word}: {}: {e}", path.display()))?;
         let probes =
