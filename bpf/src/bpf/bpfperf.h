@@ -320,6 +320,9 @@ struct trace_record {
 	__u64 user_regs[USER_REGS]; /* user_regs[7] (sp) 0: none */
 	__u32 stack_bytes;
 	__u32 _pad;
+	/* A kept entry whose user stack could not be unwound yet: the word at user_regs' sp
+	 * (the return address of a probed function), the stack being copied at its exit. */
+	__u64 stack_top;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
 };

@@ -90,6 +90,7 @@ static __always_inline struct trace_buf *trace_begin(__u32 event, struct trace_c
 	b->e.kstack_bytes = 0;
 	b->e.ustack_bytes = 0;
 	b->e.stack_bytes = 0;
+	b->e.stack_top = 0;
 	b->e.user_regs[7] = 0;
 	return b;
 }
@@ -113,10 +114,12 @@ __noinline int trace_passes(__u32 filter)
 	return filter_pass(filter - 1, b->raw, b->e.raw_bytes);
 }
 
-/* Takes the scratch event's stacks (after the filter: a filtered-out event costs none).
- * `copy`: in DWARF mode, a user stack the kernel cannot unwind (its tables are not built
- * yet) is copied. */
-__noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 copy)
+/* Takes the scratch event's stacks (after the filter: a filtered-out event costs none). In
+ * DWARF mode, a user stack the kernel cannot unwind (its tables are not built yet: the
+ * first moments of a process) is copied; for a pair's entry (`entry`: no room to keep a
+ * copy) its registers and top word are kept and the copy taken at the exit, when the
+ * entry's caller frames still stand where they stood (a syscall's or a function's). */
+__noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 entry)
 {
 	struct trace_buf *b = scratch();
 	if (!b)
@@ -129,16 +132,18 @@ __noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 copy)
 			b->e.ustack_bytes = unwound;
 			return 0;
 		}
-		if (copy) {
-			struct task_struct *task = bpf_get_current_task_btf();
-			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-			fill_user_regs(b->e.user_regs, regs);
-			__u64 sp = regs->sp;
-			__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes
-								       : MAX_OFFCPU_COPY;
-			b->e.stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		fill_user_regs(b->e.user_regs, regs);
+		__u64 sp = regs->sp;
+		if (entry) {
+			b->e.stack_top = 0;
+			bpf_probe_read_user(&b->e.stack_top, 8, (void *)sp);
 			return 0;
 		}
+		__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
+		b->e.stack_bytes = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+		return 0;
 	}
 	b->e.ustack_bytes =
 		bpf_get_stack(ctx, b->e.ustack, sizeof(b->e.ustack), BPF_F_USER_STACK);
@@ -220,7 +225,18 @@ __noinline int trace_exit(__u32 entry, __u32 filter, __u32 tail, __u64 ret_ip, _
 	b->e.time_ns = now;
 	b->e.event = event;
 	b->e.stack_bytes = 0;
-	b->e.user_regs[7] = 0;
+	__u64 sp = b->e.user_regs[7];
+	if (sp && stack_copy_bytes) {
+		/* The entry's stack, copied now (see trace_stacks), its top word as it was. */
+		struct task_struct *task = bpf_get_current_task_btf();
+		__u64 cap = stack_copy_bytes < MAX_OFFCPU_COPY ? stack_copy_bytes : MAX_OFFCPU_COPY;
+		__u32 got = copy_offcpu_stack(b->stack, sp, stack_copy_len(task, sp, cap));
+		if (got >= 8)
+			*(__u64 *)b->stack = b->e.stack_top;
+		b->e.stack_bytes = got;
+		if (!got)
+			b->e.user_regs[7] = 0;
+	}
 	if (tail && n + 16 <= MAX_TRACE_RAW) {
 		__u64 words[2] = { ret_ip, ret };
 		bpf_probe_read_kernel(b->raw + (n & RAW_MASK), 16, words);
@@ -240,13 +256,13 @@ static __always_inline int trace_finish(void *ctx, struct trace_config *c, bool 
 		return trace_exit(c->entry, c->filter, 0, 0, 0);
 	if (c->entry_only) {
 		if (c->stacks)
-			trace_stacks(ctx, kernel, 0);
+			trace_stacks(ctx, kernel, 1);
 		return trace_keep_entry();
 	}
 	if (!trace_passes(c->filter))
 		return 0;
 	if (c->stacks)
-		trace_stacks(ctx, kernel, 1);
+		trace_stacks(ctx, kernel, 0);
 	return trace_send();
 }
 

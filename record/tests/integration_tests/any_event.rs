@@ -90,7 +90,15 @@ fn perf_script_traced(file: &Path, stacks: bool) -> Vec<Traced> {
 
 /// `record ARGS -- CMD` that must succeed; its stderr.
 fn record_ok(args: &[&str], cmd: &[&str]) -> String {
-    let out = record(args, cmd);
+    // Without cargo's LD_LIBRARY_PATH: with it, getaddrinfo's dlopen of the NSS modules
+    // tries (and fails to open) each of its directories first.
+    let out = Command::new(env!("CARGO_BIN_EXE_record"))
+        .env_remove("LD_LIBRARY_PATH")
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "record {args:?}: {stderr}");
     stderr
@@ -191,6 +199,10 @@ fn known_totals_filters_probes_usdt_and_latency_in_fp_and_dwarf_mode() {
             .collect();
         let of =
             |event: &str| -> Vec<&Traced> { all.iter().filter(|t| t.event == event).collect() };
+        // With frame pointers, the caller of a libc function without one (a leaf, or a
+        // function probed at its entry) is skipped, by perf as by the kernel's walk: rbp
+        // still points at the caller's caller's frame. DWARF mode names it.
+        let caller = |t: &Traced, f: &str| mode == "fp" || t.has_frame(f);
         // ret < 0: the 10 failed openats, each under open_files.
         let failed = of("syscalls:sys_exit_openat");
         assert_eq!(failed.len(), 10, "{mode}: {all:#?}");
@@ -201,14 +213,16 @@ fn known_totals_filters_probes_usdt_and_latency_in_fp_and_dwarf_mode() {
         assert!(
             failed
                 .iter()
-                .all(|t| t.has_frame("open_files") && t.has_frame("main")),
+                .all(|t| caller(t, "open_files") && t.has_frame("main")),
             "{mode}: {failed:#?}"
         );
         // getaddrinfo's 7 calls, under look_up.
         let lookups = of("probe_libc:getaddrinfo");
         assert_eq!(lookups.len(), 7, "{mode}");
         assert!(
-            lookups.iter().all(|t| t.has_frame("look_up")),
+            lookups
+                .iter()
+                .all(|t| caller(t, "look_up") && t.has_frame("main")),
             "{mode}: {lookups:#?}"
         );
         // The USDT probe's arguments from its note: ticks 5..12, the second twice the first.
@@ -287,9 +301,12 @@ fn python_functions_counted_by_their_usdt_probe() {
     );
     let dir = TempDir::new("any-python");
     // f is defined on line 4242 (the probe's third argument is the line of the function's
-    // first instruction): nothing else the interpreter runs starts there.
+    // first instruction): nothing else the interpreter runs starts there. CPython 3.11 fires
+    // function__entry only while a profile or trace function is set (bpftrace 0.17 sees 5
+    // entries of this script without one, none of them f's): the script sets one.
     let script = dir.path("calls.py");
-    let mut text = "\n".repeat(4241);
+    let mut text = "import sys\nsys.setprofile(lambda *a: None)\n".to_string();
+    text.push_str(&"\n".repeat(4239));
     text.push_str("def f(x):\n    return x + 1\n\nfor i in range(25):\n    f(i)\n");
     std::fs::write(&script, text).unwrap();
     let file = dir.path("py.data");
