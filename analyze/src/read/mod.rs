@@ -163,7 +163,7 @@ pub fn read_with(
                         map: proc_.and_then(|p| p.find(addr, &rec.mappings)),
                     })
                     .collect();
-                let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None);
+                let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None).map(Box::new);
                 if let Some(k) = key {
                     merged.insert(k, rec.samples.len());
                     sample_version.resize(rec.samples.len() + 1, 0);

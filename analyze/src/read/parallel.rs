@@ -478,7 +478,7 @@ pub(super) fn read(
                 comm: timeline.comm(h.tid, h.pid, version).unwrap_or(unknown_comm),
                 kernel,
                 user,
-                stack_copy: copy,
+                stack_copy: copy.map(Box::new),
             })
         })
         .collect();

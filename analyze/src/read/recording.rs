@@ -105,8 +105,9 @@ pub struct RawSample {
     pub kernel: Vec<u64>,
     /// User frames from the callchain (frame pointers), innermost first.
     pub user: Vec<UserFrame>,
-    /// REGS_USER + STACK_USER, when the sample has them (DWARF mode).
-    pub stack_copy: Option<StackCopy>,
+    /// REGS_USER + STACK_USER, when the sample has them (DWARF mode); boxed: most samples
+    /// have none, and every sample is held at once.
+    pub stack_copy: Option<Box<StackCopy>>,
 }
 
 /// Build ids by path, as the BUILD_ID feature lists them.
