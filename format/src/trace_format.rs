@@ -217,7 +217,7 @@ fn parse_field(line: &str) -> Result<Field, String> {
     };
     // The name is the last word, without an array suffix; the type is what comes before
     // (with `[]` kept for dynamic arrays: `char[]`).
-    let split = decl.rfind(|c: char| c == ' ' || c == '*').ok_or_else(bad)?;
+    let split = decl.rfind([' ', '*']).ok_or_else(bad)?;
     let (type_name, name) = (decl[..=split].trim(), decl[split + 1..].trim());
     let (name, array) = match name.split_once('[') {
         Some((n, _)) => (n, true),

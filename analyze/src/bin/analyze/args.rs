@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use analyze::pipeline;
-use analyze::read::EventSel;
+use analyze::read::{EventSel, Weight};
 use analyze::views;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
@@ -36,13 +36,28 @@ pub struct Filter {
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (page faults that had to
     /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
-    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
+    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch,
+    /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise).
     #[arg(
         long,
         default_value = "cpu",
         value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
     )]
     pub event: String,
+    /// Weigh each sample of the --event NAME by a numeric field of its payload (e.g. count
+    /// for syscalls:sys_enter_write; a negative value leaves the sample out) or by its
+    /// latency in ns (latency events: ENTRY->EXIT pairs, return probes recorded by bpfperf).
+    #[arg(long, value_name = "FIELD|latency")]
+    pub weight: Option<String>,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub stacks: Stacks,
+}
+
+/// Which threads, and when.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Threads {
     /// Only samples of this process.
     #[arg(long)]
     pub pid: Option<i32>,
@@ -52,6 +67,17 @@ pub struct Filter {
     /// Only samples of threads of this name.
     #[arg(long)]
     pub comm: Option<String>,
+    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
+    /// perf script prints times or from the recording's start, either side may be empty; or
+    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
+    /// Includes START, leaves out END.
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
+    pub time: Option<analyze::read::time_range::TimeRanges>,
+}
+
+/// How stacks are looked up and shown.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Stacks {
     /// User frames only.
     #[arg(short = 'U', conflicts_with = "kernel_only")]
     pub user_only: bool,
@@ -61,12 +87,6 @@ pub struct Filter {
     /// Leave out inlined functions.
     #[arg(long)]
     pub no_inline: bool,
-    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
-    /// perf script prints times or from the recording's start, either side may be empty; or
-    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
-    /// Includes START, leaves out END.
-    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
-    pub time: Option<analyze::read::time_range::TimeRanges>,
     /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
     #[arg(long, value_name = "DIR")]
     pub symfs: Option<PathBuf>,
@@ -85,21 +105,41 @@ impl Select {
 
 impl Filter {
     pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
-        pipeline::Options {
-            time: self.time.clone(),
-            per_sample: false,
-            timeline: false,
+        let options = pipeline::Options {
             event: EventSel::parse(&self.event),
-            inline: !self.no_inline,
-            user_only: self.user_only,
-            kernel_only: self.kernel_only,
+            weight: self.weight.as_deref().map(Weight::parse),
+            ..self.stacks.options(addresses, lines)
+        };
+        self.threads.apply(options)
+    }
+}
+
+impl Threads {
+    /// `options` with these threads and times.
+    pub fn apply(&self, options: pipeline::Options) -> pipeline::Options {
+        pipeline::Options {
             pid: self.pid,
             tid: self.tid,
             comm: self.comm.clone(),
+            time: self.time.clone(),
+            ..options
+        }
+    }
+}
+
+impl Stacks {
+    /// The pipeline's options for these flags (every sample of the sampling event, every
+    /// thread).
+    pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        pipeline::Options {
+            inline: !self.no_inline,
+            user_only: self.user_only,
+            kernel_only: self.kernel_only,
             lines,
             addresses,
             progress: true,
             address_names: !self.no_unknown_names,
+            ..Default::default()
         }
     }
 }
