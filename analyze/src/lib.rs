@@ -71,6 +71,10 @@ pub enum Error {
     /// `--weight` with a selection that is not one event (`--event NAME`).
     #[error("--weight {weight} weighs the samples of one event: name it with --event (traced events: {traced})")]
     WeightNeedsEvent { weight: String, traced: String },
+    /// `trace --format` that cannot be used: a bad format string, or arguments that do not
+    /// fit it.
+    #[error("--format {format}: {why}")]
+    BadFormat { format: String, why: String },
     /// A view of traced events over a recording that has none.
     #[error("the recording has no traced events (tracepoints, probes) with their formats (it has: {available})")]
     NoTracedEvents { available: String },

@@ -147,6 +147,37 @@ fn kind_of(name: &str) -> Kind {
     }
 }
 
+/// The event `--event NAME` names: the one of that name, else the first of that system
+/// (`sched` for `sched:sched_switch`).
+pub fn event_named(rec: &Recording, want: &str) -> Result<usize, Error> {
+    let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
+    rec.events
+        .iter()
+        .position(|n| n == want)
+        .or_else(|| rec.events.iter().position(|n| base(n) == want))
+        .ok_or_else(|| Error::NoSuchEvent {
+            name: want.to_string(),
+            available: rec.events.join(", "),
+        })
+}
+
+/// The events whose samples a view of traced events covers: the one `sel` names, or (for
+/// [`EventSel::Traced`]) every traced event; an error if the recording has none.
+pub fn traced_events(rec: &Recording, sel: &EventSel) -> Result<Vec<usize>, Error> {
+    let events: Vec<usize> = match sel {
+        EventSel::Named(n) => vec![event_named(rec, n)?],
+        _ => (0..rec.events.len())
+            .filter(|&e| rec.format(e).is_some())
+            .collect(),
+    };
+    if events.is_empty() {
+        return Err(Error::NoTracedEvents {
+            available: rec.events.join(", "),
+        });
+    }
+    Ok(events)
+}
+
 /// A selected sample and its weight.
 pub type Weighed<'a> = (&'a RawSample, u64);
 /// The weight of a sample of an event (index), or `None` if it is not selected.
@@ -165,17 +196,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
     // The sampling event: the first on-CPU event that has samples. Several events are never
     // merged (as perf and stackcollapse-perf.pl keep them apart): name the others.
     let sampling = (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && counts[i] > 0);
-    let named = |want: &str| -> Result<usize, Error> {
-        let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
-        rec.events
-            .iter()
-            .position(|n| n == want)
-            .or_else(|| rec.events.iter().position(|n| base(n) == want))
-            .ok_or_else(|| Error::NoSuchEvent {
-                name: want.to_string(),
-                available: rec.events.join(", "),
-            })
-    };
+    let named = |want: &str| event_named(rec, want);
     // Samples of one of bpfperf's own events, weighed by their period (nanoseconds).
     let of_kind = |kind: Kind| -> Box<Weigh> {
         Box::new(move |e, s| (kinds.get(e) == Some(&kind)).then_some(s.period))

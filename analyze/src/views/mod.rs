@@ -21,3 +21,4 @@ pub mod report;
 pub mod sched;
 pub mod script;
 pub mod stripped;
+pub mod trace;

@@ -144,6 +144,35 @@ impl Stacks {
     }
 }
 
+/// The traced events to show (views of tracepoints and probes: trace, hist, count).
+#[derive(ClapArgs, Debug)]
+pub struct Traced {
+    /// The recording.
+    #[arg(short, long, default_value = "perf.data")]
+    pub input: PathBuf,
+    /// Only the samples of this event (default: every traced event of the file).
+    #[arg(long, value_name = "NAME")]
+    pub event: Option<String>,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub stacks: Stacks,
+}
+
+impl Traced {
+    /// The pipeline's options for these flags.
+    pub fn options(&self, addresses: bool) -> pipeline::Options {
+        let options = pipeline::Options {
+            event: match &self.event {
+                Some(e) => EventSel::parse(e),
+                None => EventSel::Traced,
+            },
+            ..self.stacks.options(addresses, false)
+        };
+        self.threads.apply(options)
+    }
+}
+
 #[derive(Subcommand)]
 pub enum Command {
     /// What the file holds: events, counts, lost events, time span, features.
@@ -205,6 +234,10 @@ pub enum Command {
         )]
         call_graph: Option<views::report::CallOrder>,
     },
+    /// Traced events (tracepoints, probes), one line each in time order: time, command,
+    /// pid/tid, CPU, event and its fields (name=value), as perf script and bcc's trace print
+    /// them.
+    Trace(Box<TraceArgs>),
     /// Every sample with its stack, as perf script prints them.
     Script {
         #[command(flatten)]
@@ -365,4 +398,28 @@ pub struct AnnotateArgs {
     /// How many functions the list without SYMBOL shows.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// The fields to show, comma-separated (any of the event's, common_pid and the like, and
+    /// latency); by default the event's own fields but those named __*, and its latency.
+    #[arg(
+        short = 'F',
+        long = "fields",
+        value_delimiter = ',',
+        value_name = "FIELD,..."
+    )]
+    pub fields: Vec<String>,
+    /// bcc trace's format instead of the fields: a C format in double quotes, then its
+    /// arguments (fields, comm, pid, tid, cpu, time, event, latency), e.g.
+    /// '"%s wrote %d bytes", comm, count'. Conversions: %d %i %u %x %X %c %s, %ld %lu %lx and
+    /// %lld %llu %llx, %%, with - or 0 and a width.
+    #[arg(long, value_name = "'\"FORMAT\", ARG, ...'", conflicts_with = "fields")]
+    pub format: Option<String>,
+    /// Each event's stack under its line, as perf script prints it.
+    #[arg(short = 'g')]
+    pub stacks: bool,
 }

@@ -7,6 +7,7 @@ mod diff;
 mod export;
 mod heatmap;
 mod recording;
+mod trace;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,6 +73,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             analyze::timing::mark("output");
             std::mem::forget(p);
         }
+        Command::Trace(args) => trace::trace(&args, stdout)?,
         Command::Script { select } => {
             let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);
