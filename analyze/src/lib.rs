@@ -75,6 +75,11 @@ pub enum Error {
     /// fit it.
     #[error("--format {format}: {why}")]
     BadFormat { format: String, why: String },
+    /// `hist --linear STEP` over values that span too many buckets of STEP to print.
+    #[error(
+        "the values span {buckets} buckets of {step}, more than {max}: take a larger --linear step"
+    )]
+    TooManyBuckets { buckets: u64, step: u64, max: u64 },
     /// A view of traced events over a recording that has none.
     #[error("the recording has no traced events (tracepoints, probes) with their formats (it has: {available})")]
     NoTracedEvents { available: String },

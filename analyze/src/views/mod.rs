@@ -9,11 +9,13 @@
 pub mod annotate;
 pub mod archive;
 pub mod cache;
+pub mod count;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod heatmap;
+pub mod hist;
 pub mod info;
 pub mod io;
 pub mod latency;

@@ -238,6 +238,12 @@ pub enum Command {
     /// pid/tid, CPU, event and its fields (name=value), as perf script and bcc's trace print
     /// them.
     Trace(Box<TraceArgs>),
+    /// Power-of-two (or linear) histograms of a field or of the latency of traced events,
+    /// as bpftrace's hist() and lhist() print them (bcc's argdist, funclatency).
+    Hist(Box<HistArgs>),
+    /// How many times traced events fired, per event, command, process (as bcc's funccount
+    /// counts) or stack (as stackcount counts).
+    Count(Box<CountArgs>),
     /// Every sample with its stack, as perf script prints them.
     Script {
         #[command(flatten)]
@@ -422,4 +428,49 @@ pub struct TraceArgs {
     /// Each event's stack under its line, as perf script prints it.
     #[arg(short = 'g')]
     pub stacks: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct HistArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// A numeric field of the events (count, ret, ...), or latency (ns, of latency events).
+    /// Without --event, every traced event that has it.
+    #[arg(value_name = "FIELD|latency")]
+    pub quantity: String,
+    /// Linear buckets of STEP from 0 (lhist), not powers of two.
+    #[arg(long, value_name = "STEP", value_parser = clap::value_parser!(u64).range(1..))]
+    pub linear: Option<u64>,
+    /// One histogram per command, process or stack.
+    #[arg(long, value_enum, value_name = "comm|pid|stack")]
+    pub by: Option<HistBy>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistBy {
+    Comm,
+    Pid,
+    Stack,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct CountArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// What to count per.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "event",
+        value_name = "event|comm|pid|stack"
+    )]
+    pub by: CountBy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CountBy {
+    Event,
+    Comm,
+    Pid,
+    Stack,
 }

@@ -3,9 +3,11 @@
 
 mod annotate;
 mod args;
+mod count;
 mod diff;
 mod export;
 mod heatmap;
+mod hist;
 mod recording;
 mod trace;
 
@@ -74,6 +76,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             std::mem::forget(p);
         }
         Command::Trace(args) => trace::trace(&args, stdout)?,
+        Command::Hist(args) => hist::hist(&args, stdout)?,
+        Command::Count(args) => count::count(&args, stdout)?,
         Command::Script { select } => {
             let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);
