@@ -218,6 +218,17 @@ fn read_on(
     Ok(rec)
 }
 
+/// The events of `reader` (named `names`) as [`Recording::formats`] and
+/// [`Recording::latency`] give them: each traced event's format, and which events' periods
+/// are latencies.
+pub fn event_formats(
+    reader: &PerfFileReader,
+    names: &[String],
+) -> (Vec<Option<format::TraceFormat>>, Vec<bool>) {
+    let t = traced::traced_events(reader.perf_file(), names, reader.tracing_data());
+    (t.formats, t.latency)
+}
+
 /// record writes run-queue and page-fault samples beside the off-CPU sample they are part
 /// of, with its registers and, in DWARF mode, no stack bytes of their own: they unwind with
 /// the bytes of the off-CPU sample of the same thread at the same time.
