@@ -6,12 +6,14 @@
 //! ```
 //!
 //! time (`secs.usecs`, perf script's), command, pid/tid, [cpu], event, then the event's own
-//! fields as `name=value`: numbers in decimal, pointers (a `*` type) in hex, text as it is,
-//! other arrays as `[1,2,3]`, `?` where the payload is too short for the field; fields whose
-//! names start with `__` (`__syscall_nr`, `__probe_ip`) are left out unless asked for, and a
-//! latency event ends with `latency=NS`. `-F` chooses the fields (common ones, `latency`
-//! too); a bcc-like format (see [`printf`]) replaces them. With stacks (`-g`), each line is
-//! followed by its sample's stack as perf script prints it, and a blank line.
+//! fields as `name=value`: numbers in decimal, addresses (a `*` type, a probe's
+//! `__probe_ip`) in hex, text as it is, other arrays as `[1,2,3]`, `?` where the payload is
+//! too short for the field. Fields whose names start with `__` (`__syscall_nr`,
+//! `__probe_ip`) are left out unless asked for or the event has no others (perf's probes
+//! without arguments); a latency event ends with `latency=NS`. `-F` chooses the fields
+//! (common ones and `latency` too); a bcc-like format (see [`printf`]) replaces them. With
+//! stacks (`-g`), each line is followed by its sample's stack as perf script prints it, and
+//! a blank line.
 
 pub mod printf;
 
@@ -172,17 +174,22 @@ fn comm<'a>(rec: &'a Recording, s: &RawSample) -> &'a str {
     rec.comms.get(s.comm as usize).map_or("", String::as_str)
 }
 
-/// The event's own fields but those named `__...`, then its latency.
+/// The event's own fields but those named `__...` (unless it has no others: perf's probes
+/// carry only `__probe_ip`, or `__probe_func` and `__probe_ret_ip`), then its latency.
 fn default_fields(rec: &Recording, e: usize) -> Vec<Quantity<'_>> {
-    let mut fields: Vec<Quantity> = rec
+    let own: Vec<&Field> = rec
         .format(e)
-        .map(|f| {
-            f.own_fields()
-                .filter(|f| !f.name.starts_with("__"))
-                .map(Quantity::Field)
-                .collect()
-        })
+        .map(|f| f.own_fields().collect())
         .unwrap_or_default();
+    let hidden = |f: &&Field| f.name.starts_with("__");
+    let mut fields: Vec<Quantity> = if own.iter().all(hidden) {
+        own.into_iter().map(Quantity::Field).collect()
+    } else {
+        own.into_iter()
+            .filter(|f| !hidden(f))
+            .map(Quantity::Field)
+            .collect()
+    };
     if rec.is_latency(e) && fields.iter().all(|q| q.name() != LATENCY) {
         fields.push(Quantity::Latency);
     }
@@ -249,13 +256,19 @@ fn arg<'a>(rec: &'a Recording, s: &RawSample, src: &Source<'_>) -> Arg<'a> {
     }
 }
 
-/// A field's value as lines show it: pointers in hex, other numbers in decimal, text as it
+/// A field's value as lines show it: addresses in hex, other numbers in decimal, text as it
 /// is, other arrays as `[1,2,3]`.
 fn field_text(f: &Field, v: &Value) -> String {
     match v {
-        Value::Unsigned(n) if f.type_name.contains('*') => format!("{n:#x}"),
+        Value::Unsigned(n) if is_address(f) => format!("{n:#x}"),
         v => value_text(v),
     }
+}
+
+/// Whether a field holds an address: a pointer, or a probe's `__probe_ip`, `__probe_func`,
+/// `__probe_ret_ip` (unsigned longs in their formats).
+fn is_address(f: &Field) -> bool {
+    f.type_name.contains('*') || f.name.starts_with("__probe_")
 }
 
 fn value_text(v: &Value) -> String {
@@ -336,6 +349,23 @@ mod tests {
         assert_eq!(
             text(&lines, &samples[..1]),
             "9511.861152 dd 7/7 [001] syscalls:sys_enter_write: dd wrote 100 bytes to 1 (7   )\n"
+        );
+    }
+
+    #[test]
+    fn probes_without_arguments_show_their_addresses() {
+        let mut rec = recording();
+        let text_format = "name: getpid\nID: 9\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                           \tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n";
+        rec.events[0] = "probe_libc:getpid".into();
+        rec.formats[0] = Some(format::TraceFormat::parse(text_format).unwrap());
+        let mut raw = vec![0u8; 16];
+        raw[8..].copy_from_slice(&0x7f18_e960_74e0u64.to_le_bytes());
+        let s = sample(0, 7, 1_000_000_000, 1, &[], Some(raw));
+        let lines = Lines::new(&rec, &[0], &Options::default()).unwrap();
+        assert_eq!(
+            text(&lines, &[s]),
+            "1.000000 dd 7/7 [001] probe_libc:getpid: __probe_ip=0x7f18e96074e0\n"
         );
     }
 
