@@ -54,4 +54,33 @@ pub enum Error {
     /// `--event NAME` names no event of the file.
     #[error("no event named {name} in the recording (it has: {available})")]
     NoSuchEvent { name: String, available: String },
+    /// A field name (`--weight`, `trace -F`, `hist FIELD`) that the event does not have.
+    #[error("{event} has no field {field} (its fields: {available})")]
+    NoSuchField {
+        event: String,
+        field: String,
+        available: String,
+    },
+    /// A field of text or bytes where a number is needed (`--weight`, `hist`).
+    #[error("{field} of {event} is {type_name}, not a number")]
+    NotANumber {
+        event: String,
+        field: String,
+        type_name: String,
+    },
+    /// `--weight` with a selection that is not one event (`--event NAME`).
+    #[error("--weight {weight} weighs the samples of one event: name it with --event (traced events: {traced})")]
+    WeightNeedsEvent { weight: String, traced: String },
+    /// `trace --format` that cannot be used: a bad format string, or arguments that do not
+    /// fit it.
+    #[error("--format {format}: {why}")]
+    BadFormat { format: String, why: String },
+    /// `hist --linear STEP` over values that span too many buckets of STEP to print.
+    #[error(
+        "the values span {buckets} buckets of {step}, more than {max}: take a larger --linear step"
+    )]
+    TooManyBuckets { buckets: u64, step: u64, max: u64 },
+    /// A view of traced events over a recording that has none.
+    #[error("the recording has no traced events (tracepoints, probes) with their formats (it has: {available})")]
+    NoTracedEvents { available: String },
 }

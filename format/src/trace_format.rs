@@ -98,8 +98,9 @@ impl Field {
                 v[..n].copy_from_slice(&bytes[..n]);
                 let u = u64::from_le_bytes(v);
                 Some(if self.signed {
+                    // Sign-extended from its n bytes (none, in a format that says size 0).
                     let shift = 64 - 8 * n as u32;
-                    Value::Signed(((u << shift) as i64) >> shift)
+                    Value::Signed((u.checked_shl(shift).unwrap_or(0) as i64) >> shift.min(63))
                 } else {
                     Value::Unsigned(u)
                 })
@@ -306,6 +307,13 @@ print fmt: \"filename=%s pid=%d\", __get_str(filename), REC->pid
         assert_eq!(buf.value(&raw[..36]), None);
         raw[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(filename.value(&raw), None);
+    }
+
+    #[test]
+    fn a_signed_field_of_no_bytes_reads_zero() {
+        let f = TraceFormat::parse("name: x\nID: 1\n\tfield:int a;\toffset:0;\tsize:0;\tsigned:1;\n")
+            .unwrap();
+        assert_eq!(f.fields[0].value(&[1, 2]), Some(Value::Signed(0)));
     }
 
     #[test]

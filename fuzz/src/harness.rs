@@ -89,7 +89,7 @@ fn views(rec: &analyze::read::Recording, path: &Path) {
         let _ = export::pprof::write(&profile, &cx, sink());
         let folded = views::folded::folded(&profile, false);
         if let Ok(lines) = views::diff::folded(&folded, &folded, true) {
-            let _ = views::diff::write_svg(&lines, "fuzz", profile.unit, sink());
+            let _ = views::diff::write_svg(&lines, "fuzz", &profile.unit, sink());
         }
         let _ = views::diff::table(&views::diff::changes(&profile, &profile), 10);
     }

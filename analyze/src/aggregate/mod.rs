@@ -43,7 +43,7 @@ pub struct Profile {
     pub stacks: Vec<Stack>,
     /// The selected event and what its weights count.
     pub event: String,
-    pub unit: &'static str,
+    pub unit: String,
     pub total: u64,
     pub stats: Stats,
 }

@@ -1,12 +1,14 @@
 //! What a view asks of the pipeline: which samples, and how much of each frame to look up.
 
 use crate::read::time_range::TimeRanges;
-use crate::read::{EventSel, Selection};
+use crate::read::{EventSel, Selection, Weight};
 
 /// What to keep and how to show it.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub event: EventSel,
+    /// What a sample of the event weighs instead of its count or ns (`--weight`).
+    pub weight: Option<Weight>,
     /// Show inlined functions as frames of their own.
     pub inline: bool,
     pub user_only: bool,
@@ -39,6 +41,23 @@ impl Options {
         self.per_sample || (self.addresses && !self.timeline) || self.event == EventSel::Wakeup
     }
 
+    /// What the weights count: `samples`, `ns`, or the field `--weight` names.
+    pub fn unit(&self) -> String {
+        match &self.weight {
+            Some(w) => w.unit().to_string(),
+            None => self.event.unit().to_string(),
+        }
+    }
+
+    /// What the weights measure, as exports name their sample types and tracks: the
+    /// event's (see [`EventSel::measure`]), or `latency` or the field `--weight` names.
+    pub fn measure(&self) -> String {
+        match &self.weight {
+            Some(w) => w.name().to_string(),
+            None => self.event.measure().to_string(),
+        }
+    }
+
     /// Whether reading must keep every sample with its own time: identical samples merged
     /// while reading keep the first one's time only.
     pub fn reads_each_sample(&self) -> bool {
@@ -50,6 +69,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             event: EventSel::Cpu,
+            weight: None,
             inline: true,
             user_only: false,
             kernel_only: false,
@@ -72,6 +92,7 @@ impl Options {
     pub fn selection(&self) -> Selection<'_> {
         Selection {
             event: &self.event,
+            weight: self.weight.as_ref(),
             pid: self.pid,
             tid: self.tid,
             comm: self.comm.as_deref(),

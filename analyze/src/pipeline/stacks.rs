@@ -109,7 +109,7 @@ pub(super) fn symbolized(
         comms: rec.comms.clone(),
         events: rec.events.clone(),
         event: r.label.clone(),
-        unit: o.event.unit(),
+        unit: o.unit(),
         ..Default::default()
     };
     let ids = intern_frames(&r, symbols, &mut out.frames);

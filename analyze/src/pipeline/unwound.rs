@@ -41,9 +41,9 @@ struct Group {
     stack: UnwoundStack,
 }
 
-/// What makes samples one: event, process, thread, command name, kernel and user frames.
-/// Only samples that carried a stack copy are grouped here (the others were grouped by
-/// [`crate::read::select::group_identical`]).
+/// What makes samples one: event, process, thread, command name, kernel and user frames, and
+/// a traced event's payload. Only samples that carried a stack copy are grouped here (the
+/// others were grouped by [`crate::read::select::group_identical`]).
 fn key_hash(s: &RawSample, stack: &UnwoundStack) -> u64 {
     let mut h = FxHasher::default();
     (
@@ -53,6 +53,7 @@ fn key_hash(s: &RawSample, stack: &UnwoundStack) -> u64 {
         s.comm,
         &s.kernel[..],
         &stack.user[..],
+        s.raw.as_deref(),
     )
         .hash(&mut h);
     h.finish()
@@ -62,6 +63,7 @@ fn same(a: &RawSample, sa: &UnwoundStack, b: &RawSample, sb: &UnwoundStack) -> b
     (a.event, a.pid, a.tid, a.comm) == (b.event, b.pid, b.tid, b.comm)
         && a.kernel == b.kernel
         && sa.user == sb.user
+        && a.raw == b.raw
 }
 
 /// Groups in order of first appearance.

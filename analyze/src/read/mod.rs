@@ -10,12 +10,16 @@
 //! exec'd later still symbolizes right.
 
 mod callchain;
+pub mod fields;
 mod parallel;
 mod recording;
 mod sample_head;
 pub mod select;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod time_range;
 mod timeline;
+mod traced;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -27,11 +31,12 @@ use format::PerfFileReader;
 use rustc_hash::FxHashMap;
 
 use callchain::{same_frames, split_callchain, stack_copy};
+pub use fields::Quantity;
 pub use recording::{
     is_anonymous, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping, RawSample, Recording,
     StackBytes, StackCopy, UserFrame, UserRegs,
 };
-pub use select::{select, EventSel, Selection, Weighed};
+pub use select::{select, EventSel, Selection, Weighed, Weight};
 use timeline::Timeline;
 
 /// Reads `path` whole, every sample on its own (times, CPUs and periods kept).
@@ -49,8 +54,19 @@ pub fn read_merged(path: &Path) -> Result<Recording, format::Error> {
 /// is told the build ids (the files perf lists as hit) before the records are read, so that
 /// the caller can start loading those files meanwhile.
 pub fn read_with(
+    reader: PerfFileReader,
+    merge: bool,
+    files_known: &mut dyn FnMut(&BuildIds),
+) -> Result<Recording, format::Error> {
+    let parallel = std::env::var_os("BPFPERF_SEQUENTIAL_READ").is_none();
+    read_on(reader, merge, parallel, files_known)
+}
+
+/// [`read_with`], on the parallel path where `parallel` and the file allow it.
+fn read_on(
     mut reader: PerfFileReader,
     merge: bool,
+    parallel: bool,
     files_known: &mut dyn FnMut(&BuildIds),
 ) -> Result<Recording, format::Error> {
     crate::timing::mark("read: open");
@@ -71,6 +87,10 @@ pub fn read_with(
     rec.events = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i))
         .collect();
+    let traced = traced::traced_events(reader.perf_file(), &rec.events, reader.tracing_data());
+    let keeps_raw = traced.tracepoint;
+    rec.formats = traced.formats;
+    rec.latency = traced.latency;
     if let Ok(ids) = reader.perf_file().build_ids() {
         for info in ids.values() {
             rec.build_ids.insert(
@@ -90,7 +110,7 @@ pub fn read_with(
     };
     // Samples of threads the recording never names get this, then `:TID` at the end.
     let unknown_comm = u32::MAX;
-    if std::env::var_os("BPFPERF_SEQUENTIAL_READ").is_none() {
+    if parallel {
         if let Some(bytes) = reader.record_bytes() {
             if parallel::read(
                 reader.perf_file(),
@@ -135,10 +155,14 @@ pub fn read_with(
                     None => chain.extend(s.ip),
                 }
                 let period = s.period.unwrap_or(1);
+                let raw = match &s.raw {
+                    Some(r) if keeps_raw.get(attr_index) == Some(&true) => Some(r.as_slice()),
+                    _ => None,
+                };
                 let mergeable = merge && s.user_regs.is_none() && s.user_stack.is_none();
                 let key = mergeable.then(|| {
                     let mut h = rustc_hash::FxHasher::default();
-                    (attr_index, pid, tid, version, &chain[..]).hash(&mut h);
+                    (attr_index, pid, tid, version, &chain[..], raw.as_deref()).hash(&mut h);
                     h.finish()
                 });
                 if let Some(&i) = key.and_then(|k| merged.get(&k)) {
@@ -147,6 +171,7 @@ pub fn read_with(
                         && m.pid == pid
                         && m.tid == tid
                         && sample_version[i] == version
+                        && m.raw.as_deref() == raw.as_deref()
                         && same_frames(m, &chain, starts_in_kernel)
                     {
                         m.count += 1;
@@ -163,7 +188,7 @@ pub fn read_with(
                         map: proc_.and_then(|p| p.find(addr, &rec.mappings)),
                     })
                     .collect();
-                let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None);
+                let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None).map(Box::new);
                 if let Some(k) = key {
                     merged.insert(k, rec.samples.len());
                     sample_version.resize(rec.samples.len() + 1, 0);
@@ -181,6 +206,7 @@ pub fn read_with(
                     kernel,
                     user,
                     stack_copy,
+                    raw: raw.map(|r| Box::from(&*r)),
                 });
             }
             other => timeline.replay(&mut rec, &mut intern, &other),
@@ -190,6 +216,17 @@ pub fn read_with(
     name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
     share_stack_copies(&mut rec);
     Ok(rec)
+}
+
+/// The events of `reader` (named `names`) as [`Recording::formats`] and
+/// [`Recording::latency`] give them: each traced event's format, and which events' periods
+/// are latencies.
+pub fn event_formats(
+    reader: &PerfFileReader,
+    names: &[String],
+) -> (Vec<Option<format::TraceFormat>>, Vec<bool>) {
+    let t = traced::traced_events(reader.perf_file(), names, reader.tracing_data());
+    (t.formats, t.latency)
 }
 
 /// record writes run-queue and page-fault samples beside the off-CPU sample they are part
@@ -263,6 +300,142 @@ fn name_threads_without_comm(
 mod tests {
     use super::*;
 
+    /// A file of a cpu-clock event and two traced ones (`sys_enter_write` and a latency
+    /// pair), every sample at the same place: the cpu-clock samples and two of the writes are
+    /// alike, the third write's payload differs.
+    fn write_traced_file(path: &Path) {
+        use format::{attr_flag, event_type, sample_type as st};
+        let common = st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD;
+        let attr =
+            |name: &str, type_: u32, config: u64, sample_type: u64, id: u64| format::EventAttr {
+                name: name.into(),
+                type_,
+                config,
+                sample_period_or_freq: 1,
+                sample_type,
+                flags: attr_flag::SAMPLE_ID_ALL,
+                ids: vec![id],
+                ..Default::default()
+            };
+        let attrs = vec![
+            attr("cpu-clock", event_type::SOFTWARE, 0, common, 1),
+            attr(
+                "syscalls:sys_enter_write",
+                event_type::TRACEPOINT,
+                840,
+                common | st::RAW,
+                2,
+            ),
+            attr(
+                "syscalls:sys_enter_read->sys_exit_read",
+                event_type::TRACEPOINT,
+                841,
+                common | st::RAW,
+                3,
+            ),
+        ];
+        let mut w = format::PerfFileWriter::create(path, attrs).unwrap();
+        let comm = format::SideBand::Comm {
+            pid: 7,
+            tid: 7,
+            comm: "dd",
+            exec: true,
+        };
+        w.write_side_band(0, &comm, &format::SampleId::default())
+            .unwrap();
+        let (a, b) = (
+            testing::write_payload(7, 1, 100),
+            testing::write_payload(7, 2, 31),
+        );
+        let mut read_entry = testing::write_payload(7, 0, 4096);
+        read_entry[0..2].copy_from_slice(&841u16.to_le_bytes());
+        let samples: [(usize, &[u8], u64); 6] = [
+            (0, &[], 1),
+            (0, &[], 1),
+            (1, &a, 1),
+            (1, &a, 1),
+            (1, &b, 1),
+            (2, &read_entry, 25_000),
+        ];
+        for (i, (attr, raw, period)) in samples.into_iter().enumerate() {
+            let sample = format::Sample {
+                misc: format::misc::USER,
+                ip: 0x401000,
+                pid: 7,
+                tid: 7,
+                time: 1000 + i as u64,
+                period,
+                raw,
+                ..Default::default()
+            };
+            w.write_sample(attr, &sample).unwrap();
+        }
+        let read_format = testing::SYS_ENTER_WRITE
+            .replace("sys_enter_write", "sys_enter_read")
+            .replace("ID: 840", "ID: 841");
+        let tracing = format::TracingData {
+            page_size: 4096,
+            events: [testing::SYS_ENTER_WRITE.to_string(), read_format]
+                .into_iter()
+                .map(|text| format::EventFormat {
+                    system: "syscalls".into(),
+                    text: text.into_bytes(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let features = format::Features {
+            version: Some("bpfperf 0.1.0".into()),
+            tracing_data: Some(tracing.to_bytes()),
+            ..Default::default()
+        };
+        w.finish(&features).unwrap();
+    }
+
+    #[test]
+    fn traced_samples_keep_their_payloads_and_merge_only_with_equal_ones() {
+        let path = std::env::temp_dir().join(format!("bpfperf-read-traced-{}", std::process::id()));
+        write_traced_file(&path);
+        let a = testing::write_payload(7, 1, 100);
+        for parallel in [false, true] {
+            let reader = || format::PerfFileReader::open(&path).unwrap();
+            assert!(parallel::takes(reader().perf_file()));
+            let rec = read_on(reader(), true, parallel, &mut |_| {}).unwrap();
+            let got: Vec<(usize, u64, Option<usize>)> = rec
+                .samples
+                .iter()
+                .map(|s| (s.event, s.count, s.raw.as_ref().map(|r| r.len())))
+                .collect();
+            // The cpu-clock samples merge (and keep no payload); the writes with equal
+            // payloads merge, the third stands alone. (RAW payloads are padded: u32 size
+            // and data 8-aligned.)
+            assert_eq!(
+                got,
+                [
+                    (0, 2, None),
+                    (1, 2, Some(44)),
+                    (1, 1, Some(44)),
+                    (2, 1, Some(44))
+                ],
+                "parallel: {parallel}"
+            );
+            assert_eq!(rec.samples[1].raw.as_deref().unwrap()[..40], a[..]);
+            assert_eq!(rec.samples[3].period, 25_000);
+            assert_eq!(
+                rec.formats
+                    .iter()
+                    .map(|f| f.as_ref().map(|f| f.id))
+                    .collect::<Vec<_>>(),
+                [None, Some(840), Some(841)]
+            );
+            assert_eq!(rec.latency, [false, false, true]);
+            let each = read_on(reader(), false, parallel, &mut |_| {}).unwrap();
+            assert_eq!(each.samples.len(), 6);
+            assert!(each.samples[2..].iter().all(|s| s.raw.is_some()));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn threads_without_comm_get_perfs_names() {
         let sample = |tid: i32| RawSample {
@@ -277,6 +450,7 @@ mod tests {
             kernel: Vec::new(),
             user: Vec::new(),
             stack_copy: None,
+            raw: None,
         };
         let mut rec = Recording {
             samples: vec![sample(0), sample(4242), sample(4242)],

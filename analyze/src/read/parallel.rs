@@ -24,6 +24,7 @@ use super::callchain::{mapped_stack_copy, split_callchain, stack_copy};
 use super::recording::{RawSample, Recording, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
+use super::traced::keeps_raw;
 
 type LE = byteorder::LittleEndian;
 
@@ -40,6 +41,8 @@ struct Events {
     format: Vec<SampleFormat>,
     /// Each attr's `sample_regs_user`.
     regs_mask: Vec<u64>,
+    /// Whether samples of each attr keep their RAW payload (tracepoints').
+    keeps_raw: Vec<bool>,
     attr_of: AttrOf,
     by_id: HashMap<u64, usize>,
 }
@@ -90,6 +93,7 @@ impl Events {
             parse,
             format,
             regs_mask: attrs.iter().map(|a| a.attr.sample_regs_user).collect(),
+            keeps_raw: attrs.iter().map(|a| keeps_raw(&a.attr)).collect(),
             attr_of,
             by_id,
         })
@@ -105,6 +109,12 @@ impl Events {
         };
         id.and_then(|id| self.by_id.get(&id).copied()).unwrap_or(0)
     }
+}
+
+/// Whether the parallel path can take `file` (tests check that they exercise it).
+#[cfg(test)]
+pub(super) fn takes(file: &PerfFile) -> bool {
+    Events::of(file).is_some()
 }
 
 /// The attr of records perf defines (user types, 64 and up), which have none.
@@ -202,15 +212,26 @@ struct Kept {
 }
 
 /// What makes two samples identical, as bytes: event, timeline version (the thread's name
-/// and mappings), pid, tid, whether it was taken in the kernel, and the callchain. Kept
-/// samples hold theirs, so that merging compares in memory, not in pages of the input
-/// spread over the whole file.
-fn identity(out: &mut Vec<u8>, attr: u32, version: u64, head: &Head, in_kernel: bool) {
+/// and mappings), pid, tid, whether it was taken in the kernel, the RAW payload it keeps
+/// (`raw`: a traced event's fields) and the callchain. Kept samples hold theirs, so that
+/// merging compares in memory, not in pages of the input spread over the whole file.
+fn identity(
+    out: &mut Vec<u8>,
+    attr: u32,
+    version: u64,
+    head: &Head,
+    in_kernel: bool,
+    raw: Option<&[u8]>,
+) {
     out.extend_from_slice(&attr.to_le_bytes());
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&head.pid.to_le_bytes());
     out.extend_from_slice(&head.tid.to_le_bytes());
     out.push(in_kernel as u8);
+    // Its length first: payload and callchain cannot trade bytes.
+    let raw = raw.unwrap_or_default();
+    out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
+    out.extend_from_slice(raw);
     out.extend_from_slice(head.chain);
 }
 
@@ -384,6 +405,17 @@ pub(super) fn read(
         let (r, attr, _) = samples[i];
         sample_head::head(recs[r as usize].data(bytes), events.format[attr as usize])
     };
+    // The RAW payload a sample keeps (traced events'), read in place.
+    let raw_of = |r: u32, attr: u32, head: &Head<'_>| -> Option<&[u8]> {
+        if !events.keeps_raw[attr as usize] {
+            return None;
+        }
+        sample_head::raw(
+            recs[r as usize].data(bytes),
+            events.format[attr as usize],
+            head,
+        )
+    };
     // Identical samples merge into the first of them (in time order): each chunk of samples
     // merges its own in parallel, then the chunks' survivors merge in order. Chunks are cut
     // at fixed places, so the result does not depend on the number of threads.
@@ -419,7 +451,14 @@ pub(super) fn read(
                 };
                 key.clear();
                 let in_kernel = CpuMode::from_misc(rec.misc) == CpuMode::Kernel;
-                identity(&mut key, attr, version, &head, in_kernel);
+                identity(
+                    &mut key,
+                    attr,
+                    version,
+                    &head,
+                    in_kernel,
+                    raw_of(r, attr, &head),
+                );
                 kept.add(sample, &key, 1, head.period);
             }
             kept.kept.shrink_to_fit();
@@ -478,7 +517,8 @@ pub(super) fn read(
                 comm: timeline.comm(h.tid, h.pid, version).unwrap_or(unknown_comm),
                 kernel,
                 user,
-                stack_copy: copy,
+                stack_copy: copy.map(Box::new),
+                raw: raw_of(r, attr, h).map(Box::from),
             })
         })
         .collect();

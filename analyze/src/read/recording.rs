@@ -105,8 +105,12 @@ pub struct RawSample {
     pub kernel: Vec<u64>,
     /// User frames from the callchain (frame pointers), innermost first.
     pub user: Vec<UserFrame>,
-    /// REGS_USER + STACK_USER, when the sample has them (DWARF mode).
-    pub stack_copy: Option<StackCopy>,
+    /// REGS_USER + STACK_USER, when the sample has them (DWARF mode); boxed: most samples
+    /// have none, and every sample is held at once.
+    pub stack_copy: Option<Box<StackCopy>>,
+    /// The RAW payload of a traced event's sample (a tracepoint's record as the kernel lays
+    /// it out: read it with [`Recording::format`]); `None` for other events.
+    pub raw: Option<Box<[u8]>>,
 }
 
 /// Build ids by path, as the BUILD_ID feature lists them.
@@ -116,6 +120,13 @@ pub type BuildIds = HashMap<String, Vec<u8>>;
 #[derive(Debug, Default)]
 pub struct Recording {
     pub events: Vec<String>,
+    /// Aligned with `events`: the format of a traced event's payloads (a tracepoint's, from
+    /// TRACING_DATA by its id); `None` for other events, or where TRACING_DATA has none.
+    pub formats: Vec<Option<format::TraceFormat>>,
+    /// Aligned with `events`: whether the event's period is a duration in ns (a latency
+    /// pair `ENTRY->EXIT`, a return probe `...__return` that bpfperf wrote, bpfperf's
+    /// off-CPU, run-queue, fault, block I/O and wakeup events).
+    pub latency: Vec<bool>,
     pub samples: Vec<RawSample>,
     pub mappings: Vec<Mapping>,
     pub comms: Vec<String>,
@@ -175,6 +186,24 @@ impl KernelModules {
 }
 
 impl Recording {
+    /// The format of event `event`'s payloads, if it is a traced event with one.
+    pub fn format(&self, event: usize) -> Option<&format::TraceFormat> {
+        self.formats.get(event)?.as_ref()
+    }
+
+    /// Whether event `event`'s period is a latency in nanoseconds.
+    pub fn is_latency(&self, event: usize) -> bool {
+        self.latency.get(event).copied().unwrap_or(false)
+    }
+
+    /// The names of the traced events (those with a format), for messages.
+    pub fn traced_names(&self) -> Vec<&str> {
+        (0..self.events.len())
+            .filter(|&e| self.format(e).is_some())
+            .map(|e| self.events[e].as_str())
+            .collect()
+    }
+
     /// The times of the first and the last sample (of any event), if there are samples,
     /// leaving out stray times ([`Recording::stray_times`]).
     pub fn time_span(&self) -> Option<(u64, u64)> {
@@ -289,6 +318,13 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every sample of a recording is held at once: a byte here is a megabyte a million
+    /// samples (160 bytes before stack copies were boxed and payloads kept).
+    #[test]
+    fn raw_samples_stay_small() {
+        assert_eq!(std::mem::size_of::<RawSample>(), 120);
+    }
 
     fn mapping(start: u64, end: u64, path: &str) -> Mapping {
         Mapping {

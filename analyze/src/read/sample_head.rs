@@ -81,6 +81,17 @@ pub(super) fn head(data: &[u8], format: SampleFormat) -> Option<Head<'_>> {
     })
 }
 
+/// A sample's RAW payload (the bytes after its u32 size), read in place after `head`; `None`
+/// if the format has none or the record is too short for the size it gives.
+pub(super) fn raw<'a>(data: &'a [u8], format: SampleFormat, head: &Head<'_>) -> Option<&'a [u8]> {
+    if !format.contains(SampleFormat::RAW) {
+        return None;
+    }
+    let at = head.rest;
+    let size = u32::from_le_bytes(data.get(at..at.checked_add(4)?)?.try_into().ok()?);
+    data.get(at + 4..(at + 4).checked_add(size as usize)?)
+}
+
 /// A sample's user registers ip, sp and bp, and where its copy of the user stack lies in the
 /// record (the bytes the kernel filled: `dyn_size`), read in place after `head`; `regs_mask`
 /// is the attr's `sample_regs_user`. `None` if the sample has no registers or stack, or is
@@ -180,11 +191,20 @@ mod tests {
         fields.push(24); // dyn_size: the last 8 bytes were not filled
         let data = record(&fields);
         let h = head(&data, format).unwrap();
+        assert_eq!(
+            raw(&data, format, &h),
+            Some(&0xaabb_ccdd_u32.to_le_bytes()[..])
+        );
         let (regs, at) = stack_copy(&data, format, mask, &h).unwrap();
         assert_eq!(regs, [0x401000, 0x5000, 0xb0]);
         assert_eq!(data[at], record(&stack[..3])[..]);
         // Cut before dyn_size: no stack copy, no panic.
         assert_eq!(stack_copy(&data[..data.len() - 8], format, mask, &h), None);
+        // A RAW size past the record's end: no payload, no panic.
+        let mut lying = data.clone();
+        lying[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(raw(&lying, format, &h), None);
+        assert_eq!(raw(&data, format - SampleFormat::RAW, &h), None);
         // A mask without SP: no registers to unwind from.
         assert_eq!(stack_copy(&data, format, 1 | 1 << 6 | 1 << 8, &h), None);
     }

@@ -1,8 +1,10 @@
-//! Which samples a view is about, and what each weighs (`--event`, `--pid`, `--tid`,
-//! `--comm`, `--time`); and identical stacks merged into one before the costly stages.
+//! Which samples a view is about, and what each weighs (`--event`, `--weight`, `--pid`,
+//! `--tid`, `--comm`, `--time`); and identical stacks merged into one before the costly
+//! stages.
 
 use rustc_hash::FxHashMap;
 
+use super::fields::Quantity;
 use super::recording::{RawSample, Recording, UserFrame};
 use super::time_range::{self, TimeRanges};
 use crate::Error;
@@ -27,10 +29,14 @@ pub enum EventSel {
     Wall,
     /// `offcpu-time` samples joined with their wakers' stacks (see `aggregate::wakeups`).
     Wakeup,
-    /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1.
+    /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1
+    /// (bpfperf's own timed events: their ns).
     Named(String),
     /// Every sample of every event, weight 1 (what an archive must cover).
     All,
+    /// Every sample of every traced event (those whose payloads have a format: tracepoints,
+    /// probes), weight 1: what `trace` and `count` show unless told an event.
+    Traced,
 }
 
 impl EventSel {
@@ -52,7 +58,7 @@ impl EventSel {
     /// for counted events, else the time's kind.
     pub fn measure(&self) -> &'static str {
         match self {
-            EventSel::Cpu | EventSel::Named(_) | EventSel::All => "samples",
+            EventSel::Cpu | EventSel::Named(_) | EventSel::All | EventSel::Traced => "samples",
             EventSel::OffCpu | EventSel::Wakeup => "offcpu",
             EventSel::Runq => "runq",
             EventSel::Fault => "fault",
@@ -64,8 +70,44 @@ impl EventSel {
     /// What the weights count.
     pub fn unit(&self) -> &'static str {
         match self {
-            EventSel::Cpu | EventSel::Named(_) | EventSel::All => "samples",
+            EventSel::Cpu | EventSel::Named(_) | EventSel::All | EventSel::Traced => "samples",
             _ => "ns",
+        }
+    }
+}
+
+/// What a sample of one named event weighs instead of its count (`--weight`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Weight {
+    /// The value of a numeric field of its payload. A negative value weighs nothing: the
+    /// sample is left out (as one whose payload is too short for the field).
+    Field(String),
+    /// Its latency: the period of a latency event, in ns.
+    Latency,
+}
+
+impl Weight {
+    /// `latency`, or a field's name.
+    pub fn parse(s: &str) -> Weight {
+        match s {
+            super::fields::LATENCY => Weight::Latency,
+            field => Weight::Field(field.to_string()),
+        }
+    }
+
+    /// The weight's name, as `--weight` takes it.
+    pub fn name(&self) -> &str {
+        match self {
+            Weight::Field(f) => f,
+            Weight::Latency => super::fields::LATENCY,
+        }
+    }
+
+    /// What the weights count: `ns` for latencies, else the field's name (`count`, `bytes`).
+    pub fn unit(&self) -> &str {
+        match self {
+            Weight::Field(f) => f,
+            Weight::Latency => "ns",
         }
     }
 }
@@ -74,6 +116,9 @@ impl EventSel {
 #[derive(Debug, Clone, Copy)]
 pub struct Selection<'o> {
     pub event: &'o EventSel,
+    /// What each sample weighs instead of its event's own measure (with `event` naming one
+    /// event).
+    pub weight: Option<&'o Weight>,
     pub pid: Option<i32>,
     pub tid: Option<i32>,
     pub comm: Option<&'o str>,
@@ -102,6 +147,37 @@ fn kind_of(name: &str) -> Kind {
     }
 }
 
+/// The event `--event NAME` names: the one of that name, else the first of that system
+/// (`sched` for `sched:sched_switch`).
+pub fn event_named(rec: &Recording, want: &str) -> Result<usize, Error> {
+    let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
+    rec.events
+        .iter()
+        .position(|n| n == want)
+        .or_else(|| rec.events.iter().position(|n| base(n) == want))
+        .ok_or_else(|| Error::NoSuchEvent {
+            name: want.to_string(),
+            available: rec.events.join(", "),
+        })
+}
+
+/// The events whose samples a view of traced events covers: the one `sel` names, or (for
+/// [`EventSel::Traced`]) every traced event; an error if the recording has none.
+pub fn traced_events(rec: &Recording, sel: &EventSel) -> Result<Vec<usize>, Error> {
+    let events: Vec<usize> = match sel {
+        EventSel::Named(n) => vec![event_named(rec, n)?],
+        _ => (0..rec.events.len())
+            .filter(|&e| rec.format(e).is_some())
+            .collect(),
+    };
+    if events.is_empty() {
+        return Err(Error::NoTracedEvents {
+            available: rec.events.join(", "),
+        });
+    }
+    Ok(events)
+}
+
 /// A selected sample and its weight.
 pub type Weighed<'a> = (&'a RawSample, u64);
 /// The weight of a sample of an event (index), or `None` if it is not selected.
@@ -120,17 +196,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
     // The sampling event: the first on-CPU event that has samples. Several events are never
     // merged (as perf and stackcollapse-perf.pl keep them apart): name the others.
     let sampling = (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && counts[i] > 0);
-    let named = |want: &str| -> Result<usize, Error> {
-        let base = |n: &str| n.split(':').next().unwrap_or("").to_string();
-        rec.events
-            .iter()
-            .position(|n| n == want)
-            .or_else(|| rec.events.iter().position(|n| base(n) == want))
-            .ok_or_else(|| Error::NoSuchEvent {
-                name: want.to_string(),
-                available: rec.events.join(", "),
-            })
-    };
+    let named = |want: &str| event_named(rec, want);
     // Samples of one of bpfperf's own events, weighed by their period (nanoseconds).
     let of_kind = |kind: Kind| -> Box<Weigh> {
         Box::new(move |e, s| (kinds.get(e) == Some(&kind)).then_some(s.period))
@@ -152,6 +218,17 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
             )
         }
         EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
+        EventSel::Traced => {
+            if !rec.formats.iter().any(Option::is_some) {
+                return Err(Error::NoTracedEvents {
+                    available: rec.events.join(", "),
+                });
+            }
+            (
+                Box::new(|e, s| rec.format(e).is_some().then_some(s.count)),
+                "traced events".into(),
+            )
+        }
         EventSel::OffCpu => (of_kind(Kind::OffCpu), "off-CPU".into()),
         EventSel::Runq => (of_kind(Kind::Runq), "run-queue".into()),
         EventSel::Fault => (of_kind(Kind::Fault), "page faults".into()),
@@ -171,6 +248,10 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
                 "wall clock".into(),
             )
         }
+    };
+    let (weigh, label) = match o.weight {
+        None => (weigh, label),
+        Some(w) => weighed(rec, o.event, w, &named)?,
     };
     // Filters pick threads; a waker is whoever woke them, so its samples pass.
     let waker = |s: &RawSample| kinds.get(s.event) == Some(&Kind::Wakeup);
@@ -195,11 +276,46 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
     Ok((samples, label))
 }
 
+/// The weights of `--weight w`: of the one event `event` names.
+fn weighed<'a>(
+    rec: &'a Recording,
+    event: &EventSel,
+    w: &Weight,
+    named: &dyn Fn(&str) -> Result<usize, Error>,
+) -> Result<(Box<Weigh<'a>>, String), Error> {
+    let EventSel::Named(n) = event else {
+        return Err(Error::WeightNeedsEvent {
+            weight: w.name().to_string(),
+            traced: rec.traced_names().join(", "),
+        });
+    };
+    let i = named(n)?;
+    let q = match w {
+        Weight::Field(f) => Quantity::number(rec, i, f)?,
+        Weight::Latency => Quantity::of(rec, i, super::fields::LATENCY)?,
+    };
+    let weigh = move |e: usize, s: &RawSample| -> Option<u64> {
+        if e != i {
+            return None;
+        }
+        match q {
+            // Merged samples' periods are summed already.
+            Quantity::Latency => Some(s.period),
+            // Counts stand for identical samples (payload included): each weighs the same.
+            Quantity::Field(_) => {
+                let v = u64::try_from(q.number_in(s)?).ok()?;
+                Some(v.saturating_mul(s.count))
+            }
+        }
+    };
+    Ok((Box::new(weigh), format!("{} ({})", rec.events[i], w.name())))
+}
+
 /// Samples of one thread, event and command whose stacks are the same frame for frame (and
-/// that carry no stack copy to unwind) become one, weighing their sum: a profile's samples
-/// are mostly repeats (100k samples, a few thousand stacks), and everything after this works
-/// per stack. Returns the kept samples, in order of first appearance, and how many each
-/// stands for.
+/// that carry no stack copy to unwind, and the same payload if they are traced events')
+/// become one, weighing their sum: a profile's samples are mostly repeats (100k samples, a
+/// few thousand stacks), and everything after this works per stack. Returns the kept
+/// samples, in order of first appearance, and how many each stands for.
 pub fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>) {
     let (kept, counts, _) = group_identical_members(&samples);
     (kept, counts)
@@ -209,7 +325,15 @@ pub fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>
 pub fn group_identical_members<'a>(
     samples: &[Weighed<'a>],
 ) -> (Vec<Weighed<'a>>, Vec<u64>, Vec<u32>) {
-    type Key<'a> = (usize, i32, i32, u32, &'a [u64], &'a [UserFrame]);
+    type Key<'a> = (
+        usize,
+        i32,
+        i32,
+        u32,
+        &'a [u64],
+        &'a [UserFrame],
+        Option<&'a [u8]>,
+    );
     let mut index: FxHashMap<Key<'a>, usize> = FxHashMap::default();
     let mut kept: Vec<Weighed<'a>> = Vec::new();
     let mut counts: Vec<u64> = Vec::new();
@@ -221,7 +345,15 @@ pub fn group_identical_members<'a>(
             counts.push(s.count);
             continue;
         }
-        let key = (s.event, s.pid, s.tid, s.comm, &s.kernel[..], &s.user[..]);
+        let key = (
+            s.event,
+            s.pid,
+            s.tid,
+            s.comm,
+            &s.kernel[..],
+            &s.user[..],
+            s.raw.as_deref(),
+        );
         match index.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => {
                 let i = *e.get();
@@ -238,4 +370,106 @@ pub fn group_identical_members<'a>(
         }
     }
     (kept, counts, members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::testing::{recording, return_payload, sample, write_payload};
+
+    /// Two writes of dd (100 and 31 bytes), a cpu-clock sample, two getaddrinfo returns of
+    /// curl (5 µs returning 0, 7 µs returning -2).
+    fn traced() -> Recording {
+        let mut rec = recording();
+        rec.samples = vec![
+            sample(1, 7, 10, 1, &[0xffff_1000], Some(write_payload(7, 1, 100))),
+            sample(1, 7, 11, 1, &[0xffff_1000], Some(write_payload(7, 2, 31))),
+            sample(0, 7, 12, 1_000_000, &[0xffff_1000], None),
+            sample(2, 300, 13, 5_000, &[], Some(return_payload(300, "a", 0))),
+            sample(2, 300, 14, 7_000, &[], Some(return_payload(300, "b", -2))),
+        ];
+        rec
+    }
+
+    fn weights(rec: &Recording, event: &str, weight: Option<&str>) -> Result<Vec<u64>, Error> {
+        let event = EventSel::parse(event);
+        let weight = weight.map(Weight::parse);
+        let o = Selection {
+            event: &event,
+            weight: weight.as_ref(),
+            pid: None,
+            tid: None,
+            comm: None,
+            time: None,
+        };
+        Ok(select(rec, &o)?.0.iter().map(|(_, w)| *w).collect())
+    }
+
+    #[test]
+    fn traced_events_weigh_one_each_or_what_weight_names() {
+        let rec = traced();
+        let write = "syscalls:sys_enter_write";
+        let ret = "probe_libc:getaddrinfo__return";
+        assert_eq!(weights(&rec, write, None).unwrap(), [1, 1]);
+        // A latency event counts calls unless weighed by its latency.
+        assert_eq!(weights(&rec, ret, None).unwrap(), [1, 1]);
+        assert_eq!(weights(&rec, write, Some("count")).unwrap(), [100, 31]);
+        assert_eq!(weights(&rec, ret, Some("latency")).unwrap(), [5_000, 7_000]);
+        // A negative value weighs nothing: the sample is left out.
+        assert_eq!(weights(&rec, ret, Some("ret")).unwrap(), [0]);
+        let err = weights(&rec, write, Some("latency"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("has no field latency (its fields: __syscall_nr, fd, buf, count)"),
+            "{err}"
+        );
+        let err = weights(&rec, ret, Some("host")).unwrap_err().to_string();
+        assert!(err.contains("not a number"), "{err}");
+        let err = weights(&rec, "cpu", Some("count")).unwrap_err().to_string();
+        assert!(err.contains("--event") && err.contains(write), "{err}");
+        // Without a weight, bpfperf's own and perf's events keep theirs.
+        assert_eq!(weights(&rec, "cpu", None).unwrap(), [1]);
+        let traced = Selection {
+            event: &EventSel::Traced,
+            weight: None,
+            pid: None,
+            tid: None,
+            comm: None,
+            time: None,
+        };
+        let (samples, _) = select(&rec, &traced).unwrap();
+        assert_eq!(
+            samples.iter().map(|(s, _)| s.event).collect::<Vec<_>>(),
+            [1, 1, 2, 2]
+        );
+    }
+
+    #[test]
+    fn identical_stacks_with_other_payloads_stay_apart() {
+        let mut rec = traced();
+        rec.samples.push(sample(
+            1,
+            7,
+            15,
+            1,
+            &[0xffff_1000],
+            Some(write_payload(7, 1, 100)),
+        ));
+        let (samples, _) = select(
+            &rec,
+            &Selection {
+                event: &EventSel::parse("syscalls:sys_enter_write"),
+                weight: None,
+                pid: None,
+                tid: None,
+                comm: None,
+                time: None,
+            },
+        )
+        .unwrap();
+        let (kept, counts) = group_identical(samples);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(counts, [2, 1]);
+    }
 }

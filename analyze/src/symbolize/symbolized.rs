@@ -72,7 +72,7 @@ pub struct Symbolized {
     pub events: Vec<String>,
     /// The selected event, as reports name it.
     pub event: String,
-    pub unit: &'static str,
+    pub unit: String,
     pub frames: Vec<FrameInfo>,
     pub stacks: Vec<SymbolizedStack>,
     /// Every selected sample in file order, when a view asked for a timeline

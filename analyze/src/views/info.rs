@@ -16,6 +16,10 @@ pub struct EventSummary {
     pub samples: u64,
     /// The bytes its sample records take in the file (headers included; uncompressed).
     pub bytes: u64,
+    /// A traced event's own fields (from its format in TRACING_DATA); `None` for others.
+    pub fields: Option<Vec<String>>,
+    /// Whether its period is a latency in ns.
+    pub latency: bool,
 }
 
 /// The contents of a perf.data file, counted.
@@ -248,8 +252,16 @@ pub fn summarize_reader(
             sample_type: desc.attr.sample_format.bits(),
             samples: 0,
             bytes: 0,
+            fields: None,
+            latency: false,
         })
         .collect();
+    let names: Vec<String> = s.events.iter().map(|e| e.name.clone()).collect();
+    let (formats, latency) = crate::read::event_formats(&reader, &names);
+    for ((e, f), l) in s.events.iter_mut().zip(formats).zip(latency) {
+        e.fields = f.map(|f| f.own_fields().map(|f| f.name.clone()).collect());
+        e.latency = l;
+    }
 
     while let Some(record) = reader.next_record()? {
         s.records += 1;
@@ -416,6 +428,27 @@ impl FileSummary {
                 attr_type_word(e.attr_type),
                 e.config,
                 sample_type_words(e.sample_type)
+            );
+        }
+        let traced: Vec<&EventSummary> = self
+            .events
+            .iter()
+            .filter(|e| e.attr_type == 2 || e.fields.is_some())
+            .collect();
+        if !traced.is_empty() {
+            let _ = writeln!(o, "traced events:");
+        }
+        for e in traced {
+            let fields = match &e.fields {
+                Some(f) if f.is_empty() => "none".to_string(),
+                Some(f) => f.join(", "),
+                None => format!("unknown (no format for id {} in TRACING_DATA)", e.config),
+            };
+            let latency = if e.latency { "; latency (ns)" } else { "" };
+            let _ = writeln!(
+                o,
+                "  {:<40} {:>10}   fields: {fields}{latency}",
+                e.name, e.samples
             );
         }
         if !self.features.is_empty() {

@@ -9,11 +9,13 @@
 pub mod annotate;
 pub mod archive;
 pub mod cache;
+pub mod count;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod heatmap;
+pub mod hist;
 pub mod info;
 pub mod io;
 pub mod latency;
@@ -21,3 +23,4 @@ pub mod report;
 pub mod sched;
 pub mod script;
 pub mod stripped;
+pub mod trace;

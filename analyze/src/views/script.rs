@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use crate::symbolize::Symbolized;
+use crate::symbolize::{Symbolized, SymbolizedStack};
 
 /// Writes every sample of `s`'s timeline.
 pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
@@ -27,16 +27,23 @@ pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
             t.period,
             event
         )?;
-        for (i, &f) in st.frames.iter().enumerate().rev() {
-            let f = &s.frames[f as usize];
-            let a = st.addrs.get(i).copied();
-            let addr = a.map_or(0, |a| a.addr);
-            match a.and_then(|a| a.offset).filter(|_| !f.is_unknown()) {
-                Some(off) => writeln!(out, "\t{addr:>16x} {}+{off:#x} ({})", f.function, f.dso)?,
-                None => writeln!(out, "\t{addr:>16x} {} ({})", f.function, f.dso)?,
-            }
-        }
+        write_frames(s, st, out)?;
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The frames of `st` (one of `s`'s stacks), leaf first, one a line, as perf script prints
+/// a sample's stack (`trace -g` prints them under its lines too).
+pub fn write_frames(s: &Symbolized, st: &SymbolizedStack, out: &mut impl Write) -> io::Result<()> {
+    for (i, &f) in st.frames.iter().enumerate().rev() {
+        let f = &s.frames[f as usize];
+        let a = st.addrs.get(i).copied();
+        let addr = a.map_or(0, |a| a.addr);
+        match a.and_then(|a| a.offset).filter(|_| !f.is_unknown()) {
+            Some(off) => writeln!(out, "\t{addr:>16x} {}+{off:#x} ({})", f.function, f.dso)?,
+            None => writeln!(out, "\t{addr:>16x} {} ({})", f.function, f.dso)?,
+        }
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use analyze::pipeline;
-use analyze::read::EventSel;
+use analyze::read::{EventSel, Weight};
 use analyze::views;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
@@ -36,13 +36,28 @@ pub struct Filter {
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (page faults that had to
     /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
-    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch).
+    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch,
+    /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise).
     #[arg(
         long,
         default_value = "cpu",
         value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
     )]
     pub event: String,
+    /// Weigh each sample of the --event NAME by a numeric field of its payload (e.g. count
+    /// for syscalls:sys_enter_write; a negative value leaves the sample out) or by its
+    /// latency in ns (latency events: ENTRY->EXIT pairs, return probes recorded by bpfperf).
+    #[arg(long, value_name = "FIELD|latency")]
+    pub weight: Option<String>,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub stacks: Stacks,
+}
+
+/// Which threads, and when.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Threads {
     /// Only samples of this process.
     #[arg(long)]
     pub pid: Option<i32>,
@@ -52,6 +67,17 @@ pub struct Filter {
     /// Only samples of threads of this name.
     #[arg(long)]
     pub comm: Option<String>,
+    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
+    /// perf script prints times or from the recording's start, either side may be empty; or
+    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
+    /// Includes START, leaves out END.
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
+    pub time: Option<analyze::read::time_range::TimeRanges>,
+}
+
+/// How stacks are looked up and shown.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct Stacks {
     /// User frames only.
     #[arg(short = 'U', conflicts_with = "kernel_only")]
     pub user_only: bool,
@@ -61,12 +87,6 @@ pub struct Filter {
     /// Leave out inlined functions.
     #[arg(long)]
     pub no_inline: bool,
-    /// Only samples in this time range (perf's --time): START,END in seconds, absolute as
-    /// perf script prints times or from the recording's start, either side may be empty; or
-    /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
-    /// Includes START, leaves out END.
-    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
-    pub time: Option<analyze::read::time_range::TimeRanges>,
     /// Look for every file under DIR first (perf's --symfs: DIR/usr/bin/tar for /usr/bin/tar).
     #[arg(long, value_name = "DIR")]
     pub symfs: Option<PathBuf>,
@@ -85,22 +105,71 @@ impl Select {
 
 impl Filter {
     pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
-        pipeline::Options {
-            time: self.time.clone(),
-            per_sample: false,
-            timeline: false,
+        let options = pipeline::Options {
             event: EventSel::parse(&self.event),
-            inline: !self.no_inline,
-            user_only: self.user_only,
-            kernel_only: self.kernel_only,
+            weight: self.weight.as_deref().map(Weight::parse),
+            ..self.stacks.options(addresses, lines)
+        };
+        self.threads.apply(options)
+    }
+}
+
+impl Threads {
+    /// `options` with these threads and times.
+    pub fn apply(&self, options: pipeline::Options) -> pipeline::Options {
+        pipeline::Options {
             pid: self.pid,
             tid: self.tid,
             comm: self.comm.clone(),
+            time: self.time.clone(),
+            ..options
+        }
+    }
+}
+
+impl Stacks {
+    /// The pipeline's options for these flags (every sample of the sampling event, every
+    /// thread).
+    pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        pipeline::Options {
+            inline: !self.no_inline,
+            user_only: self.user_only,
+            kernel_only: self.kernel_only,
             lines,
             addresses,
             progress: true,
             address_names: !self.no_unknown_names,
+            ..Default::default()
         }
+    }
+}
+
+/// The traced events to show (views of tracepoints and probes: trace, hist, count).
+#[derive(ClapArgs, Debug)]
+pub struct Traced {
+    /// The recording.
+    #[arg(short, long, default_value = "perf.data")]
+    pub input: PathBuf,
+    /// Only the samples of this event (default: every traced event of the file).
+    #[arg(long, value_name = "NAME")]
+    pub event: Option<String>,
+    #[command(flatten)]
+    pub threads: Threads,
+    #[command(flatten)]
+    pub stacks: Stacks,
+}
+
+impl Traced {
+    /// The pipeline's options for these flags.
+    pub fn options(&self, addresses: bool) -> pipeline::Options {
+        let options = pipeline::Options {
+            event: match &self.event {
+                Some(e) => EventSel::parse(e),
+                None => EventSel::Traced,
+            },
+            ..self.stacks.options(addresses, false)
+        };
+        self.threads.apply(options)
     }
 }
 
@@ -165,6 +234,16 @@ pub enum Command {
         )]
         call_graph: Option<views::report::CallOrder>,
     },
+    /// Traced events (tracepoints, probes), one line each in time order: time, command,
+    /// pid/tid, CPU, event and its fields (name=value), as perf script and bcc's trace print
+    /// them.
+    Trace(Box<TraceArgs>),
+    /// Power-of-two (or linear) histograms of a field or of the latency of traced events,
+    /// as bpftrace's hist() and lhist() print them (bcc's argdist, funclatency).
+    Hist(Box<HistArgs>),
+    /// How many times traced events fired, per event, command, process (as bcc's funccount
+    /// counts) or stack (as stackcount counts).
+    Count(Box<CountArgs>),
     /// Every sample with its stack, as perf script prints them.
     Script {
         #[command(flatten)]
@@ -325,4 +404,73 @@ pub struct AnnotateArgs {
     /// How many functions the list without SYMBOL shows.
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// The fields to show, comma-separated (any of the event's, common_pid and the like, and
+    /// latency); by default the event's own fields but those named __*, and its latency.
+    #[arg(
+        short = 'F',
+        long = "fields",
+        value_delimiter = ',',
+        value_name = "FIELD,..."
+    )]
+    pub fields: Vec<String>,
+    /// bcc trace's format instead of the fields: a C format in double quotes, then its
+    /// arguments (fields, comm, pid, tid, cpu, time, event, latency), e.g.
+    /// '"%s wrote %d bytes", comm, count'. Conversions: %d %i %u %x %X %c %s, %ld %lu %lx and
+    /// %lld %llu %llx, %%, with - or 0 and a width.
+    #[arg(long, value_name = "'\"FORMAT\", ARG, ...'", conflicts_with = "fields")]
+    pub format: Option<String>,
+    /// Each event's stack under its line, as perf script prints it.
+    #[arg(short = 'g')]
+    pub stacks: bool,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct HistArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// A numeric field of the events (count, ret, ...), or latency (ns, of latency events).
+    /// Without --event, every traced event that has it.
+    #[arg(value_name = "FIELD|latency")]
+    pub quantity: String,
+    /// Linear buckets of STEP from 0 (lhist), not powers of two.
+    #[arg(long, value_name = "STEP", value_parser = clap::value_parser!(u64).range(1..))]
+    pub linear: Option<u64>,
+    /// One histogram per command, process or stack.
+    #[arg(long, value_enum, value_name = "comm|pid|stack")]
+    pub by: Option<HistBy>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistBy {
+    Comm,
+    Pid,
+    Stack,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct CountArgs {
+    #[command(flatten)]
+    pub traced: Traced,
+    /// What to count per.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "event",
+        value_name = "event|comm|pid|stack"
+    )]
+    pub by: CountBy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CountBy {
+    Event,
+    Comm,
+    Pid,
+    Stack,
 }

@@ -48,7 +48,7 @@ pub fn diff(args: &DiffArgs, stdout: &mut impl Write) -> anyhow::Result<()> {
     );
     let file = std::fs::File::create(&args.output)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
-    diff::write_svg(&lines, &title, a.unit, std::io::BufWriter::new(file))
+    diff::write_svg(&lines, &title, &a.unit, std::io::BufWriter::new(file))
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
     write!(stdout, "{}", diff::table(&diff::changes(&b, &a), args.top))?;
     eprintln!("analyze: wrote {}", args.output.display());

@@ -36,7 +36,7 @@ pub fn export(
         }
         summary(&s, rec.lost, loader);
         let cx = Context {
-            measure: options.event.measure().to_string(),
+            measure: options.measure(),
             event: s.event.clone(),
             build_ids: rec
                 .build_ids

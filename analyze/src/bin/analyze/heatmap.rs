@@ -13,7 +13,8 @@ pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
     use views::heatmap::{write_svg, Heatmap, MAX_OFFSET_COLUMNS};
     let mut options = select.options(false, false);
     options.per_sample = true;
-    let svg = with_recording_files(select, &options, false, |rec, _| {
+    let symfs = select.filter.stacks.symfs.as_deref();
+    let svg = with_recording_files(&select.input, symfs, &options, false, |rec, _| {
         let (samples, label) = pipeline::select_samples(rec, &options)?;
         let (span, strays) = rec.stray_times();
         let span = span.unwrap_or((0, 0));
@@ -25,7 +26,7 @@ pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
                 (span.1 - span.0) as f64 / 1e9
             );
         }
-        let (map, what) = if options.event.unit() == "ns" {
+        let (map, what) = if options.unit() == "ns" {
             (Heatmap::latency(&samples, span), "events")
         } else {
             let map = Heatmap::offsets(&samples, span, rows);

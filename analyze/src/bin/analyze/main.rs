@@ -3,10 +3,13 @@
 
 mod annotate;
 mod args;
+mod count;
 mod diff;
 mod export;
 mod heatmap;
+mod hist;
 mod recording;
+mod trace;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,6 +75,9 @@ fn run(args: Args) -> anyhow::Result<()> {
             analyze::timing::mark("output");
             std::mem::forget(p);
         }
+        Command::Trace(args) => trace::trace(&args, stdout)?,
+        Command::Hist(args) => hist::hist(&args, stdout)?,
+        Command::Count(args) => count::count(&args, stdout)?,
         Command::Script { select } => {
             let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);

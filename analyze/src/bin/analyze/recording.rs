@@ -1,7 +1,7 @@
 //! Reading a recording for a subcommand: its loader, the files it lists loaded meanwhile,
 //! the pipeline's warnings and summary line on stderr.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use analyze::aggregate::{self, Profile};
 use analyze::files::Loader;
@@ -28,20 +28,22 @@ pub fn with_recording<T>(
     options: &pipeline::Options,
     stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    with_recording_files(select, options, true, stages)
+    let symfs = select.filter.stacks.symfs.as_deref();
+    with_recording_files(&select.input, symfs, options, true, stages)
 }
 
-/// [`with_recording`], loading the files the recording lists only if `load_files` (views
-/// without stacks need none).
+/// [`with_recording`] of the recording at `input` (files under `symfs` first), loading the
+/// files the recording lists only if `load_files` (views without stacks need none).
 pub fn with_recording_files<T>(
-    select: &Select,
+    input: &Path,
+    symfs: Option<&Path>,
     options: &pipeline::Options,
     load_files: bool,
     stages: impl FnOnce(&Recording, &Loader) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     analyze::timing::mark("start");
-    let input = analyze::files::input::open(&select.input)?;
-    let loader = loader_for(&input, select.filter.symfs.clone());
+    let input = analyze::files::input::open(input)?;
+    let loader = loader_for(&input, symfs.map(Path::to_path_buf));
     // The files the recording lists start loading while it is read (symbol tables, and
     // DWARF where inline frames or lines of user frames are wanted: libc's takes the longest
     // of anything): jobs of the thread pool, which fill the cores that reading leaves idle.
@@ -66,7 +68,7 @@ pub fn with_recording_files<T>(
         // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
         // nothing but that).
         let rec = std::thread::scope(|scope| {
-            if !select.filter.user_only && load_files {
+            if !options.user_only && load_files {
                 scope.spawn(|| {
                     let t = std::time::Instant::now();
                     loader.kallsyms();

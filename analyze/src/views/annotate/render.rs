@@ -26,7 +26,7 @@ pub struct Style {
     pub color: bool,
     /// The selected event as views name it, and the unit of its weights.
     pub event: String,
-    pub unit: &'static str,
+    pub unit: String,
 }
 
 /// perf annotate's thresholds: red from 5%, green from 0.5%.

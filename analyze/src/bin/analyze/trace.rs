@@ -1,0 +1,48 @@
+//! `analyze trace`.
+
+use std::io::Write;
+
+use analyze::pipeline;
+use analyze::read::select::traced_events;
+use analyze::views::trace::{self, Lines};
+
+use crate::args::TraceArgs;
+use crate::recording::with_recording_files;
+
+/// `analyze trace`: the selected samples' lines; with -g, the pipeline's stacks under them.
+pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {
+    let mut options = args.traced.options(true);
+    // Every sample apart, each with its own time; with stacks, each distinct stack once.
+    options.per_sample = !args.stacks;
+    options.timeline = args.stacks;
+    let symfs = args.traced.stacks.symfs.as_deref();
+    let input = &args.traced.input;
+    with_recording_files(input, symfs, &options, args.stacks, |rec, loader| {
+        let events = traced_events(rec, &options.event)?;
+        let o = trace::Options {
+            fields: args.fields.clone(),
+            format: args.format.clone(),
+        };
+        let lines = Lines::new(rec, &events, &o)?;
+        let (samples, _) = pipeline::select_samples(rec, &options)?;
+        let stacks = if args.stacks {
+            let s = pipeline::symbolize(rec, &options, loader)?;
+            for w in &s.stats.warnings {
+                eprintln!("analyze: warning: {w}");
+            }
+            anyhow::ensure!(
+                s.timeline.len() == samples.len(),
+                "the stacks ({}) are not the samples' ({})",
+                s.timeline.len(),
+                samples.len()
+            );
+            Some(s)
+        } else {
+            None
+        };
+        let mut out = std::io::BufWriter::new(out);
+        trace::write(&lines, &samples, stacks.as_ref(), &mut out)?;
+        out.flush()?;
+        Ok(())
+    })
+}

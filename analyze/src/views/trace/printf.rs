@@ -1,0 +1,307 @@
+//! bcc `trace`'s format argument: a C format string in double quotes, then its arguments,
+//! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %c %s`
+//! with C's length modifiers `l` and `ll` (`%lu`, `%llx`), an optional `-` or `0` flag and a
+//! width (`%-16s`, `%08x`), and `%%`. Numbers convert as C's printf converts them: `%d` and
+//! `%u` take the low 32 bits, `%ld`/`%lu` 64, `%c` the low byte; `%s` takes text or a number.
+
+/// A conversion of one argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv {
+    pub kind: Kind,
+    /// `l` or `ll`: 64 bits, else 32 (for `%d %i %u %x`).
+    pub long: bool,
+    pub left: bool,
+    pub zero: bool,
+    pub width: usize,
+}
+
+/// What a conversion prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `%d`, `%i`.
+    Signed,
+    /// `%u`.
+    Unsigned,
+    /// `%x`, `%X`.
+    Hex { upper: bool },
+    /// `%c`.
+    Char,
+    /// `%s`.
+    Str,
+}
+
+impl Kind {
+    /// Whether the argument must be a number.
+    pub fn numeric(self) -> bool {
+        self != Kind::Str
+    }
+}
+
+/// A piece of the format: text, or where the next argument goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Arg(Conv),
+}
+
+/// A parsed format argument: its pieces and its arguments' names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Printf {
+    pub pieces: Vec<Piece>,
+    pub args: Vec<String>,
+}
+
+/// A value handed to a conversion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg<'a> {
+    Number(i128),
+    Text(std::borrow::Cow<'a, str>),
+}
+
+impl Printf {
+    /// Parses `"FORMAT", ARG, ...`; the error says what is wrong.
+    pub fn parse(spec: &str) -> Result<Printf, String> {
+        let spec = spec.trim();
+        let rest = spec
+            .strip_prefix('"')
+            .ok_or("it must start with a format in double quotes")?;
+        let (format, rest) = quoted(rest)?;
+        let rest = rest.trim();
+        let args: Vec<String> = if rest.is_empty() {
+            Vec::new()
+        } else {
+            let list = rest
+                .strip_prefix(',')
+                .ok_or_else(|| format!("expected a comma after the format, found {rest:?}"))?;
+            list.split(',').map(|a| a.trim().to_string()).collect()
+        };
+        if let Some(empty) = args.iter().position(String::is_empty) {
+            return Err(format!("argument {} is empty", empty + 1));
+        }
+        let pieces = pieces(&format)?;
+        let convs = pieces.iter().filter(|p| matches!(p, Piece::Arg(_))).count();
+        if convs != args.len() {
+            return Err(format!(
+                "the format has {convs} conversion(s) and {} argument(s)",
+                args.len()
+            ));
+        }
+        Ok(Printf { pieces, args })
+    }
+
+    /// The conversions, in the order of the arguments.
+    pub fn convs(&self) -> impl Iterator<Item = Conv> + '_ {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Arg(c) => Some(*c),
+            Piece::Text(_) => None,
+        })
+    }
+
+    /// The text for these arguments (one per conversion, in order).
+    pub fn render(&self, args: &[Arg<'_>]) -> String {
+        let mut out = String::new();
+        let mut args = args.iter();
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Arg(c) => match args.next() {
+                    Some(a) => pad(&mut out, &convert(*c, a), *c),
+                    None => out.push('?'),
+                },
+            }
+        }
+        out
+    }
+}
+
+/// The text of a quoted string up to its closing quote (C escapes `\n \t \\ \"` read), and
+/// what follows it.
+fn quoted(s: &str) -> Result<(String, &str), String> {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Ok((out, &s[i + 1..])),
+            '\\' => match chars.next().map(|(_, e)| e) {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('\\') => out.push('\\'),
+                Some('"') => out.push('"'),
+                Some(e) => return Err(format!("unknown escape \\{e}")),
+                None => break,
+            },
+            c => out.push(c),
+        }
+    }
+    Err("the format's closing double quote is missing".into())
+}
+
+fn pieces(format: &str) -> Result<Vec<Piece>, String> {
+    let mut pieces = Vec::new();
+    let mut text = String::new();
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            text.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            text.push('%');
+            continue;
+        }
+        let mut conv = Conv {
+            kind: Kind::Str,
+            long: false,
+            left: false,
+            zero: false,
+            width: 0,
+        };
+        while let Some(&f) = chars.peek() {
+            match f {
+                '-' => conv.left = true,
+                '0' => conv.zero = true,
+                _ => break,
+            }
+            chars.next();
+        }
+        while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+            conv.width = (conv.width * 10 + d as usize).min(1024);
+            chars.next();
+        }
+        let mut ls = 0;
+        while chars.peek() == Some(&'l') {
+            ls += 1;
+            chars.next();
+        }
+        if ls > 2 {
+            return Err("too many l's in a conversion".into());
+        }
+        conv.long = ls > 0;
+        conv.kind = match chars.next() {
+            Some('d' | 'i') => Kind::Signed,
+            Some('u') => Kind::Unsigned,
+            Some('x') => Kind::Hex { upper: false },
+            Some('X') => Kind::Hex { upper: true },
+            Some('c') if ls == 0 => Kind::Char,
+            Some('s') if ls == 0 => Kind::Str,
+            Some(other) => {
+                let l = "l".repeat(ls);
+                return Err(format!(
+                    "%{l}{other} is not one of %d %i %u %x %X %c %s (with l or ll: %ld %lu %lx)"
+                ));
+            }
+            None => return Err("the format ends inside a conversion".into()),
+        };
+        if !text.is_empty() {
+            pieces.push(Piece::Text(std::mem::take(&mut text)));
+        }
+        pieces.push(Piece::Arg(conv));
+    }
+    if !text.is_empty() {
+        pieces.push(Piece::Text(text));
+    }
+    Ok(pieces)
+}
+
+/// The argument as the conversion prints it, before padding.
+fn convert(c: Conv, a: &Arg<'_>) -> String {
+    let n = match a {
+        Arg::Text(t) => return t.to_string(),
+        Arg::Number(n) => *n,
+    };
+    match c.kind {
+        Kind::Signed if c.long => (n as i64).to_string(),
+        Kind::Signed => (n as i32).to_string(),
+        Kind::Unsigned if c.long => (n as u64).to_string(),
+        Kind::Unsigned => (n as u32).to_string(),
+        Kind::Hex { upper } => {
+            let v = if c.long {
+                n as u64
+            } else {
+                u64::from(n as u32)
+            };
+            if upper {
+                format!("{v:X}")
+            } else {
+                format!("{v:x}")
+            }
+        }
+        Kind::Char => char::from(n as u8).to_string(),
+        Kind::Str => n.to_string(),
+    }
+}
+
+/// `text` padded to the conversion's width: right-aligned with spaces (or zeros after a
+/// sign, for numbers with `0`), or left-aligned with `-`.
+fn pad(out: &mut String, text: &str, c: Conv) {
+    let n = text.chars().count();
+    let fill = c.width.saturating_sub(n);
+    if c.left {
+        out.push_str(text);
+        out.extend(std::iter::repeat_n(' ', fill));
+    } else if c.zero && c.kind.numeric() && c.kind != Kind::Char {
+        let (sign, digits) = match text.strip_prefix('-') {
+            Some(d) => ("-", d),
+            None => ("", text),
+        };
+        out.push_str(sign);
+        out.extend(std::iter::repeat_n('0', fill));
+        out.push_str(digits);
+    } else {
+        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_as_c_does() {
+        let p = Printf::parse(r#""%s wrote %d bytes\n", comm, count"#).unwrap();
+        assert_eq!(p.args, ["comm", "count"]);
+        assert_eq!(
+            p.render(&[Arg::Text("dd".into()), Arg::Number(100)]),
+            "dd wrote 100 bytes\n"
+        );
+        let p =
+            Printf::parse(r#""%d %u %ld %lu %x %llx %c %% %-4s| %05d %3s", a,b,c,d,e,f,g,h,i,j"#)
+                .unwrap();
+        let args: Vec<Arg> = [
+            Arg::Number(-2),
+            Arg::Number(-2),
+            Arg::Number(-2),
+            Arg::Number(-2),
+            Arg::Number(255),
+            Arg::Number(-1),
+            Arg::Number(65),
+            Arg::Text("ab".into()),
+            Arg::Number(-42),
+            Arg::Number(7),
+        ]
+        .to_vec();
+        assert_eq!(
+            p.render(&args),
+            "-2 4294967294 -2 18446744073709551614 ff ffffffffffffffff A % ab  | -0042   7"
+        );
+        // %d takes the low 32 bits, as C's printf of a long with %d.
+        let p = Printf::parse(r#""%d %i", a, b"#).unwrap();
+        assert_eq!(p.render(&[Arg::Number(1 << 32 | 5), Arg::Number(3)]), "5 3");
+    }
+
+    #[test]
+    fn bad_formats_say_why() {
+        let err = |s: &str| Printf::parse(s).unwrap_err();
+        assert!(err("%d, count").contains("double quotes"));
+        assert!(err(r#""%d"#).contains("closing double quote"));
+        assert!(err(r#""%d %s", count"#).contains("2 conversion(s) and 1 argument(s)"));
+        assert!(err(r#""%f", x"#).contains("%f is not one of"));
+        assert!(err(r#""%lls", x"#).contains("%lls"));
+        assert!(err(r#""%d" count"#).contains("expected a comma"));
+        assert!(err(r#""%d %d", a,,"#).contains("argument 2 is empty"));
+        assert!(err(r#""%"#).contains("closing"));
+        assert!(err(r#""abc %""#).contains("ends inside"));
+    }
+}
