@@ -311,8 +311,9 @@ print fmt: \"filename=%s pid=%d\", __get_str(filename), REC->pid
 
     #[test]
     fn a_signed_field_of_no_bytes_reads_zero() {
-        let f = TraceFormat::parse("name: x\nID: 1\n\tfield:int a;\toffset:0;\tsize:0;\tsigned:1;\n")
-            .unwrap();
+        let f =
+            TraceFormat::parse("name: x\nID: 1\n\tfield:int a;\toffset:0;\tsize:0;\tsigned:1;\n")
+                .unwrap();
         assert_eq!(f.fields[0].value(&[1, 2]), Some(Value::Signed(0)));
     }
 

@@ -10,7 +10,7 @@ use super::formats::{self, Arg};
 use super::naming::{self, Names};
 use super::symbols::{Binary, Missing};
 use super::tracepoints::Tracepoint;
-use super::{kprobes, usdt, Host, Traced};
+use super::{kprobes, syscalls, usdt, Host, Traced};
 
 /// The events so far.
 pub struct Builder<'h> {
@@ -20,6 +20,8 @@ pub struct Builder<'h> {
     names: Names,
     /// Probes' formats made so far (their ids follow PROBE_TRACEPOINT_ID_BASE).
     made_up: u64,
+    /// Syscalls (number, exit) attached the cheaper way: one event each.
+    syscalls: Vec<(u32, bool)>,
 }
 
 /// A probe to add: where it attaches (entry and return), its group and event name.
@@ -39,6 +41,7 @@ impl<'h> Builder<'h> {
             events: Vec::new(),
             names: Names::default(),
             made_up: 0,
+            syscalls: Vec::new(),
         }
     }
 
@@ -61,18 +64,26 @@ impl<'h> Builder<'h> {
         }
     }
 
+    /// Where `tp` attaches: a syscall tracepoint the cheaper way (see [`syscalls`]) the first
+    /// time it is asked for, else through perf.
+    fn attach_tracepoint(&mut self, tp: &Tracepoint) -> TraceAttach {
+        if let Some(TraceAttach::Syscall { nr, exit }) = syscalls::attach_of(tp) {
+            if !self.syscalls.contains(&(nr, exit)) {
+                self.syscalls.push((nr, exit));
+                return TraceAttach::Syscall { nr, exit };
+            }
+        }
+        TraceAttach::Tracepoint {
+            system: tp.system.clone(),
+            name: tp.name.clone(),
+        }
+    }
+
     /// A tracepoint, with the filter compiled against its format.
     pub fn tracepoint(&mut self, tp: &Tracepoint, filter: Option<&Parsed>) -> anyhow::Result<()> {
         let name = tp.full_name();
-        let mut bpf = self.event(
-            &name,
-            TraceAttach::Tracepoint {
-                system: tp.system.clone(),
-                name: tp.name.clone(),
-            },
-            tp.payload()?,
-            tp.format.id,
-        );
+        let attach = self.attach_tracepoint(tp);
+        let mut bpf = self.event(&name, attach, tp.payload()?, tp.format.id);
         bpf.filter = filter.map(|f| f.compile(&name, &tp.format)).transpose()?;
         self.events.push(Traced {
             bpf,
@@ -101,25 +112,11 @@ impl<'h> Builder<'h> {
             format!("{}->{}", entry.full_name(), exit.full_name())
         };
         let id = entry.format.id;
-        let mut first = self.event(
-            &entry.full_name(),
-            TraceAttach::Tracepoint {
-                system: entry.system.clone(),
-                name: entry.name.clone(),
-            },
-            entry.payload()?,
-            id,
-        );
+        let attach = self.attach_tracepoint(entry);
+        let mut first = self.event(&entry.full_name(), attach, entry.payload()?, id);
         first.entry_only = true;
-        let mut second = self.event(
-            &name,
-            TraceAttach::Tracepoint {
-                system: exit.system.clone(),
-                name: exit.name.clone(),
-            },
-            exit.payload()?,
-            id,
-        );
+        let attach = self.attach_tracepoint(exit);
+        let mut second = self.event(&name, attach, exit.payload()?, id);
         second.filter = filter
             .map(|f| f.compile(&name, &entry.format))
             .transpose()?;

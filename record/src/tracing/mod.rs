@@ -7,7 +7,7 @@
 //! formats in tracefs; [`libraries`] finds a probe's binary, [`symbols`] its function and
 //! [`usdt`] its USDT notes; [`kprobes`] checks the kernel; [`naming`] names probes as perf
 //! does and [`formats`] writes their format files; [`filter`] compiles `--filter`; [`build`]
-//! assembles the events.
+//! assembles the events, [`syscalls`] attaching syscall tracepoints the cheaper way.
 
 mod build;
 mod closest;
@@ -18,6 +18,7 @@ mod libraries;
 mod naming;
 mod spec;
 mod symbols;
+mod syscalls;
 #[cfg(test)]
 mod testing;
 mod tracepoints;
