@@ -269,6 +269,27 @@ static __always_inline bool filter_pass(__u32 prog, const __u8 *raw, __u32 raw_b
 	struct filter_run *r = bpf_map_lookup_elem(&filter_runs, &zero);
 	if (!r)
 		return true;
+	r->raw = (__u64)raw;
+	r->raw_bytes = raw_bytes;
+	/* The most common filter, one comparison of a number ("count != 512", "ret < 0"), run
+	 * here: the loop's call and its lookups at each step cost more than the comparison. */
+	struct filter_prog *f = bpf_map_lookup_elem(&filters, &prog);
+	if (f && f->n == 1 && f->insns[0].op == F_CMP) {
+		struct filter_insn *in = &f->insns[0];
+		__u32 off = in->off, size = in->size;
+		/* A field of the payload, read in place (raw is this CPU's buffer). */
+		if (in->src == FS_RAW && size && size <= 8 && off + size <= raw_bytes &&
+		    off <= MAX_TRACE_RAW - 8) {
+			__u64 v = *(const __u64 *)(raw + off);
+			__u32 shift = 64 - 8 * size;
+			if (shift) {
+				v <<= shift;
+				v = in->flags & FF_SIGNED ? (__u64)((__s64)v >> shift) : v >> shift;
+			}
+			return filter_compare(in, (__s64)v);
+		}
+		return filter_compare(in, filter_number(r, in));
+	}
 	r->prog = prog;
 	r->raw = (__u64)raw;
 	r->raw_bytes = raw_bytes;

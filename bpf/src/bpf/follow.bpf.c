@@ -29,6 +29,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 	if (!group_dead || system_wide || !bpf_map_lookup_elem(&pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&pids, &tgid);
+	untrack_slot(tgid);
 	struct exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(EVENT_EXIT);

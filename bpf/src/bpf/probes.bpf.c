@@ -83,7 +83,7 @@ static __always_inline struct trace_buf *trace_begin(__u32 event, struct trace_c
 	b->e.kind = EVENT_TRACE;
 	b->e.pid = tgid;
 	b->e.tid = (__u32)id;
-	b->e.time_ns = bpf_ktime_get_ns();
+	b->e.time_ns = 0; /* taken once the event passes its filter (see trace_finish) */
 	b->e.latency_ns = 0;
 	b->e.event = event;
 	b->e.raw_bytes = 0;
@@ -252,15 +252,24 @@ __noinline int trace_exit(__u32 entry, __u32 filter, __u32 tail, __u64 ret_ip, _
  * other event passes its filter, takes its stacks and is sent. */
 static __always_inline int trace_finish(void *ctx, struct trace_config *c, bool kernel)
 {
-	if (c->entry)
+	struct trace_buf *b = scratch();
+	if (!b)
+		return 0;
+	/* The time, read after the filter where it can be: an event filtered out costs none
+	 * (reading the clock was a tenth of a filtered-out syscall's cost). */
+	if (c->entry) {
+		b->e.time_ns = bpf_ktime_get_ns();
 		return trace_exit(c->entry, c->filter, 0, 0, 0);
+	}
 	if (c->entry_only) {
+		b->e.time_ns = bpf_ktime_get_ns();
 		if (c->stacks)
 			trace_stacks(ctx, kernel, 1);
 		return trace_keep_entry();
 	}
 	if (!trace_passes(c->filter))
 		return 0;
+	b->e.time_ns = bpf_ktime_get_ns();
 	if (c->stacks)
 		trace_stacks(ctx, kernel, 0);
 	return trace_send();
@@ -372,6 +381,7 @@ static __always_inline int on_return(struct pt_regs *ctx)
 	struct trace_buf *b = trace_begin(bpf_get_attach_cookie(ctx), &c);
 	if (!b || !c->entry)
 		return 0;
+	b->e.time_ns = bpf_ktime_get_ns();
 	return trace_exit(c->entry, c->filter, 1, PT_REGS_IP_CORE(ctx), PT_REGS_RC_CORE(ctx));
 }
 
