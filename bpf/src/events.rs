@@ -301,10 +301,23 @@ impl Event {
                 }))
             }
             EVENT_TRACE => {
+                // The struct up to its stacks, then the frames each holds (see bpfperf.h).
                 let mut e = types::trace_record::default();
-                let fixed = std::mem::size_of::<types::trace_record>();
-                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
-                let rest = data.get(fixed..).unwrap_or(&[]);
+                let head = std::mem::offset_of!(types::trace_record, kstack);
+                // SAFETY: trace_record is plain data (u32s, u64s, arrays of them).
+                let bytes = unsafe { plain::as_mut_bytes(&mut e) };
+                bytes[..head].copy_from_slice(data.get(..head)?);
+                let mut rest = data.get(head..)?;
+                let mut frames = |bytes: i32, into: &mut [u64]| -> Option<()> {
+                    let n = (bytes.max(0) as usize).min(8 * into.len()) / 8;
+                    for (i, f) in into[..n].iter_mut().enumerate() {
+                        *f = u64::from_ne_bytes(rest.get(8 * i..8 * i + 8)?.try_into().ok()?);
+                    }
+                    rest = rest.get(bytes.max(0) as usize..)?;
+                    Some(())
+                };
+                frames(e.kstack_bytes, &mut e.kstack)?;
+                frames(e.ustack_bytes, &mut e.ustack)?;
                 let raw = rest.get(..e.raw_bytes as usize)?;
                 let copy = rest.get(raw.len()..).unwrap_or(&[]);
                 let copy = &copy[..(e.stack_bytes as usize).min(copy.len())];

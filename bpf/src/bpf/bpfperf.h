@@ -302,8 +302,9 @@ struct trace_config {
 	__u32 common_type;
 };
 
-/* One event that passed its filter: this fixed part, then raw_bytes of payload, then (DWARF
- * mode, stack not unwound here) stack_bytes of user stack from user_regs' sp. time_ns: when
+/* One event that passed its filter: this struct up to kstack, then kstack_bytes of kernel
+ * frames, ustack_bytes of user frames, raw_bytes of payload, then (DWARF mode, stack not
+ * unwound here) stack_bytes of user stack from user_regs' sp. time_ns: when
  * it happened (for a pair, the exit); latency_ns: the time since its entry (0: no pair). */
 struct trace_record {
 	__u32 kind; /* EVENT_TRACE */

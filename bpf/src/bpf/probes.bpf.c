@@ -150,7 +150,22 @@ __noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 entry)
 	return 0;
 }
 
-/* Sends the scratch event: the event, its payload and its stack copy, in one record. */
+/* Sends the scratch event in one record: trace_record up to its stacks, the frames each
+ * stack holds (not the whole arrays: 2 KB an event, most of it empty, was most of what an
+ * event written cost), the payload, the stack copy. */
+#define TRACE_HEAD offsetof(struct trace_record, kstack)
+#define STACK_ROOM (MAX_STACK_DEPTH * 8)
+
+static __always_inline __u32 stack_len(__s32 bytes)
+{
+	__u32 n = bytes > 0 ? bytes : 0;
+	if (n > STACK_ROOM)
+		n = STACK_ROOM;
+	/* A bound the verifier sees where the call is made. */
+	barrier_var(n);
+	return n & 1023;
+}
+
 __noinline int trace_send(void)
 {
 	struct trace_buf *b = scratch();
@@ -170,20 +185,31 @@ __noinline int trace_send(void)
 	__u32 stack = b->e.stack_bytes;
 	if (stack > MAX_OFFCPU_COPY)
 		stack = MAX_OFFCPU_COPY;
+	__u32 ks = stack_len(b->e.kstack_bytes), us = stack_len(b->e.ustack_bytes);
 	b->e.raw_bytes = raw;
 	b->e.stack_bytes = stack;
+	b->e.kstack_bytes = ks;
+	b->e.ustack_bytes = us;
 	struct bpf_dynptr out;
-	__u64 size = sizeof(b->e) + raw + stack;
+	__u64 size = TRACE_HEAD + ks + us + raw + stack;
 	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &out)) {
 		bpf_ringbuf_discard_dynptr(&out, 0);
 		count_drop(EVENT_TRACE);
 		return 0;
 	}
-	bpf_dynptr_write(&out, 0, &b->e, sizeof(b->e), 0);
+	__u32 at = TRACE_HEAD;
+	bpf_dynptr_write(&out, 0, &b->e, TRACE_HEAD, 0);
+	if (ks)
+		bpf_dynptr_write(&out, at, b->e.kstack, ks, 0);
+	at += ks;
+	if (us)
+		bpf_dynptr_write(&out, at, b->e.ustack, us, 0);
+	at += us;
 	if (raw)
-		bpf_dynptr_write(&out, sizeof(b->e), b->raw, raw, 0);
+		bpf_dynptr_write(&out, at, b->raw, raw, 0);
+	at += raw;
 	if (stack)
-		bpf_dynptr_write(&out, sizeof(b->e) + raw, b->stack, stack, 0);
+		bpf_dynptr_write(&out, at, b->stack, stack, 0);
 	bpf_ringbuf_submit_dynptr(&out, submit_flags());
 	return 0;
 }
