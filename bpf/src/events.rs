@@ -11,6 +11,7 @@ unsafe impl plain::Plain for types::offcpu_copy_event {}
 unsafe impl plain::Plain for types::wakeup_event {}
 unsafe impl plain::Plain for types::cache_counts {}
 unsafe impl plain::Plain for types::trace_record {}
+unsafe impl plain::Plain for types::agg_key {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
@@ -46,6 +47,20 @@ pub struct OnCpuSample {
     /// DWARF mode: the user registers (ip, sp, bp) and the stack bytes from sp upwards.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+}
+
+/// On-CPU samples of one thread with the same stacks, counted in the kernel
+/// ([`crate::Options::aggregate`], [`crate::Profiler::take_aggregated`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregatedSamples {
+    pub pid: u32,
+    pub tid: u32,
+    /// How many samples had these stacks since the last take.
+    pub count: u64,
+    /// Kernel stack, innermost first (empty when the samples hit user mode).
+    pub kernel_stack: Vec<u64>,
+    /// User stack, innermost first: frame pointers, or unwound in the kernel (DWARF mode).
+    pub user_stack: Vec<u64>,
 }
 
 /// User registers at the sample, in perf's x86 order for sample_regs_user 0xff0fff:

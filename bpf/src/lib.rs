@@ -48,7 +48,8 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
 pub use events::{
-    BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs, Wakeup, USER_REGS,
+    AggregatedSamples, BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs,
+    Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 pub use programs::unwind::{
@@ -95,6 +96,9 @@ pub struct Options {
     /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
     /// tables for the process; copy them where not.
     pub unwind_in_kernel: bool,
+    /// Count on-CPU samples in the kernel per thread and stacks instead of sending each
+    /// ([`Profiler::take_aggregated`]); DWARF mode sends those it could not unwind.
+    pub aggregate: bool,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -116,6 +120,7 @@ impl Default for Options {
             cache: true,
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
+            aggregate: false,
             ring_bytes: None,
             trace: Vec::new(),
         }
@@ -140,6 +145,8 @@ pub struct Profiler {
     run_stats: Option<std::os::fd::OwnedFd>,
     /// The page-cache counts of the last take (see [`Profiler::take_cache_counts`]).
     cache_taken: RefCell<programs::cache::Taken>,
+    /// The pair of aggregation maps the programs fill (see [`Profiler::take_aggregated`]).
+    agg_slot: std::cell::Cell<u32>,
 }
 
 /// How often a program ran and for how long, in total.
@@ -230,6 +237,7 @@ impl Profiler {
             ring_bytes: ring,
             run_stats: None,
             cache_taken: RefCell::default(),
+            agg_slot: std::cell::Cell::new(0),
         })
     }
 
@@ -243,6 +251,22 @@ impl Profiler {
     /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
     pub fn take_cache_counts(&self) -> Vec<CacheCounts> {
         programs::cache::take_counts(self.loaded.skel(), &mut self.cache_taken.borrow_mut())
+    }
+
+    /// The on-CPU samples counted in the kernel since the last call ([`Options::aggregate`]),
+    /// and the counters restart. The programs move to the other pair of maps first, and
+    /// this waits a few milliseconds for those still counting into the old pair.
+    pub fn take_aggregated(&self) -> Result<Vec<AggregatedSamples>, Error> {
+        let slot = self.agg_slot.get();
+        let taken = programs::sampling::take_aggregated(self.loaded.skel(), slot)?;
+        self.agg_slot.set(1 - slot);
+        Ok(taken)
+    }
+
+    /// On-CPU samples that did not fit in the aggregation maps, sent one by one instead (as
+    /// [`Event::OnCpu`]).
+    pub fn missed_aggregations(&self) -> u64 {
+        self.sum_per_cpu(&self.loaded.skel().maps.agg_missed, 0)
     }
 
     /// The tables the kernel unwinds user stacks with (DWARF mode), to fill from another

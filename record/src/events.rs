@@ -23,15 +23,20 @@ const SAMPLE_TYPE: u64 =
 /// unwinders (libdw wants them all) read our samples.
 const USER_REGS_MASK: u64 = bpf::UserRegs::PERF_MASK;
 
-fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
+/// The cpu-clock event. With `aggregate` it is written in period mode with a period of 1
+/// (as `perf record -c 1` would): a sample's period then counts the samples it stands for,
+/// which is how perf weighs it, and how analyze tells such a file (each sample's period a
+/// count, not nanoseconds).
+fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32, aggregate: bool) -> EventAttr {
     let dwarf = stack_copy_bytes > 0;
+    let freq = if aggregate { 0 } else { attr_flag::FREQ };
     EventAttr {
         sample_regs_user: if dwarf { USER_REGS_MASK } else { 0 },
         sample_stack_user: stack_copy_bytes,
         name: "cpu-clock".into(),
         type_: event_type::SOFTWARE,
         config: sw_event::CPU_CLOCK,
-        sample_period_or_freq: frequency,
+        sample_period_or_freq: if aggregate { 1 } else { frequency },
         sample_type: if dwarf {
             SAMPLE_TYPE | st::REGS_USER | st::STACK_USER
         } else {
@@ -41,7 +46,7 @@ fn cpu_clock_attr(frequency: u64, stack_copy_bytes: u32) -> EventAttr {
             attr_flag::EXCLUDE_CALLCHAIN_USER
         } else {
             0
-        } | attr_flag::FREQ
+        } | freq
             | attr_flag::SAMPLE_ID_ALL
             | attr_flag::USE_CLOCKID
             | attr_flag::MMAP
@@ -115,7 +120,11 @@ pub struct Events {
 /// The events `cfg` asks for. Block I/O and wakeups are tracepoint-style events whose formats
 /// perf needs in TRACING_DATA: without tracefs they are left out, with a warning.
 pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
-    let mut attrs = vec![cpu_clock_attr(cfg.frequency, cfg.stack_copy_bytes)];
+    let mut attrs = vec![cpu_clock_attr(
+        cfg.frequency,
+        cfg.stack_copy_bytes,
+        cfg.aggregate && cfg.sampling,
+    )];
     // Off-CPU and run-queue stacks take the DWARF path too: registers and a stack copy.
     let with_copies = |mut attr: EventAttr| {
         if cfg.stack_copy_bytes > 0 {
@@ -230,5 +239,23 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         io: io_attr,
         wakeup: wakeup_attr,
         tracing_data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// --aggregate writes cpu-clock in period mode with a period of 1 (analyze's sign that a
+    /// period counts samples); otherwise at the frequency asked, as perf does.
+    #[test]
+    fn aggregated_cpu_clock_counts_in_its_period() {
+        let each = cpu_clock_attr(999, 0, false);
+        assert_ne!(each.flags & attr_flag::FREQ, 0);
+        assert_eq!(each.sample_period_or_freq, 999);
+        let counted = cpu_clock_attr(999, 8192, true);
+        assert_eq!(counted.flags & attr_flag::FREQ, 0);
+        assert_eq!(counted.sample_period_or_freq, 1);
+        assert_ne!(counted.flags & attr_flag::EXCLUDE_CALLCHAIN_USER, 0);
     }
 }

@@ -75,6 +75,15 @@ struct Args {
     /// events that happen there are kept. cachestat counts per process: it stays off.
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse_cpu_list)]
     cpus: Option<CpuList>,
+    /// Count on-CPU samples in the kernel per thread and stacks (as bcc's profile does) and
+    /// write each stack once with its count as the period, at the end and every --interval:
+    /// a much smaller file. DWARF mode: stacks the kernel cannot unwind yet are written one
+    /// by one, as without it.
+    #[arg(long)]
+    aggregate: bool,
+    /// With --aggregate: write the counts every SECS seconds (default: once, at the end).
+    #[arg(long, value_name = "SECS", requires = "aggregate")]
+    interval: Option<f64>,
     /// Do not record off-CPU time.
     #[arg(long)]
     no_off_cpu: bool,
@@ -292,6 +301,12 @@ impl Args {
             }
             d => d.map(std::time::Duration::from_secs_f64),
         };
+        let interval = match self.interval {
+            Some(i) if !(i > 0.0 && i.is_finite()) => {
+                anyhow::bail!("--interval {i}: expected a number of seconds above 0")
+            }
+            i => i.map(std::time::Duration::from_secs_f64),
+        };
         // A duration alone records every process, as `-a -- sleep SECS` does.
         let all_cpus =
             self.all_cpus || (duration.is_some() && self.command.is_empty() && self.pid.is_empty());
@@ -355,6 +370,8 @@ impl Args {
                 _ => 0,
             },
             unwind_in_kernel: !self.no_kernel_unwind,
+            aggregate: self.aggregate,
+            interval,
             trace: tracing::Request {
                 events: self.traced,
                 latency: self.latency_pairs,
@@ -408,6 +425,18 @@ fn print_summary(s: &session::Summary) {
         s.bytes,
         s.path.display()
     );
+    if s.aggregated > 0 {
+        eprintln!(
+            "record: samples counted in the kernel, written as {} records (period: the count)",
+            s.aggregated
+        );
+    }
+    if s.missed_aggregations > 0 {
+        eprintln!(
+            "record: samples that did not fit in the kernel's aggregation maps, written one by one: {}",
+            s.missed_aggregations
+        );
+    }
     if s.missed_wakers > 0 {
         eprintln!(
             "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",

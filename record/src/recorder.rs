@@ -10,6 +10,11 @@ use crate::sideband::{Fact, TimedFact};
 /// Something to write, ordered by time.
 pub enum Item {
     Sample(bpf::OnCpuSample),
+    /// On-CPU samples counted in the kernel over the interval that ends at `time`.
+    Aggregated {
+        samples: bpf::AggregatedSamples,
+        time: u64,
+    },
     OffCpu(bpf::OffCpuInterval),
     /// A tracked thread began dirtying pages (its stacks, for the writeback to come).
     Dirty(bpf::OffCpuInterval),
@@ -30,6 +35,7 @@ impl Item {
     fn time(&self) -> u64 {
         match self {
             Item::Sample(s) => s.time,
+            Item::Aggregated { time, .. } => *time,
             Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
             Item::Wakeup(w) => w.time,
@@ -80,7 +86,13 @@ pub struct Recorder {
     /// Thread groups whose facts are written.
     pub tracked: HashSet<u32>,
     pub pending: Vec<Item>,
+    /// On-CPU samples written (with --aggregate: the samples the records stand for).
     pub samples: u64,
+    /// --aggregate: on-CPU samples were counted in the kernel, and every cpu-clock sample's
+    /// period is the number of samples it stands for (1 for those sent one by one).
+    pub aggregate: bool,
+    /// --aggregate: the records the counted samples became.
+    pub aggregated: u64,
     /// DWARF mode: samples whose user stack was copied (not unwound in the kernel).
     pub copied_stacks: u64,
     pub off_cpu: u64,
@@ -132,6 +144,8 @@ impl Recorder {
             tracked,
             pending: Vec::new(),
             samples: 0,
+            aggregate: false,
+            aggregated: 0,
             copied_stacks: 0,
             off_cpu: 0,
             runq: 0,
@@ -378,13 +392,30 @@ impl Recorder {
                     s.tid,
                     s.cpu,
                     s.time,
-                    s.period,
+                    if self.aggregate { 1 } else { s.period },
                     &s.kernel_stack,
                     &s.user_stack,
                     &[],
                 )?;
                 self.samples += 1;
                 self.copied_stacks += !s.stack_copy.is_empty() as u64;
+            }
+            Item::Aggregated { samples: a, time } => {
+                // The thread's CPU is not counted: CPU 0.
+                self.write_stack_sample(
+                    None,
+                    0,
+                    a.pid,
+                    a.tid,
+                    0,
+                    *time,
+                    a.count,
+                    &a.kernel_stack,
+                    &a.user_stack,
+                    &[],
+                )?;
+                self.samples += a.count;
+                self.aggregated += 1;
             }
             Item::OffCpu(o) => {
                 let Some(attr) = self.offcpu_attr else {

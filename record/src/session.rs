@@ -42,6 +42,11 @@ pub struct Config {
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind in the kernel where the tables are built (record/src/unwinding).
     pub unwind_in_kernel: bool,
+    /// Count on-CPU samples in the kernel and write them per stack, with their count as the
+    /// period.
+    pub aggregate: bool,
+    /// With `aggregate`: write the counts this often (None: at the end only).
+    pub interval: Option<Duration>,
     /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
     pub ring_pages: Option<u64>,
     /// Print phase timings.
@@ -70,6 +75,8 @@ pub enum Target {
 #[derive(Debug, Clone)]
 pub struct Summary {
     pub samples: u64,
+    /// With --aggregate: the records the counted samples became.
+    pub aggregated: u64,
     pub off_cpu: u64,
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
@@ -81,6 +88,8 @@ pub struct Summary {
     pub traced: u64,
     /// Off-CPU intervals recorded without their waker (it could not be kept).
     pub missed_wakers: u64,
+    /// With --aggregate: samples that did not fit in the kernel's maps, written one by one.
+    pub missed_aggregations: u64,
     pub lost: u64,
     pub duration: Duration,
     pub bytes: u64,
@@ -114,6 +123,22 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
             }),
     );
     now
+}
+
+/// Takes the on-CPU samples the kernel counted into `pending`, at `time` (the end of the
+/// interval they were counted in).
+fn take_aggregated(
+    profiler: &bpf::Profiler,
+    pending: &mut Vec<Item>,
+    time: u64,
+) -> anyhow::Result<()> {
+    pending.extend(
+        profiler
+            .take_aggregated()?
+            .into_iter()
+            .map(|samples| Item::Aggregated { samples, time }),
+    );
+    Ok(())
 }
 
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
@@ -170,6 +195,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cache: cfg.cache,
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
+        aggregate: cfg.aggregate && cfg.sampling,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
         trace: traced.iter().map(|t| t.bpf.clone()).collect(),
     };
@@ -221,6 +247,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let tracing_data = events.tracing_data.clone();
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
+    rec.aggregate = cfg.aggregate;
     phases.mark("output created");
 
     // The probes are on: let the workload go. What is written below is older than anything
@@ -293,6 +320,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut drops_written = 0;
     let mut facts = Vec::new();
     let mut cache_taken = monotonic_ns();
+    let mut aggregated_taken = monotonic_ns();
     let mut status = crate::status::StatusLine::new(cfg.status_line);
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
@@ -314,6 +342,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         if cfg.cache && monotonic_ns() >= cache_taken + CACHE_INTERVAL_NS {
             cache_taken = take_cache_counts(&profiler, &mut rec.pending, cache_taken);
+        }
+        if let Some(every) = cfg.interval.filter(|_| cfg.aggregate) {
+            let now = monotonic_ns();
+            if now >= aggregated_taken + every.as_nanos() as u64 {
+                take_aggregated(&profiler, &mut rec.pending, now)?;
+                aggregated_taken = now;
+            }
         }
         let drops = profiler.drops();
         if drops > drops_written {
@@ -400,12 +435,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     if cfg.cache {
         take_cache_counts(&profiler, &mut rec.pending, cache_taken);
     }
+    if cfg.aggregate && cfg.sampling {
+        take_aggregated(&profiler, &mut rec.pending, monotonic_ns())?;
+    }
     let drops = profiler.drops();
     if drops > drops_written {
         rec.write_lost(drops - drops_written, monotonic_ns())?;
     }
     rec.flush_until(u64::MAX)?;
     let missed_wakers = profiler.missed_wakers();
+    let missed_aggregations = profiler.missed_aggregations();
     // The unwind-table thread writes into the profiler's memory: it stops first.
     let unwound = unwinding.take().map(|u| u.finish());
     if cfg.verbose {
@@ -470,8 +509,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         tracing_data,
         ..Default::default()
     };
-    let (samples, off_cpu, runq, io, faults, wakeups, traced, lost) = (
+    let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
+        rec.aggregated,
         rec.off_cpu,
         rec.runq,
         rec.io,
@@ -502,6 +542,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     Ok(Summary {
         samples,
+        aggregated,
+        missed_aggregations,
         off_cpu,
         runq,
         io,

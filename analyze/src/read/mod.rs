@@ -91,6 +91,7 @@ fn read_on(
     let keeps_raw = traced.tracepoint;
     rec.formats = traced.formats;
     rec.latency = traced.latency;
+    rec.counted = counted_events(reader.perf_file());
     if let Ok(ids) = reader.perf_file().build_ids() {
         for info in ids.values() {
             rec.build_ids.insert(
@@ -123,6 +124,7 @@ fn read_on(
             ) {
                 name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
                 share_stack_copies(&mut rec);
+                weigh_counted(&mut rec);
                 return Ok(rec);
             }
         }
@@ -215,7 +217,42 @@ fn read_on(
     timeline.finish(&mut rec);
     name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
     share_stack_copies(&mut rec);
+    weigh_counted(&mut rec);
     Ok(rec)
+}
+
+/// Which events' periods count samples ([`Recording::counted`]): cpu-clock in period mode
+/// with a period of 1. That is how `record --aggregate` writes the samples it counted in the
+/// kernel (one per thread and stacks, its period the count); a file of `perf record -c 1`
+/// has periods of 1, each sample standing for itself, as before.
+pub fn counted_events(file: &format::linux_perf_data::PerfFile) -> Vec<bool> {
+    use format::linux_perf_data::linux_perf_event_reader::{
+        PerfEventType, SamplingPolicy, SoftwareCounterType,
+    };
+    file.event_attributes()
+        .iter()
+        .map(|a| {
+            matches!(
+                a.attr.type_,
+                PerfEventType::Software(SoftwareCounterType::CpuClock)
+            ) && matches!(a.attr.sampling_policy, SamplingPolicy::Period(p) if p.get() == 1)
+        })
+        .collect()
+}
+
+/// Samples of counted events stand for as many samples as their periods say (merged ones:
+/// their periods' sum).
+fn weigh_counted(rec: &mut Recording) {
+    if !rec.counted.iter().any(|&c| c) {
+        return;
+    }
+    let counted = std::mem::take(&mut rec.counted);
+    for s in &mut rec.samples {
+        if counted.get(s.event) == Some(&true) {
+            s.count = s.period.max(1);
+        }
+    }
+    rec.counted = counted;
 }
 
 /// The events of `reader` (named `names`) as [`Recording::formats`] and
@@ -434,6 +471,61 @@ mod tests {
             assert!(each.samples[2..].iter().all(|s| s.raw.is_some()));
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// `record --aggregate`'s samples (cpu-clock in period mode, period 1) stand for as many
+    /// samples as their periods say, merged or not, on both reading paths; a cpu-clock in
+    /// frequency mode counts each sample once.
+    #[test]
+    fn counted_samples_weigh_their_periods() {
+        use format::{attr_flag, event_type, sample_type as st};
+        for freq in [false, true] {
+            let path = std::env::temp_dir().join(format!(
+                "bpfperf-counted-{freq}-{}.data",
+                std::process::id()
+            ));
+            let attr = format::EventAttr {
+                name: "cpu-clock".into(),
+                type_: event_type::SOFTWARE,
+                config: 0,
+                sample_period_or_freq: if freq { 999 } else { 1 },
+                sample_type: st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD,
+                flags: attr_flag::SAMPLE_ID_ALL | if freq { attr_flag::FREQ } else { 0 },
+                ids: vec![1],
+                ..Default::default()
+            };
+            let mut w = format::PerfFileWriter::create(&path, vec![attr]).unwrap();
+            for (i, (ip, period)) in [(0x401000, 5), (0x401000, 7), (0x402000, 3)]
+                .into_iter()
+                .enumerate()
+            {
+                let sample = format::Sample {
+                    misc: format::misc::USER,
+                    ip,
+                    pid: 7,
+                    tid: 7,
+                    time: 1000 + i as u64,
+                    period,
+                    ..Default::default()
+                };
+                w.write_sample(0, &sample).unwrap();
+            }
+            w.finish(&format::Features::default()).unwrap();
+            for parallel in [false, true] {
+                for merge in [false, true] {
+                    let reader = format::PerfFileReader::open(&path).unwrap();
+                    let rec = read_on(reader, merge, parallel, &mut |_| {}).unwrap();
+                    assert_eq!(rec.counted, [!freq]);
+                    let counts: u64 = rec.samples.iter().map(|s| s.count).sum();
+                    assert_eq!(
+                        counts,
+                        if freq { 3 } else { 15 },
+                        "freq {freq}, parallel {parallel}, merge {merge}"
+                    );
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+        }
     }
 
     #[test]

@@ -127,6 +127,10 @@ pub struct Recording {
     /// pair `ENTRY->EXIT`, a return probe `...__return` that bpfperf wrote, bpfperf's
     /// off-CPU, run-queue, fault, block I/O and wakeup events).
     pub latency: Vec<bool>,
+    /// Aligned with `events`: whether a sample's period is the number of samples it stands
+    /// for (on-CPU samples that `record --aggregate` counted in the kernel), which reading
+    /// puts in [`RawSample::count`].
+    pub counted: Vec<bool>,
     pub samples: Vec<RawSample>,
     pub mappings: Vec<Mapping>,
     pub comms: Vec<String>,

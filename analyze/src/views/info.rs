@@ -20,6 +20,9 @@ pub struct EventSummary {
     pub fields: Option<Vec<String>>,
     /// Whether its period is a latency in ns.
     pub latency: bool,
+    /// For samples counted in the kernel (`record --aggregate`: each period is a count of
+    /// samples), the samples they stand for.
+    pub counted: Option<u64>,
 }
 
 /// The contents of a perf.data file, counted.
@@ -254,8 +257,12 @@ pub fn summarize_reader(
             bytes: 0,
             fields: None,
             latency: false,
+            counted: None,
         })
         .collect();
+    for (e, counted) in s.events.iter_mut().zip(crate::read::counted_events(pf)) {
+        e.counted = counted.then_some(0);
+    }
     let names: Vec<String> = s.events.iter().map(|e| e.name.clone()).collect();
     let (formats, latency) = crate::read::event_formats(&reader, &names);
     for ((e, f), l) in s.events.iter_mut().zip(formats).zip(latency) {
@@ -283,6 +290,11 @@ pub fn summarize_reader(
                     if let Some(e) = s.events.get_mut(attr_index) {
                         e.samples += 1;
                         e.bytes += 8 + record.data.len() as u64;
+                        if let Some(n) = &mut e.counted {
+                            if let Ok(EventRecord::Sample(sample)) = format::parse_record(&record) {
+                                *n += sample.period.unwrap_or(1);
+                            }
+                        }
                     }
                 }
                 RecordType::LOST => {
@@ -429,6 +441,16 @@ impl FileSummary {
                 e.config,
                 sample_type_words(e.sample_type)
             );
+        }
+        for e in &self.events {
+            if let Some(n) = e.counted {
+                let _ = writeln!(
+                    o,
+                    "  {}: counted in the kernel (record --aggregate): its {} samples stand \
+                     for {n}, each weighing its period",
+                    e.name, e.samples
+                );
+            }
         }
         let traced: Vec<&EventSummary> = self
             .events

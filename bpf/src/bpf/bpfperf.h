@@ -42,6 +42,12 @@
 #define FILTER_PATTERNS 8
 #define FILTER_PATTERN_LEN 64
 
+/* --aggregate (sampling.bpf.c): distinct (thread, kernel stack, user stack) counted at once,
+ * and distinct stacks kept at once, per slot (user space drains one slot while the programs
+ * fill the other). */
+#define AGG_COUNTS 16384
+#define AGG_STACKS 16384
+
 /* Entries of the drops map: one per event kind (below), and 0. */
 #define EVENT_KINDS 10
 
@@ -65,6 +71,8 @@ enum bpfperf_limits {
 	BPFPERF_FILTER_INSNS = FILTER_INSNS,
 	BPFPERF_FILTER_PATTERNS = FILTER_PATTERNS,
 	BPFPERF_FILTER_PATTERN_LEN = FILTER_PATTERN_LEN,
+	BPFPERF_AGG_COUNTS = AGG_COUNTS,
+	BPFPERF_AGG_STACKS = AGG_STACKS,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */
@@ -111,6 +119,27 @@ struct sample_event {
 struct sample_buf {
 	struct sample_event e;
 	__u8 stack[MAX_STACK_COPY];
+};
+
+/* --aggregate: on-CPU samples counted in the kernel, as bcc's profile does. A stack is kept
+ * once per slot in agg_stacks, keyed by its frames (innermost first, zero after the last:
+ * bpf_get_stack's frame-pointer walk or the in-kernel DWARF unwinding alike) and named by an
+ * id; the counts are keyed by thread and the two stacks' ids (0: an empty stack). */
+struct agg_frames {
+	__u64 ips[MAX_STACK_DEPTH];
+};
+
+struct agg_key {
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u64 kstack;
+	__u64 ustack;
+};
+
+/* The stacks of one sample, assembled per CPU before they are looked up. */
+struct agg_scratch {
+	struct agg_frames k;
+	struct agg_frames u;
 };
 
 /* A thread was off the CPU for duration_ns: time_ns is when it ran again; the stacks are

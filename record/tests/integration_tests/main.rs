@@ -1,5 +1,6 @@
 //! record, end to end, as root on the real kernel; perf reads what it writes.
 
+mod aggregate;
 mod any_event;
 mod bpf_programs;
 mod common;

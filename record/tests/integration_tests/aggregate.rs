@@ -1,0 +1,262 @@
+//! `record --aggregate`: samples counted in the kernel per thread and stacks give the profile
+//! that sending each sample gives, in a file a fraction of the size, that perf weighs alike.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+/// Samples per second: enough samples in 2 s that two runs' shares differ by a point at most
+/// (a share's sampling error with 10k samples is half a point).
+const FREQ: &str = "4999";
+
+/// Records `busy SECONDS 2` with `args`, with or without --aggregate; returns the summary's
+/// sample count.
+fn record_busy(busy: &str, file: &Path, call_graph: &str, aggregate: bool, seconds: &str) -> u64 {
+    let mut args = vec![
+        "--call-graph",
+        call_graph,
+        "-F",
+        FREQ,
+        "--no-off-cpu",
+        "--no-io",
+        "-o",
+        file.to_str().unwrap(),
+    ];
+    if aggregate {
+        args.push("--aggregate");
+    }
+    let out = record(&args, &[&fixture(busy).to_string_lossy(), seconds, "2"]);
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("{}", stderr.trim());
+    let (samples, lost) = summary_counts(&stderr);
+    assert_eq!(lost, 0, "{stderr}");
+    samples
+}
+
+/// Shares (0..100) of each leaf function, and of each whole stack, of a folded profile.
+fn shares(folded: &BTreeMap<String, u64>) -> (BTreeMap<String, f64>, BTreeMap<String, f64>) {
+    let total: u64 = folded.values().sum();
+    let mut leaves = BTreeMap::new();
+    let mut stacks = BTreeMap::new();
+    for (stack, &w) in folded {
+        let share = 100.0 * w as f64 / total as f64;
+        let leaf = stack.rsplit(';').next().unwrap_or("").to_string();
+        *leaves.entry(leaf).or_insert(0.0) += share;
+        *stacks.entry(stack.clone()).or_insert(0.0) += share;
+    }
+    (leaves, stacks)
+}
+
+/// The allowed difference (points) between two runs' shares `p` (0..100) of `n1` and `n2`
+/// samples: a point, or three standard errors of the difference when sampling alone makes
+/// more.
+fn tolerance(p: f64, n1: u64, n2: u64) -> f64 {
+    let p = p / 100.0;
+    let se = (p * (1.0 - p) * (1.0 / n1 as f64 + 1.0 / n2 as f64)).sqrt() * 100.0;
+    (3.0 * se).max(1.0)
+}
+
+/// Every function and stack holding at least 5% in either profile has the same share in both.
+fn assert_same_shares(
+    what: &str,
+    each: &BTreeMap<String, u64>,
+    counted: &BTreeMap<String, u64>,
+    n_each: u64,
+    n_counted: u64,
+) {
+    let (leaves_a, stacks_a) = shares(each);
+    let (leaves_b, stacks_b) = shares(counted);
+    for (kind, a, b) in [
+        ("function", &leaves_a, &leaves_b),
+        ("stack", &stacks_a, &stacks_b),
+    ] {
+        let big: std::collections::BTreeSet<&String> = a
+            .iter()
+            .chain(b.iter())
+            .filter(|(_, &s)| s >= 5.0)
+            .map(|(k, _)| k)
+            .collect();
+        assert!(!big.is_empty(), "{what}: no {kind} holds 5%");
+        for k in big {
+            let (x, y) = (
+                a.get(k).copied().unwrap_or(0.0),
+                b.get(k).copied().unwrap_or(0.0),
+            );
+            let tol = tolerance(x.max(y), n_each, n_counted);
+            eprintln!("{what}: {kind} {k}: one by one {x:.2}%, counted {y:.2}% (within {tol:.2})");
+            assert!(
+                (x - y).abs() <= tol,
+                "{what}: {kind} {k}: {x:.2}% one by one, {y:.2}% counted in the kernel\n\
+                 one by one: {each:#?}\ncounted: {counted:#?}"
+            );
+        }
+    }
+}
+
+/// Per-sample and aggregated recordings of the same program: the same profile; the
+/// aggregated file at least `smaller` times smaller.
+fn same_profile_smaller_file(tag: &str, busy: &str, call_graph: &str, smaller: f64) {
+    let dir = TempDir::new(tag);
+    let each_file = dir.path("each.data");
+    let counted_file = dir.path("counted.data");
+    let n_each = record_busy(busy, &each_file, call_graph, false, "2");
+    let n_counted = record_busy(busy, &counted_file, call_graph, true, "2");
+    let each = analyze_folded(&each_file, &["--no-inline"]);
+    let counted = analyze_folded(&counted_file, &["--no-inline"]);
+    // analyze weighs the counted samples by their counts: the summary's number of samples.
+    let total: u64 = counted.values().sum();
+    assert_eq!(total, n_counted, "weights = samples counted");
+    assert_same_shares(
+        &format!("{tag} ({n_each} vs {n_counted} samples)"),
+        &each,
+        &counted,
+        n_each,
+        n_counted,
+    );
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (a, b) = (size(&each_file), size(&counted_file));
+    let ratio = a as f64 / b as f64;
+    eprintln!("{tag}: one by one {a} bytes, counted {b} bytes: {ratio:.1} times smaller");
+    assert!(ratio >= smaller, "{tag}: only {ratio:.1} times smaller");
+}
+
+#[test]
+fn aggregated_frame_pointer_profile_is_the_per_sample_one_in_a_smaller_file() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    // 7.5k samples: 717 KB one by one, 23 KB counted (31 times smaller) here.
+    same_profile_smaller_file("aggregate-fp", "busy-fp", "fp", 10.0);
+}
+
+#[test]
+fn aggregated_dwarf_profile_is_the_per_sample_one_in_a_smaller_file() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    // The samples taken before the kernel has the program's unwind tables carry stack
+    // copies (up to 32 KB each) either way, and in a 2 s run they are most of the counted
+    // file: 1.6 MB one by one, 367 KB counted (4.4 times smaller) here.
+    same_profile_smaller_file("aggregate-dwarf", "busy-nofp", "dwarf", 3.0);
+}
+
+/// `perf report --sort sym` of a file: each symbol's share (0..100), by period; asserts a
+/// clean stderr.
+fn perf_symbol_shares(file: &Path) -> BTreeMap<String, f64> {
+    let out = Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+        ])
+        .arg("-i")
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf report: {stderr}");
+    assert!(stderr.trim().is_empty(), "perf report wrote: {stderr}");
+    let mut shares = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // "    53.09%  [.] spin_inner"
+        let t = line.trim();
+        let Some((pct, rest)) = t.split_once("%  ") else {
+            continue;
+        };
+        let Ok(pct) = pct.parse::<f64>() else {
+            continue;
+        };
+        let sym = rest.split_once("] ").map_or(rest, |(_, s)| s).trim();
+        *shares.entry(sym.to_string()).or_insert(0.0) += pct;
+    }
+    shares
+}
+
+#[test]
+fn perf_reads_aggregated_files_and_weighs_them_as_analyze_does() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("aggregate-perf");
+    let file = dir.path("counted.data");
+    record_busy("busy-fp", &file, "fp", true, "2");
+    // perf script reads it without a word on stderr.
+    let script = perf_script_clean(&file);
+    assert!(script.contains("spin_inner"), "{script}");
+    let theirs = perf_symbol_shares(&file);
+    let (mine, _) = shares(&analyze_folded(&file, &["--no-inline"]));
+    let top: Vec<(&String, &f64)> = mine.iter().filter(|(_, &s)| s >= 1.0).collect();
+    assert!(top.len() >= 2, "{mine:#?}");
+    for (sym, &ours) in top {
+        let perf = theirs.get(sym).copied().unwrap_or(0.0);
+        eprintln!("{sym}: analyze {ours:.2}%, perf report {perf:.2}%");
+        assert!(
+            (ours - perf).abs() <= 1.0,
+            "{sym}: analyze {ours:.2}%, perf {perf:.2}%\nperf: {theirs:#?}\nanalyze: {mine:#?}"
+        );
+    }
+    // analyze info says the samples were counted, and how many they stand for.
+    let out = analyze(&["info"], &file);
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains("counted in the kernel"), "{info}");
+}
+
+#[test]
+fn aggregated_counts_are_written_every_interval() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("aggregate-interval");
+    let file = dir.path("counted.data");
+    let out = record(
+        &[
+            "--call-graph",
+            "fp",
+            "--no-off-cpu",
+            "--no-io",
+            "--aggregate",
+            "--interval",
+            "1",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[&fixture("busy-fp").to_string_lossy(), "3", "1"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = Command::new("perf")
+        .args(["script", "-F", "time,period", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // Counted records share their interval's end as their time; the samples sent one by one
+    // (the first of each new stack may be, when the kernel's allocator has no room at hand)
+    // weigh 1 each and have their own.
+    let mut weight_at: BTreeMap<String, u64> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut w = line.split_whitespace();
+        let (Some(time), Some(period)) = (w.next(), w.next()) else {
+            continue;
+        };
+        *weight_at.entry(time.to_string()).or_insert(0) += period.parse::<u64>().unwrap_or(0);
+    }
+    let total: u64 = weight_at.values().sum();
+    // Times that hold at least a tenth of the samples (an interval holds a third).
+    let big: Vec<(&String, &u64)> = weight_at.iter().filter(|(_, &w)| w * 10 >= total).collect();
+    eprintln!("samples by time: {big:?} of {total}");
+    assert!(
+        (3..=4).contains(&big.len()),
+        "expected the counts of ~3 intervals: {weight_at:#?}"
+    );
+}
