@@ -9,7 +9,7 @@ use crate::common::*;
 use crate::folded::{parse_folded, run_ok, Folded};
 
 /// Fails under CI, skips elsewhere, when `what` is missing.
-fn have(ok: bool, what: &str) -> bool {
+pub fn have(ok: bool, what: &str) -> bool {
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),

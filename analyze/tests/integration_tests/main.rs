@@ -25,3 +25,4 @@ mod outside_code;
 mod report;
 mod scale;
 mod stripped;
+mod trace_views;

@@ -1,0 +1,1277 @@
+//! The views of traced events (#24: `analyze trace`, `hist`, `count`, and `--weight` for the
+//! stack views), each against an oracle:
+//!
+//! - bpftrace attached to the same run as `record`: counts per command and process, hist()
+//!   and lhist() bucket by bucket, sum() of a field as `--weight`, a uprobe's calls and user
+//!   stacks, a uretprobe's latency;
+//! - perf script reading the same file, ours and perf's own recording: every event's time,
+//!   command, pid/tid, CPU, fields, latency (perf's period) and stack;
+//! - tracee.c's known totals: counts per event, command, process and stack, histograms of
+//!   its USDT probe's arguments, nap()'s latency in folded stacks, heatmaps and pprof.
+//!
+//! Commands other than tracee's own (perf, bpftrace, go) are oracles: under CI they must be
+//! there; elsewhere a test without one is skipped, saying so.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::common::{can_record, fixture, record_bin, Tmp};
+use crate::export::have;
+use crate::folded::{frame_name, parse_folded, run_ok, Folded};
+
+/// One traced run at a time: each of these tests runs a workload under BPF and times it
+/// (latencies within 2%); two at once on a small machine slow each other down.
+fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `record -q ARGS -o FILE -- CMD`, which must succeed. Without cargo's LD_LIBRARY_PATH: with
+/// it, getaddrinfo's dlopen of the NSS modules tries (and fails to open) each of its
+/// directories first, and tracee's counts of openat are no longer its own.
+fn record_traced(file: &Path, args: &[&str], cmd: &[&str]) {
+    let out = Command::new(record_bin())
+        .env_remove("LD_LIBRARY_PATH")
+        .arg("-q")
+        .args(args)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .args(cmd)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record {args:?} -- {cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// bpftrace
+
+/// Whether bpftrace runs here; under CI it must.
+fn bpftrace_ok() -> bool {
+    let ok = Command::new("bpftrace")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    have(ok, "bpftrace")
+}
+
+/// A bpftrace program running in the background until [`Bpftrace::stop`].
+struct Bpftrace {
+    child: Child,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl Bpftrace {
+    /// Starts `program` and returns once every probe is attached. bpftrace prints
+    /// "Attaching N probes..." before it attaches them (and runs BEGIN before them too), so
+    /// neither says that the probes are in place: bpftrace 0.17 says it on standard error
+    /// when `__BPFTRACE_NOTIFY_PROBES_ATTACHED` is set (its own runtime tests wait for it).
+    fn start(program: &str) -> Bpftrace {
+        let mut child = Command::new("bpftrace")
+            .args(["-B", "none", "-e", program])
+            .env("__BPFTRACE_NOTIFY_PROBES_ATTACHED", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let stderr = child.stderr.take().unwrap();
+        let (attached, wait) = mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line == "__BPFTRACE_NOTIFY_PROBES_ATTACHED" {
+                    let _ = attached.send(());
+                } else {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            }
+            text
+        });
+        let mut bt = Bpftrace {
+            child,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+        };
+        if wait.recv_timeout(Duration::from_secs(120)).is_err() {
+            bt.kill();
+            let err = bt.stderr.take().unwrap().join().unwrap();
+            panic!("bpftrace did not attach its probes:\n{err}\nprogram:\n{program}");
+        }
+        bt
+    }
+
+    /// Interrupts bpftrace (as Ctrl-C does) and returns what it printed: "Attaching N
+    /// probes...", then its maps.
+    fn stop(mut self) -> String {
+        // SAFETY: a signal to the child this test started (not yet waited for).
+        let r = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        assert_eq!(r, 0, "kill -INT bpftrace");
+        let status = self.child.wait().unwrap();
+        let out = self.stdout.take().unwrap().join().unwrap();
+        let err = self.stderr.take().unwrap().join().unwrap();
+        assert!(status.success(), "bpftrace: {status}\n{err}\n{out}");
+        out
+    }
+
+    fn kill(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for Bpftrace {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A map's value as bpftrace prints it (and `analyze hist`, which prints its histograms the
+/// same way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MapValue {
+    Number(i64),
+    /// Each row: the bucket, its count and its bar of `@`s.
+    Rows(Vec<(String, u64, String)>),
+}
+
+/// Maps by name (`@reads`, `@`), each with its entries in the order printed (bpftrace's and
+/// analyze's: smallest count or total first), keyed by what the brackets hold (`bv1-dd`,
+/// `bv1-dd, 4242`, a stack's frames a line each; empty for a map without a key).
+type Maps = BTreeMap<String, Vec<(String, MapValue)>>;
+
+/// bpftrace's printed maps: `@name[key]: N` for a number, `@name[key]: ` then a row per bucket
+/// and a blank line for a histogram; a stack key is `@name[`, a frame a line, `]: ...`.
+fn parse_maps(text: &str) -> Maps {
+    let mut maps = Maps::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if !line.starts_with('@') {
+            continue;
+        }
+        let (name, key, value) = if let Some(name) = line.strip_suffix('[') {
+            let mut frames = Vec::new();
+            let value = loop {
+                let l = lines
+                    .next()
+                    .unwrap_or_else(|| panic!("{name}: a stack cut short"));
+                match l.strip_prefix("]:") {
+                    Some(value) => break value,
+                    None => frames.push(l.trim()),
+                }
+            };
+            (name, frames.join("\n"), value)
+        } else {
+            let (head, value) = line
+                .rsplit_once(": ")
+                .or_else(|| line.strip_suffix(':').map(|h| (h, "")))
+                .unwrap_or_else(|| panic!("a map's line without ': ': {line}"));
+            match head.split_once('[') {
+                Some((name, key)) => (name, key.strip_suffix(']').unwrap().to_string(), value),
+                None => (head, String::new(), value),
+            }
+        };
+        let value = if value.trim().is_empty() {
+            let mut rows = Vec::new();
+            for row in lines.by_ref() {
+                if row.trim().is_empty() {
+                    break;
+                }
+                // "[2, 4)                 0 |@@@        |"
+                let (left, bar) = row.split_once('|').unwrap();
+                let (bucket, count) = left.trim_end().rsplit_once(' ').unwrap();
+                rows.push((
+                    bucket.trim().to_string(),
+                    count.parse().unwrap(),
+                    bar.trim_end_matches('|').to_string(),
+                ));
+            }
+            MapValue::Rows(rows)
+        } else {
+            MapValue::Number(value.trim().parse().unwrap())
+        };
+        maps.entry(name.to_string()).or_default().push((key, value));
+    }
+    maps
+}
+
+/// `analyze count`'s table (funccount's): keys and counts, in their order.
+fn parse_counts(text: &str) -> Vec<(String, i64)> {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.ends_with("COUNT"), "{text}");
+    lines
+        .map(|l| {
+            let (key, n) = l.trim_end().rsplit_once(' ').unwrap();
+            (key.trim_end().to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The entries whose keys start with `prefix`, in their order.
+fn keys_from(entries: &[(String, MapValue)], prefix: &str) -> Vec<(String, MapValue)> {
+    entries
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+/// Entries by key (where the order of equal counts is not bpftrace's to give).
+fn by_key(entries: &[(String, MapValue)]) -> BTreeMap<String, MapValue> {
+    entries.iter().cloned().collect()
+}
+
+/// A program of the search path, by name.
+fn in_path(name: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no {name} in PATH"))
+}
+
+/// `analyze count --by stack`'s stacks (stackcount's: a frame a line, then the count) and
+/// their counts, in their order.
+fn parse_stack_counts(text: &str) -> Vec<(Vec<String>, i64)> {
+    text.split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let (frames, n) = block.trim_end().rsplit_once('\n').unwrap();
+            let frames = frames.lines().map(|l| l.trim().to_string()).collect();
+            (frames, n.trim().parse().unwrap())
+        })
+        .collect()
+}
+
+/// The user stacks of `analyze trace -g`'s events as bpftrace prints `ustack` keys of a
+/// process that has exited (addresses, leaf first, a line each), counted.
+fn stack_addresses(trace: &str) -> BTreeMap<String, MapValue> {
+    let mut stacks: Vec<Vec<String>> = Vec::new();
+    for line in trace.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            let (w, _) = words(line, 1);
+            stacks.last_mut().unwrap().push(format!("0x{}", w[0]));
+        } else {
+            stacks.push(Vec::new());
+        }
+    }
+    let mut counted = BTreeMap::new();
+    for s in stacks {
+        let n = counted.entry(s.join("\n")).or_insert(MapValue::Number(0));
+        if let MapValue::Number(n) = n {
+            *n += 1;
+        }
+    }
+    counted
+}
+
+/// bpftrace and record attached to the same run: a shell script that runs tracee (frame
+/// pointers), then dd reading blocks of 1, 100, 5000 and 70000 bytes, a directory (EISDIR)
+/// and an empty file. Each program is a copy named PREFIX-NAME, so that bpftrace counts this
+/// run's commands (and no other test's dd) by name. bpftrace's maps and analyze's views, key
+/// by key, in the same order, and bucket by bucket: openat per command (`count --by comm`)
+/// and per process (`--comm C --by pid`); read's return values (`hist`, `hist --linear`);
+/// the bytes read (`report --weight ret`, as sum()); nap()'s calls and latency and
+/// getaddrinfo's calls per command, and their user stacks (`trace -g`, `count --by stack`).
+#[test]
+fn counts_and_histograms_are_bpftraces_on_the_same_run() {
+    if !can_record() || !bpftrace_ok() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-bpftrace");
+    // Commands are 15 bytes at most: "bv12345-tracee".
+    let prefix = format!("bv{}-", std::process::id() % 100_000);
+    let copy = |from: &Path, name: &str| -> PathBuf {
+        let to = dir.0.join(format!("{prefix}{name}"));
+        std::fs::copy(from, &to).unwrap();
+        to
+    };
+    let tracee = copy(&fixture("tracee-fp"), "tracee");
+    let dd = copy(&in_path("dd"), "dd");
+    let (tracee, dd) = (path_str(&tracee), path_str(&dd));
+    let script = dir.0.join(format!("{prefix}drv"));
+    let mut text = format!("#!/bin/sh\n{tracee} 40 10 7 13 3 20\n");
+    for (bs, count) in [(1, 50), (100, 30), (5000, 20), (70000, 10)] {
+        text += &format!("{dd} if=/dev/zero of=/dev/null bs={bs} count={count} 2>/dev/null\n");
+    }
+    text += &format!("{dd} if={} of=/dev/null 2>/dev/null\n", dir.0.display());
+    text += &format!("{dd} if=/dev/null of=/dev/null 2>/dev/null\nexit 0\n");
+    std::fs::write(&script, text).unwrap();
+    let st = Command::new("chmod")
+        .arg("755")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let ours = format!("strncmp(comm, \"{prefix}\", {}) == 0", prefix.len());
+    let program = r#"
+tracepoint:syscalls:sys_enter_openat /OURS/ {
+    @opens[comm] = count();
+    @open_pids[comm, pid] = count();
+}
+tracepoint:syscalls:sys_exit_read /OURS/ {
+    @reads[comm] = hist(args->ret);
+    @linear_reads[comm] = lhist(args->ret, 0, 131072, 2048);
+}
+tracepoint:syscalls:sys_exit_read /OURS && args->ret > 0/ {
+    @read_bytes[comm] = sum(args->ret);
+}
+uprobe:TRACEE:nap /OURS/ {
+    @naps[comm] = count();
+    @nap_stacks[ustack] = count();
+    @nap_start[tid] = nsecs;
+}
+uretprobe:TRACEE:nap /OURS && @nap_start[tid]/ {
+    @nap_ns[comm] = hist(nsecs - @nap_start[tid]);
+    delete(@nap_start[tid]);
+}
+uprobe:libc:getaddrinfo /OURS/ {
+    @lookups[comm] = count();
+    @lookup_stacks[ustack] = count();
+}
+"#
+    .replace("OURS", &ours)
+    .replace("TRACEE", tracee);
+    let bt = Bpftrace::start(&program);
+    let file = dir.0.join("run.data");
+    let (nap, nap_return) = (
+        format!("uprobe:{tracee}:nap"),
+        format!("uretprobe:{tracee}:nap"),
+    );
+    record_traced(
+        &file,
+        &[
+            "--call-graph",
+            "fp",
+            "-e",
+            "syscalls:sys_enter_openat",
+            "-e",
+            "syscalls:sys_exit_read",
+            "-e",
+            &nap,
+            "-e",
+            &nap_return,
+            "-e",
+            "uprobe:libc:getaddrinfo",
+        ],
+        &[path_str(&script)],
+    );
+    let printed = bt.stop();
+    assert!(printed.starts_with("Attaching 6 probes...\n"), "{printed}");
+    let theirs = parse_maps(&printed);
+    let map = |name: &str| theirs.get(name).cloned().unwrap_or_default();
+    let input = path_str(&file);
+    let run = |args: &[&str]| {
+        let mut all = vec![args[0], "-i", input];
+        all.extend_from_slice(&args[1..]);
+        run_ok(&all)
+    };
+    let count = |args: &[&str]| -> Vec<(String, MapValue)> {
+        let mut all = vec!["count"];
+        all.extend_from_slice(args);
+        parse_counts(&run(&all))
+            .into_iter()
+            .map(|(k, n)| (k, MapValue::Number(n)))
+            .collect()
+    };
+    let hist = |args: &[&str]| -> Vec<(String, MapValue)> {
+        let mut all = vec!["hist", "--by", "comm"];
+        all.extend_from_slice(args);
+        parse_maps(&run(&all)).remove("@").unwrap_or_default()
+    };
+
+    // openat per command: the script, tracee, dd (record's child before it runs the script
+    // is named by its pid, as perf names it: not one of ours).
+    let opens = count(&["--event", "syscalls:sys_enter_openat", "--by", "comm"]);
+    assert_eq!(keys_from(&opens, &prefix), map("@opens"), "\n{printed}");
+    let tracee_comm = format!("{prefix}tracee");
+    assert!(
+        matches!(by_key(&map("@opens")).get(&tracee_comm), Some(MapValue::Number(n)) if *n >= 40),
+        "{printed}"
+    );
+    assert_eq!(map("@opens").len(), 3, "{printed}");
+    // ... and per process of each command (`--comm C --by pid`).
+    let mut open_pids = BTreeMap::new();
+    for (comm, _) in map("@opens") {
+        let args = ["--event", "syscalls:sys_enter_openat", "--comm", &comm];
+        for (pid, n) in count(&[&args[..], &["--by", "pid"]].concat()) {
+            open_pids.insert(format!("{comm}, {pid}"), n);
+        }
+    }
+    assert_eq!(open_pids, by_key(&map("@open_pids")));
+    // dd ran 6 times.
+    let dds = open_pids
+        .keys()
+        .filter(|k| k.starts_with(&format!("{prefix}dd,")))
+        .count();
+    assert_eq!(dds, 6, "{open_pids:?}");
+
+    // The uprobes: nap() 3 times, getaddrinfo 7 times (names as perf's: probe_ + the file's
+    // name up to its first '-' or '.').
+    let probe = format!("probe_{}", prefix.trim_end_matches('-'));
+    let naps = count(&["--event", &format!("{probe}:nap"), "--by", "comm"]);
+    assert_eq!(naps, map("@naps"));
+    assert_eq!(naps, [(tracee_comm.clone(), MapValue::Number(3))]);
+    let lookups = count(&["--event", "probe_libc:getaddrinfo", "--by", "comm"]);
+    assert_eq!(lookups, map("@lookups"));
+    assert_eq!(lookups, [(tracee_comm.clone(), MapValue::Number(7))]);
+    // Their stacks: the same addresses as bpftrace's ustack (the kernel's frame-pointer
+    // walk), and as many stacks, as many times, in count --by stack.
+    for (event, stacks, leaf) in [
+        (format!("{probe}:nap"), "@nap_stacks", "nap"),
+        (
+            "probe_libc:getaddrinfo".into(),
+            "@lookup_stacks",
+            "getaddrinfo",
+        ),
+    ] {
+        let theirs = by_key(&map(stacks));
+        assert!(
+            theirs
+                .keys()
+                .all(|k| k.lines().all(|f| f.starts_with("0x"))),
+            "bpftrace named the frames of an exited process: {theirs:?}"
+        );
+        let trace = run(&["trace", "-g", "--event", &event]);
+        assert_eq!(stack_addresses(&trace), theirs, "{event}:\n{trace}");
+        let counted = parse_stack_counts(&run(&["count", "--by", "stack", "--event", &event]));
+        let mut ns: Vec<i64> = counted.iter().map(|(_, n)| *n).collect();
+        let mut theirs_ns: Vec<i64> = theirs
+            .values()
+            .map(|v| match v {
+                MapValue::Number(n) => *n,
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        ns.sort();
+        theirs_ns.sort();
+        assert_eq!(ns, theirs_ns, "{event}: {counted:?}");
+        for (frames, _) in &counted {
+            assert_eq!(frames[0], leaf, "{frames:?}");
+            assert!(frames.iter().any(|f| f == "main"), "{frames:?}");
+        }
+    }
+
+    // read's return values: hist() and lhist() rows, bars and all.
+    let reads = hist(&["--event", "syscalls:sys_exit_read", "ret"]);
+    assert_eq!(keys_from(&reads, &prefix), map("@reads"), "\n{printed}");
+    let dd_reads = &by_key(&map("@reads"))[&format!("{prefix}dd")];
+    let MapValue::Rows(rows) = dd_reads else {
+        panic!("{dd_reads:?}")
+    };
+    let row = |bucket: &str| rows.iter().find(|r| r.0 == bucket).map(|r| r.1);
+    // The blocks read (reads at EOF, ld.so's and the locale's reads come on top).
+    assert_eq!(row("(..., 0)"), Some(1), "{rows:?}");
+    assert!(
+        row("[1]") >= Some(50) && row("[64K, 128K)") >= Some(10),
+        "{rows:?}"
+    );
+    let linear = hist(&[
+        "--event",
+        "syscalls:sys_exit_read",
+        "ret",
+        "--linear",
+        "2048",
+    ]);
+    assert_eq!(keys_from(&linear, &prefix), map("@linear_reads"));
+    // The bytes read per command: the folded stacks weighed by ret (the failed read, a
+    // negative weight, is left out; sum() is asked for positive values only).
+    let folded = parse_folded(&run(&[
+        "report",
+        "--folded",
+        "--event",
+        "syscalls:sys_exit_read",
+        "--weight",
+        "ret",
+    ]));
+    let mut bytes: BTreeMap<String, MapValue> = BTreeMap::new();
+    for (stack, n) in folded {
+        let comm = stack.split(';').next().unwrap().to_string();
+        if comm.starts_with(&prefix) {
+            let e = bytes.entry(comm).or_insert(MapValue::Number(0));
+            if let MapValue::Number(sum) = e {
+                *sum += n as i64;
+            }
+        }
+    }
+    assert_eq!(bytes, by_key(&map("@read_bytes")));
+
+    // nap()'s latency (20 ms: [16M, 32M), whichever side times it; a busy machine may make
+    // it longer, but the same for both).
+    let nap_ns = hist(&["--event", &format!("{probe}:nap__return"), "latency"]);
+    assert_eq!(nap_ns, map("@nap_ns"));
+    let MapValue::Rows(rows) = &by_key(&nap_ns)[&tracee_comm] else {
+        panic!("{nap_ns:?}")
+    };
+    assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 3, "{rows:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// perf script
+
+/// One event as perf script or `analyze trace -g` prints it.
+#[derive(Debug, Clone)]
+struct Traced {
+    /// "TIME COMM PID/TID [CPU] EVENT".
+    head: String,
+    /// The event's fields, each with its name where the line gives one (perf prints
+    /// syscall exits' return value alone).
+    fields: Vec<(Option<String>, String)>,
+    /// perf's period; ours: the latency (a latency event's), else none.
+    weight: Option<u64>,
+    /// "SYMBOL (FILE)", leaf first.
+    frames: Vec<String>,
+}
+
+/// The first `n` words of `line` and the rest, trimmed.
+fn words(line: &str, n: usize) -> (Vec<&str>, &str) {
+    let mut rest = line.trim_start();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        out.push(&rest[..end]);
+        rest = rest[end..].trim_start();
+    }
+    (out, rest.trim_end())
+}
+
+/// A stack line, "\tADDR SYMBOL[+0xOFF] (FILE)": "SYMBOL (FILE)".
+fn frame(line: &str) -> String {
+    let (_, rest) = words(line, 1);
+    let (sym, file) = rest.rsplit_once(" (").unwrap_or((rest, ""));
+    let sym = match sym.rfind("+0x") {
+        Some(i) if sym[i + 3..].chars().all(|c| c.is_ascii_hexdigit()) => &sym[..i],
+        _ => sym,
+    };
+    format!("{sym} ({file}")
+}
+
+/// `perf script -F trace:comm,pid,tid,cpu,time,period,event,trace,ip,sym,dso` of `file`.
+fn perf_traced(file: &Path) -> Vec<Traced> {
+    let out = Command::new("perf")
+        .args([
+            "script",
+            "-F",
+            "trace:comm,pid,tid,cpu,time,period,event,trace,ip,sym,dso",
+            "-i",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf script: {stderr}");
+    let mut all: Vec<Traced> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            all.last_mut().unwrap().frames.push(frame(line));
+            continue;
+        }
+        // "COMM PID/TID [CPU] TIME: PERIOD EVENT: FIELDS" (our fixture's command has no
+        // spaces).
+        let (w, rest) = words(line, 6);
+        let event = w[5].strip_suffix(':').unwrap();
+        // A probe's address first: "(7f18e96074e0)", "(5632256b62b6 <- 5632256b63ca)".
+        let rest = match rest.strip_prefix('(') {
+            Some(r) => r.split_once(')').unwrap().1.trim_start(),
+            None => rest,
+        };
+        let fields = if rest.contains('=') {
+            rest.split_whitespace()
+                .map(|f| {
+                    let (k, v) = f.split_once('=').unwrap();
+                    (Some(k.to_string()), v.to_string())
+                })
+                .collect()
+        } else if rest.contains(": ") {
+            // The syscalls' print fmt: "dfd: 0xffffff9c, filename: 0x7ffd..., ..."
+            rest.split(", ")
+                .map(|f| {
+                    let (k, v) = f.split_once(": ").unwrap();
+                    (Some(k.to_string()), v.to_string())
+                })
+                .collect()
+        } else {
+            vec![(None, rest.to_string())]
+        };
+        all.push(Traced {
+            head: format!(
+                "{} {} {} {} {event}",
+                w[3].trim_end_matches(':'),
+                w[0],
+                w[1],
+                w[2]
+            ),
+            fields,
+            weight: Some(w[4].parse().unwrap()),
+            frames: Vec::new(),
+        });
+    }
+    all
+}
+
+/// `analyze trace -g`'s events (`TIME COMM PID/TID [CPU] EVENT: name=value ...`).
+fn our_traced(text: &str) -> Vec<Traced> {
+    let mut all: Vec<Traced> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            all.last_mut().unwrap().frames.push(frame(line));
+            continue;
+        }
+        let (w, rest) = words(line, 5);
+        let mut fields = Vec::new();
+        let mut weight = None;
+        for f in rest.split_whitespace() {
+            let (k, v) = f.split_once('=').unwrap();
+            if k == "latency" {
+                weight = Some(v.parse().unwrap());
+            } else {
+                fields.push((Some(k.to_string()), v.to_string()));
+            }
+        }
+        all.push(Traced {
+            head: format!(
+                "{} {} {} {} {}",
+                w[0],
+                w[1],
+                w[2],
+                w[3],
+                w[4].strip_suffix(':').unwrap()
+            ),
+            fields,
+            weight,
+            frames: Vec::new(),
+        });
+    }
+    all
+}
+
+/// A printed number as its 64 bits: hex (perf's print fmts), or decimal, signed or not; a
+/// bool as perf's print fmts spell it (sched_process_exit's group_dead: ours prints 1, as
+/// bpftrace reads it).
+fn bits(v: &str) -> Option<u64> {
+    match v {
+        "true" => return Some(1),
+        "false" => return Some(0),
+        _ => {}
+    }
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v
+            .parse::<i64>()
+            .map(|n| n as u64)
+            .or_else(|_| v.parse::<u64>())
+            .ok(),
+    }
+}
+
+/// How many events of each name.
+fn events(all: &[Traced]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for t in all {
+        let event = t.head.rsplit(' ').next().unwrap();
+        *m.entry(event.to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// That analyze printed perf's events (`theirs`) in the same order: time, command, pid/tid,
+/// CPU and event; each field's name (where perf prints one) and value (numbers by their
+/// bits, text as it is); a latency as perf's period (other events' period is 1); the same
+/// frames. Returns how many had a latency.
+fn assert_same_events(theirs: &[Traced], ours: &[Traced]) -> usize {
+    assert_eq!(theirs.len(), ours.len());
+    let mut latencies = 0;
+    for (p, o) in theirs.iter().zip(ours) {
+        assert_eq!(o.head, p.head, "\n{o:?}\n{p:?}");
+        assert_eq!(o.fields.len(), p.fields.len(), "\n{o:?}\n{p:?}");
+        for ((pname, pv), (oname, ov)) in p.fields.iter().zip(&o.fields) {
+            if pname.is_some() {
+                assert_eq!(pname, oname, "\n{o:?}\n{p:?}");
+            }
+            let what = format!("{}: {oname:?} {ov} (perf: {pv})", o.head);
+            match bits(pv) {
+                Some(n) => assert_eq!(bits(ov), Some(n), "{what}"),
+                None => assert_eq!(ov, pv, "{what}"),
+            }
+        }
+        match o.weight {
+            Some(ns) => {
+                assert_eq!(Some(ns), p.weight, "{}", o.head);
+                latencies += 1;
+            }
+            None => assert_eq!(p.weight, Some(1), "{}", o.head),
+        }
+        assert_eq!(o.frames, p.frames, "{}", o.head);
+    }
+    latencies
+}
+
+/// perf script as the oracle of `analyze trace`: perf reads the same file and prints every
+/// traced event; analyze prints the same events in the same order, with the same time, command,
+/// pid/tid, CPU and event, each field's value (perf's print fmt shows them in hex or decimal,
+/// ours name=value: the numbers are compared), a latency event's latency as perf's period,
+/// and the same stack. Two syscall tracepoints in one -e, a USDT probe, a uprobe in libc, a
+/// uretprobe with its latency, and a --latency pair, with frame pointers.
+#[test]
+fn trace_prints_what_perf_script_prints_of_the_same_file() {
+    if !can_record() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-perf");
+    let file = dir.0.join("trace.data");
+    let tracee = fixture("tracee-fp");
+    let t = path_str(&tracee);
+    let (usdt, nap) = (
+        format!("usdt:{t}:bpfperf_test:tick"),
+        format!("uretprobe:{t}:nap"),
+    );
+    record_traced(
+        &file,
+        &[
+            "--call-graph",
+            "fp",
+            "-e",
+            "syscalls:sys_enter_openat,syscalls:sys_exit_openat",
+            "-e",
+            &usdt,
+            "-e",
+            "uprobe:libc:getaddrinfo",
+            "-e",
+            &nap,
+            "--latency",
+            "syscalls:sys_enter_clock_nanosleep,syscalls:sys_exit_clock_nanosleep",
+        ],
+        &[t, "40", "10", "7", "13", "3", "20"],
+    );
+    let theirs = perf_traced(&file);
+    let text = run_ok(&["trace", "-g", "-i", path_str(&file)]);
+    let ours = our_traced(&text);
+    // tracee's own calls (ld.so's opens come on top of its 40).
+    let perf_counts = events(&theirs);
+    assert!(
+        perf_counts["syscalls:sys_enter_openat"] >= 40,
+        "{perf_counts:?}"
+    );
+    assert_eq!(perf_counts["sdt_bpfperf_test:tick"], 13);
+    assert_eq!(perf_counts["probe_libc:getaddrinfo"], 7);
+    assert_eq!(perf_counts["probe_tracee:nap__return"], 3);
+    assert_eq!(
+        perf_counts["syscalls:sys_enter_clock_nanosleep->sys_exit_clock_nanosleep"],
+        3
+    );
+    assert_eq!(events(&ours), perf_counts);
+    let latencies = assert_same_events(&theirs, &ours);
+    assert_eq!(latencies, 6);
+    // Where each kind of call was made: under its own function (tick's caller is skipped by
+    // frame pointers: perf's too), all under main.
+    for (event, function) in [
+        ("probe_libc:getaddrinfo", "look_up"),
+        ("probe_tracee:nap__return", "nap"),
+        ("sdt_bpfperf_test:tick", "tick"),
+    ] {
+        for o in ours.iter().filter(|o| o.head.ends_with(event)) {
+            let named = |f: &str| o.frames.iter().any(|x| x.starts_with(&format!("{f} (")));
+            assert!(named(function), "{o:?}");
+            assert!(function == "tick" || named("main"), "{o:?}");
+        }
+    }
+
+    // A bcc-like format prints perf's values: the failed opens' return value (-2 from perf's
+    // 0xfffffffffffffffe), the thread.
+    let exits: Vec<&Traced> = theirs
+        .iter()
+        .filter(|p| p.head.ends_with(" syscalls:sys_exit_openat"))
+        .collect();
+    let text = run_ok(&[
+        "trace",
+        "-i",
+        path_str(&file),
+        "--event",
+        "syscalls:sys_exit_openat",
+        "--format",
+        r#""%-12s ret %3d tid %d", comm, ret, tid"#,
+    ]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), exits.len());
+    let mut failed = 0;
+    for (line, p) in lines.iter().zip(&exits) {
+        let ret = bits(&p.fields[0].1).unwrap() as i64;
+        let head: Vec<&str> = p.head.split(' ').collect();
+        let tid = head[2].split_once('/').unwrap().1;
+        let expected = format!("{}: {:<12} ret {ret:3} tid {tid}", p.head, head[1]);
+        assert_eq!(*line, expected);
+        failed += usize::from(ret == -2);
+    }
+    assert_eq!(failed, 10);
+}
+
+/// `analyze trace` of perf's own recording (perf record -g of tracepoints, kernel stacks
+/// too): what perf script prints of it, text fields (a __data_loc file name, a comm array)
+/// included.
+#[test]
+fn trace_prints_what_perf_script_prints_of_perfs_own_recording() {
+    if !can_record() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-perf-own");
+    let file = dir.0.join("perf.data");
+    let tracee = fixture("tracee-fp");
+    let tracepoints =
+        "sched:sched_process_exec,sched:sched_process_exit,syscalls:sys_enter_openat,\
+                  syscalls:sys_exit_openat,syscalls:sys_enter_clock_nanosleep";
+    let out = Command::new("perf")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["record", "-q", "-g", "-e", tracepoints, "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&tracee)
+        .args(tracee_args("1"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = perf_traced(&file);
+    let ours = our_traced(&run_ok(&["trace", "-g", "-i", path_str(&file)]));
+    let counts = events(&theirs);
+    assert_eq!(counts["sched:sched_process_exec"], 1, "{counts:?}");
+    assert_eq!(counts["sched:sched_process_exit"], 1, "{counts:?}");
+    assert!(counts["syscalls:sys_exit_openat"] >= 40, "{counts:?}");
+    assert_eq!(
+        counts["syscalls:sys_enter_clock_nanosleep"], 3,
+        "{counts:?}"
+    );
+    assert_eq!(assert_same_events(&theirs, &ours), 0);
+    let exec = &ours[0];
+    assert_eq!(
+        exec.fields[0],
+        (Some("filename".into()), path_str(&tracee).into())
+    );
+    assert!(
+        exec.frames
+            .iter()
+            .any(|f| f.ends_with("([kernel.kallsyms])")),
+        "{exec:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Known totals
+
+/// tracee.c's run: openat 40 times (10 failing), getaddrinfo 7 times, its USDT probe 13
+/// times (arguments i and 2i), nap() 3 times for NAP_MS.
+fn tracee_args(nap_ms: &str) -> [&str; 6] {
+    ["40", "10", "7", "13", "3", nap_ms]
+}
+
+/// `analyze count` per event, command, process and stack, `hist` of a probe's arguments and
+/// `trace --format` of them on tracee's known calls, recorded with DWARF stacks: failed
+/// openat (`--filter 'ret < 0'`), getaddrinfo in libc, the USDT probe, nap()'s entry and
+/// return, and clock_nanosleep's --latency pair.
+#[test]
+fn counts_and_histograms_are_tracees_known_totals() {
+    if !can_record() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-totals");
+    let file = dir.0.join("totals.data");
+    let tracee = fixture("tracee-nofp");
+    let t = path_str(&tracee);
+    let (usdt, nap, nap_return) = (
+        format!("usdt:{t}:bpfperf_test:tick"),
+        format!("uprobe:{t}:nap"),
+        format!("uretprobe:{t}:nap"),
+    );
+    let mut cmd = vec![t];
+    cmd.extend(tracee_args("20"));
+    record_traced(
+        &file,
+        &[
+            "-e",
+            "syscalls:sys_exit_openat",
+            "--filter",
+            "ret < 0",
+            "-e",
+            "uprobe:libc:getaddrinfo",
+            "-e",
+            &usdt,
+            "-e",
+            &nap,
+            "-e",
+            &nap_return,
+            "--latency",
+            "syscalls:sys_enter_clock_nanosleep,syscalls:sys_exit_clock_nanosleep",
+        ],
+        &cmd,
+    );
+    let input = path_str(&file);
+    let run = |args: &[&str]| {
+        let mut all = vec![args[0], "-i", input];
+        all.extend_from_slice(&args[1..]);
+        run_ok(&all)
+    };
+    // Per event: funccount's table, smallest count first, ties by name.
+    assert_eq!(
+        run(&["count"]),
+        "EVENT                                   COUNT\n\
+         probe_tracee:nap                            3\n\
+         probe_tracee:nap__return                    3\n\
+         syscalls:sys_enter_clock_nanosleep->sys_exit_clock_nanosleep        3\n\
+         probe_libc:getaddrinfo                      7\n\
+         syscalls:sys_exit_openat                   10\n\
+         sdt_bpfperf_test:tick                      13\n"
+    );
+    // Per command and process: one of each, 39 events.
+    assert_eq!(
+        parse_counts(&run(&["count", "--by", "comm"])),
+        [("tracee-nofp".to_string(), 39)]
+    );
+    let pids = parse_counts(&run(&["count", "--by", "pid"]));
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    assert_eq!(pids[0].1, 39, "{pids:?}");
+    // Per stack (stackcount's): getaddrinfo's 7 calls from look_up, the 13 ticks from tick,
+    // both under main.
+    for (event, n, function) in [
+        ("probe_libc:getaddrinfo", 7, "look_up"),
+        ("sdt_bpfperf_test:tick", 13, "tick"),
+    ] {
+        let text = run(&["count", "--by", "stack", "--event", event]);
+        let stacks = parse_stack_counts(&text);
+        assert_eq!(stacks.iter().map(|s| s.1).sum::<i64>(), n, "{text}");
+        for (frames, _) in &stacks {
+            let at = |f: &str| frames.iter().position(|x| x == f);
+            assert!(
+                at(function).is_some() && at(function) < at("main"),
+                "{text}"
+            );
+        }
+    }
+
+    // The USDT probe's arguments: 0..12 a linear bucket each, twice them in powers of two.
+    let linear = run(&[
+        "hist",
+        "--event",
+        "sdt_bpfperf_test:tick",
+        "arg1",
+        "--linear",
+        "1",
+    ]);
+    let rows: Vec<(String, u64)> = match &parse_maps(&linear)["@"][0].1 {
+        MapValue::Rows(rows) => rows.iter().map(|r| (r.0.clone(), r.1)).collect(),
+        v => panic!("{v:?}"),
+    };
+    let expected: Vec<(String, u64)> = (0..13).map(|i| (format!("[{i}, {})", i + 1), 1)).collect();
+    assert_eq!(rows, expected, "{linear}");
+    assert_eq!(
+        run(&["hist", "--event", "sdt_bpfperf_test:tick", "arg2"]),
+        "@: \n\
+         [0]                    1 |@@@@@@@@@@                                          |\n\
+         [1]                    0 |                                                    |\n\
+         [2, 4)                 1 |@@@@@@@@@@                                          |\n\
+         [4, 8)                 2 |@@@@@@@@@@@@@@@@@@@@                                |\n\
+         [8, 16)                4 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@           |\n\
+         [16, 32)               5 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\
+         \n"
+    );
+    // The failed opens: all ENOENT.
+    assert_eq!(
+        run(&[
+            "hist",
+            "--event",
+            "syscalls:sys_exit_openat",
+            "ret",
+            "--linear",
+            "10"
+        ]),
+        "@: \n(..., 0)              10 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n"
+    );
+    let text = run(&[
+        "trace",
+        "--event",
+        "sdt_bpfperf_test:tick",
+        "--format",
+        r#""tick %d twice %d", arg1, arg2"#,
+    ]);
+    let printed: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_once(": ").unwrap().1)
+        .collect();
+    let expected: Vec<String> = (0..13)
+        .map(|i| format!("tick {i} twice {}", 2 * i))
+        .collect();
+    assert_eq!(printed, expected);
+}
+
+/// nap()'s latency as the weight of the stack views: `report --folded --weight latency` of
+/// its return probe sums the three naps' latencies (perf script's periods of the same
+/// samples; 3 × 50 ms, each bounded by the run's own times of its sleep and of the nap
+/// before), every stack nap under main, the same stacks as perf's with frame pointers;
+/// `hist latency` puts them in [32M, 64M); heatmaps (latency and sub-second) hold the three
+/// events, each latency cell's --time range reporting its own weight; pprof holds the same
+/// total. Frame pointers and DWARF.
+#[test]
+fn latency_weighs_folded_stacks_heatmaps_and_pprof() {
+    if !can_record() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-latency");
+    for (mode, bin) in [("fp", "tracee-fp"), ("dwarf", "tracee-nofp")] {
+        let file = dir.0.join(format!("{mode}.data"));
+        let tracee = fixture(bin);
+        let t = path_str(&tracee);
+        let nap = format!("uretprobe:{t}:nap");
+        // The sleeps themselves, timed in the kernel too: what each nap is held to.
+        let sleep = "syscalls:sys_enter_clock_nanosleep,syscalls:sys_exit_clock_nanosleep";
+        record_traced(
+            &file,
+            &["--call-graph", mode, "-e", &nap, "--latency", sleep],
+            &[t, "0", "0", "0", "0", "3", "50"],
+        );
+        let input = path_str(&file);
+        let event = "probe_tracee:nap__return";
+        let select = ["--event", event, "--weight", "latency"];
+        let run = |args: &[&str], more: &[&str]| {
+            let mut all = vec![args[0], "-i", input];
+            all.extend_from_slice(&args[1..]);
+            all.extend_from_slice(more);
+            run_ok(&all)
+        };
+        let ours = parse_folded(&run(&["report", "--folded"], &select));
+        let total: u64 = ours.values().sum();
+        // perf's periods of the same samples, folded as stackcollapse-perf folds them.
+        let mut theirs = Folded::new();
+        let mut periods = 0;
+        let traced = perf_traced(&file);
+        let of =
+            |e: &str| -> Vec<&Traced> { traced.iter().filter(|p| p.head.ends_with(e)).collect() };
+        let (naps, sleeps) = (of(event), of("->sys_exit_clock_nanosleep"));
+        for p in &naps {
+            let comm = p.head.split(' ').nth(1).unwrap();
+            let mut key = comm.to_string();
+            for f in p.frames.iter().rev() {
+                let (sym, file) = f.rsplit_once(" (").unwrap();
+                key += ";";
+                key += &frame_name(sym, file.trim_end_matches(')'));
+            }
+            *theirs.entry(key).or_insert(0) += p.weight.unwrap();
+            periods += 1;
+        }
+        assert_eq!(periods, 3, "{mode}");
+        assert_eq!(
+            total,
+            theirs.values().sum::<u64>(),
+            "{mode}: {ours:#?} {theirs:#?}"
+        );
+        // 3 naps of 50 ms, each held to the run's own clock (perf script's times, to the
+        // microsecond: 2 us of slack), not to the machine's load: at least from its sleep's
+        // entry to its return, at most since the previous nap returned.
+        assert_eq!(sleeps.len(), 3, "{mode}");
+        assert!(
+            total >= 150_000_000,
+            "{mode}: 3 naps of 50 ms took {total} ns"
+        );
+        let ns = |p: &Traced| -> i64 {
+            let (s, us) = p.head.split(' ').next().unwrap().split_once('.').unwrap();
+            s.parse::<i64>().unwrap() * 1_000_000_000 + us.parse::<i64>().unwrap() * 1000
+        };
+        let weight = |p: &Traced| p.weight.unwrap() as i64;
+        for (i, (n, s)) in naps.iter().zip(&sleeps).enumerate() {
+            let at_least = ns(n) - ns(s) + weight(s);
+            assert!(weight(n) >= at_least - 2_000, "{mode}: {n:?} slept {s:?}");
+            if i > 0 {
+                let at_most = ns(n) - ns(naps[i - 1]);
+                assert!(
+                    weight(n) <= at_most + 2_000,
+                    "{mode}: {n:?} after {:?}",
+                    naps[i - 1]
+                );
+            }
+        }
+        assert!(
+            ours.keys().all(|k| k.ends_with(";main;nap")),
+            "{mode}: {ours:#?}"
+        );
+        if mode == "fp" {
+            // DWARF mode's stacks are copies that perf 6.1 unwinds its own way.
+            assert_eq!(ours, theirs, "{mode}");
+        }
+        // Each latency in its power-of-two bucket (at 50 ms, [32M, 64M) unless the machine
+        // is busy enough to make a nap last 67).
+        let text = run(&["hist", "--event", event, "latency"], &[]);
+        let MapValue::Rows(rows) = &parse_maps(&text)["@"][0].1 else {
+            panic!("{text}")
+        };
+        for (bucket, n, _) in rows {
+            let (low, high) = bucket_bounds(bucket);
+            let within = naps
+                .iter()
+                .filter(|p| (low..high).contains(&p.weight.unwrap()));
+            assert_eq!(within.count() as u64, *n, "{mode}: {bucket}\n{text}");
+        }
+        assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 3, "{mode}: {text}");
+
+        // Heatmaps: latency up (--weight latency), sub-second offsets (each event weighs 1).
+        for weighed in [true, false] {
+            let svg = dir.0.join(format!("{mode}-{weighed}.svg"));
+            let mut args = vec!["heatmap", "-o", path_str(&svg), "--event", event];
+            if weighed {
+                args.extend_from_slice(&["--weight", "latency"]);
+            }
+            run(&args, &[]);
+            let svg = std::fs::read_to_string(&svg).unwrap();
+            let cells = attrs(
+                &svg,
+                &["data-count", "data-weight", "data-time", "data-text"],
+            );
+            let count: u64 = cells.iter().map(|c| c[0].parse::<u64>().unwrap()).sum();
+            assert_eq!(count, 3, "{mode}: {svg}");
+            if !weighed {
+                continue;
+            }
+            let weight: u64 = cells.iter().map(|c| c[1].parse::<u64>().unwrap()).sum();
+            assert_eq!(weight, total, "{mode}: {svg}");
+            for c in &cells {
+                // "latency 32768-65535 us": what its events took, on average, is in its row.
+                let (_, row) = c[3].split_once("latency ").unwrap();
+                let (low, high) = row.split_once(" us").unwrap().0.split_once('-').unwrap();
+                let (low, high): (u64, u64) = (low.parse().unwrap(), high.parse().unwrap());
+                let mean = c[1].parse::<u64>().unwrap() / c[0].parse::<u64>().unwrap() / 1000;
+                assert!((low..=high).contains(&mean), "{mode}: {}", c[3]);
+                // The cell's --time reports its own weight.
+                let folded = run(&["report", "--folded", "--time", &c[2]], &select);
+                let sum: u64 = parse_folded(&folded).values().sum();
+                assert_eq!(sum.to_string(), c[1], "{mode}: {}", c[3]);
+            }
+        }
+
+        // pprof: the events and their latency, the total of the folded stacks.
+        let pb = dir.0.join(format!("{mode}.pb.gz"));
+        run(
+            &["export", "--format", "pprof", "-o", path_str(&pb)],
+            &select,
+        );
+        let bytes = std::fs::read(&pb).unwrap();
+        assert_eq!(&bytes[..2], &[0x1f, 0x8b], "{mode}: gzip");
+        let go = Command::new("go")
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if have(go, "go") {
+            let out = Command::new("go")
+                .args(["tool", "pprof", "-raw"])
+                .arg(&pb)
+                .env("HOME", std::env::temp_dir())
+                .output()
+                .unwrap();
+            let raw = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                raw.contains("events/count latency/nanoseconds"),
+                "{mode}: {raw}"
+            );
+            // Sample lines: "COUNT NS: LOCATIONS".
+            let (mut events, mut ns) = (0, 0);
+            for l in raw.lines() {
+                let Some((values, _)) = l.split_once(':') else {
+                    continue;
+                };
+                let v: Vec<u64> = values
+                    .split_whitespace()
+                    .map_while(|w| w.parse().ok())
+                    .collect();
+                if v.len() == 2 && values.split_whitespace().count() == 2 {
+                    events += v[0];
+                    ns += v[1];
+                }
+            }
+            assert_eq!((events, ns), (3, total), "{mode}: {raw}");
+        }
+    }
+}
+
+/// A power-of-two bucket's bounds as bpftrace names them: `[0]`, `[1]`, `[32M, 64M)`.
+fn bucket_bounds(bucket: &str) -> (u64, u64) {
+    let size = |s: &str| -> u64 {
+        let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+        let shift = match unit {
+            "" => 0,
+            "K" => 10,
+            "M" => 20,
+            "G" => 30,
+            "T" => 40,
+            u => panic!("{u} in {bucket}"),
+        };
+        digits.parse::<u64>().unwrap() << shift
+    };
+    match bucket.strip_prefix('[').and_then(|b| b.strip_suffix(')')) {
+        Some(range) => {
+            let (low, high) = range.split_once(", ").unwrap();
+            (size(low), size(high))
+        }
+        None => {
+            let n = size(bucket.trim_matches(|c| c == '[' || c == ']'));
+            (n, n + 1)
+        }
+    }
+}
+
+/// The values of `names` of each `<rect class="c" ...>` cell of a heatmap.
+fn attrs(svg: &str, names: &[&str]) -> Vec<Vec<String>> {
+    svg.lines()
+        .filter(|l| l.starts_with("<rect class=\"c\""))
+        .map(|l| {
+            names
+                .iter()
+                .map(|n| {
+                    let at = l.find(&format!(" {n}=\"")).unwrap() + n.len() + 3;
+                    l[at..at + l[at..].find('"').unwrap()].to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
