@@ -44,6 +44,10 @@ struct uwalk {
 	__u32 n;
 	__u32 end;
 	__u32 _pad;
+	/* Pending return probes: their trampoline's address, and the next of the thread's
+	 * return instances (newest first) whose return address a trampoline stands for. */
+	__u64 tramp;
+	__u64 ri;
 	__u64 ips[MAX_STACK_DEPTH];
 };
 
@@ -226,6 +230,13 @@ static long unwind_step(__u64 i, void *ctx)
 		st->end = UNWIND_DONE;
 		return 1;
 	}
+	/* A function with a return probe pending returns to the uprobes trampoline: its real
+	 * return address is kept in the thread's return instances, innermost first. */
+	if (ra == st->tramp && st->ri) {
+		struct return_instance *ri = (struct return_instance *)st->ri;
+		ra = BPF_CORE_READ(ri, orig_ret_vaddr);
+		st->ri = (__u64)BPF_CORE_READ(ri, next);
+	}
 	if (rbp_saved) {
 		__u64 bp = 0;
 		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rbp_off)))
@@ -257,6 +268,17 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	st->bp = regs->bp;
 	st->n = 0;
 	st->end = UNWIND_GOING;
+	st->tramp = 0;
+	st->ri = 0;
+	if (bpf_core_field_exists(struct task_struct, utask)) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct uprobe_task *ut = task->utask;
+		struct xol_area *xol = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
+		if (ut && xol) {
+			st->tramp = BPF_CORE_READ(xol, vaddr);
+			st->ri = (__u64)BPF_CORE_READ(ut, return_instances);
+		}
+	}
 	struct unwind_ctx c = { .st = st, .proc = bpf_map_lookup_elem(&unwind_procs, &tgid) };
 	if (!c.proc) {
 		st->end = UNWIND_NO_TABLE;

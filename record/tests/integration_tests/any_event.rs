@@ -261,20 +261,34 @@ fn latency_between_two_tracepoints_is_one_sample_per_call() {
     let dir = TempDir::new("any-latency");
     let file = dir.path("lat.data");
     let tracee = fixture("tracee-nofp");
+    // A return probe on nap too: while it is pending, nap returns to the uprobes
+    // trampoline, and the stacks unwound in the kernel take the real return address from
+    // the thread's return instances (as perf's frame-pointer callchains do).
+    let nap_return = format!("uretprobe:{}:nap", tracee.display());
     record_ok(
         &[
             "-o",
             file.to_str().unwrap(),
             "--latency",
             "syscalls:sys_enter_clock_nanosleep,syscalls:sys_exit_clock_nanosleep",
+            "-e",
+            &nap_return,
         ],
         &[tracee.to_str().unwrap(), "0", "0", "0", "0", "4", "30"],
     );
-    let all: Vec<Traced> = perf_script_traced(&file, true)
+    let (all, returns): (Vec<Traced>, Vec<Traced>) = perf_script_traced(&file, true)
         .into_iter()
         .filter(|t| t.comm.starts_with("tracee"))
-        .collect();
-    assert_eq!(all.len(), 4, "{all:#?}");
+        .partition(|t| !t.event.ends_with("nap__return"));
+    assert_eq!((all.len(), returns.len()), (4, 4), "{all:#?}");
+    // The first call may come before the process's unwind tables are built (its stack is
+    // then a copy, which analyze and perf unwind only up to the trampoline); the last has
+    // them.
+    let last = all.last().unwrap();
+    assert!(
+        last.has_frame("nap") && last.has_frame("main") && last.has_frame("_start"),
+        "{last:?}"
+    );
     for t in &all {
         assert_eq!(
             t.event,
