@@ -216,7 +216,7 @@ fn svg_share(svg: &str, function: &str) -> f64 {
                 .parse::<f64>()
                 .ok()
         })
-        .sum()
+        .fold(0.0, |a, b| a + b)
 }
 
 /// The RGB pixels of a PNG and its width.
