@@ -75,7 +75,14 @@ impl Source {
         let (tx, rx) = mpsc::sync_channel(1);
         std::thread::spawn(move || loop {
             let start = Instant::now();
-            let snap = self.read().map_err(|e| format!("{e:#}"));
+            let snap = self.read().map_err(|e| {
+                if self.path.exists() {
+                    format!("{e:#}")
+                } else {
+                    // Started before `record -o FILE`: it comes.
+                    format!("waiting for {} to be written", self.path.display())
+                }
+            });
             if tx.send(snap).is_err() {
                 return;
             }
