@@ -17,6 +17,8 @@ enum Bound {
     Ns(u64),
     /// Per million of the recording's span.
     PerMillion(u64),
+    /// Nanoseconds before the recording's last timestamp (`analyze top --window`).
+    BeforeEnd(u64),
 }
 
 /// Ranges as the user wrote them.
@@ -101,6 +103,12 @@ impl TimeRanges {
         Ok(TimeRanges(ranges))
     }
 
+    /// The last `ns` nanoseconds of the recording, up to its last timestamp included (a live
+    /// view's window: the recording's end moves as it is written).
+    pub fn last(ns: u64) -> TimeRanges {
+        TimeRanges(vec![(Some(Bound::BeforeEnd(ns)), None)])
+    }
+
     /// The ranges in the recording's nanoseconds, each `[start, end)`, for a recording whose
     /// samples span `first..=last`.
     pub fn resolve(&self, first: u64, last: u64) -> Vec<(u64, u64)> {
@@ -113,6 +121,7 @@ impl TimeRanges {
                 // The end of the span is in its last range.
                 Bound::PerMillion(1_000_000) => last.saturating_add(1),
                 Bound::PerMillion(m) => first + (span as u128 * m as u128 / 1_000_000) as u64,
+                Bound::BeforeEnd(ns) => last.saturating_sub(ns).max(first),
             }
         };
         self.0
@@ -150,6 +159,15 @@ mod tests {
         assert_eq!(r.resolve(FIRST, LAST), vec![(0, FIRST + 1_000_000_000)]);
         let r = TimeRanges::parse("9,").unwrap().resolve(FIRST, LAST);
         assert!(contains(&r, LAST) && !contains(&r, FIRST));
+    }
+
+    #[test]
+    fn last_seconds() {
+        let r = TimeRanges::last(1_000_000_000).resolve(FIRST, LAST);
+        assert_eq!(r, vec![(LAST - 1_000_000_000, u64::MAX)]);
+        assert!(contains(&r, LAST) && !contains(&r, LAST - 1_000_000_001));
+        let r = TimeRanges::last(60_000_000_000).resolve(FIRST, LAST);
+        assert!(contains(&r, FIRST));
     }
 
     #[test]

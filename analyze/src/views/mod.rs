@@ -4,7 +4,8 @@
 //! records themselves, for what a `Recording` does not carry yet: `info` (every record
 //! type, counted), `io` and `cache` (the raw fields of `bpfperf:block_io` and
 //! `bpfperf:cachestat` samples). Shared helpers: [`folded::frame_name`], [`latency`]; [`stripped`]: the hint about stripped
-//! binaries that every stack view gives.
+//! binaries that every stack view gives. `top` is the live view's tables: the report's rows
+//! of a recording read again as it grows.
 
 pub mod annotate;
 pub mod archive;
@@ -23,4 +24,5 @@ pub mod report;
 pub mod sched;
 pub mod script;
 pub mod stripped;
+pub mod top;
 pub mod trace;

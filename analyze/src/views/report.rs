@@ -113,10 +113,49 @@ impl CallTree {
 /// under --percent-limit where that is higher (as perf applies it to call graphs too).
 const CALL_GRAPH_MIN_PERCENT: f64 = 0.5;
 
-pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
+/// One row of a report: its cells (one per key) and what the stacks behind it weigh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub cells: Vec<String>,
+    /// The weight of the stacks whose leaf frame is this row's (Self).
+    pub self_weight: u64,
+    /// The weight of the stacks this row appears in at all, each stack once (Total).
+    pub total_weight: u64,
+    /// The recorded samples behind `self_weight` and `total_weight`.
+    pub self_count: u64,
+    pub total_count: u64,
+}
+
+/// Weight and samples summed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    weight: u64,
+    count: u64,
+}
+
+impl Sums {
+    fn add(&mut self, s: &crate::aggregate::Stack) {
+        self.weight += s.weight;
+        self.count += s.count;
+    }
+}
+
+/// The rows a report shows, in its order (`shown`'s call graphs are not drawn here): what
+/// `analyze report` prints and `analyze top` shows.
+pub fn lines(profile: &Profile, keys: &[SortKey], shown: Rows) -> Vec<Line> {
+    tally(profile, keys, shown).0
+}
+
+/// The rows, sorted and cut at the percent limit, and each row's call tree where `shown`
+/// asks for call graphs.
+fn tally(
+    profile: &Profile,
+    keys: &[SortKey],
+    shown: Rows,
+) -> (Vec<Line>, HashMap<Vec<String>, CallTree>) {
     let total = profile.total;
-    let mut self_w: HashMap<Vec<String>, u64> = HashMap::new();
-    let mut total_w: HashMap<Vec<String>, u64> = HashMap::new();
+    let mut self_w: HashMap<Vec<String>, Sums> = HashMap::new();
+    let mut total_w: HashMap<Vec<String>, Sums> = HashMap::new();
     let mut trees: HashMap<Vec<String>, CallTree> = HashMap::new();
     let mut seen: Vec<Vec<String>> = Vec::new();
     for s in &profile.stacks {
@@ -143,7 +182,7 @@ pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
                 .collect()
         };
         let leaf = s.frames.len().checked_sub(1);
-        *self_w.entry(row(leaf)).or_insert(0) += s.weight;
+        self_w.entry(row(leaf)).or_default().add(s);
         // The call graph of a row: from its innermost frame in the stack (the leaf for Self).
         let path = |i: usize| -> Vec<String> {
             let name = |&f: &u32| profile.frames[f as usize].function.clone();
@@ -175,44 +214,63 @@ pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
                         .or_default()
                         .add(path(i).into_iter(), s.weight);
                 }
-                *total_w.entry(r.clone()).or_insert(0) += s.weight;
+                total_w.entry(r.clone()).or_default().add(s);
                 seen.push(r);
             }
         }
     }
-    let pct = |w: u64| {
-        if total == 0 {
-            0.0
-        } else {
-            100.0 * w as f64 / total as f64
-        }
-    };
     // Rows by Self; with children, every row with Total weight (callers too), by Total.
-    let sorted_by = |row: &Vec<String>, own: u64| {
-        if shown.children {
-            total_w.get(row).copied().unwrap_or(own)
-        } else {
-            own
-        }
-    };
-    let mut rows: Vec<(&Vec<String>, &u64)> = if shown.children {
+    let mut rows: Vec<Line> = if shown.children {
         total_w
-            .keys()
-            .map(|r| (r, self_w.get(r).unwrap_or(&0)))
+            .iter()
+            .map(|(r, t)| (r, self_w.get(r).copied().unwrap_or_default(), *t))
+            .map(|(r, own, t)| line(r, own, t))
             .collect()
     } else {
-        self_w.iter().collect()
+        self_w
+            .iter()
+            .map(|(r, own)| line(r, *own, total_w.get(r).copied().unwrap_or(*own)))
+            .collect()
     };
-    rows.retain(|(r, w)| pct(sorted_by(r, **w)) >= shown.percent_limit);
-    rows.sort_by(|a, b| {
-        sorted_by(b.0, *b.1)
-            .cmp(&sorted_by(a.0, *a.1))
-            .then(a.0.cmp(b.0))
-    });
+    let sorted_by = |l: &Line| {
+        if shown.children {
+            l.total_weight
+        } else {
+            l.self_weight
+        }
+    };
+    rows.retain(|l| pct(total, sorted_by(l)) >= shown.percent_limit);
+    rows.sort_by(|a, b| sorted_by(b).cmp(&sorted_by(a)).then(a.cells.cmp(&b.cells)));
+    (rows, trees)
+}
+
+fn line(cells: &[String], own: Sums, total: Sums) -> Line {
+    Line {
+        cells: cells.to_vec(),
+        self_weight: own.weight,
+        total_weight: total.weight,
+        self_count: own.count,
+        total_count: total.count,
+    }
+}
+
+/// `w` in percent of `total`.
+pub fn pct(total: u64, w: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * w as f64 / total as f64
+    }
+}
+
+pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
+    let total = profile.total;
+    let (rows, trees) = tally(profile, keys, shown);
+    let pct = |w: u64| pct(total, w);
     let widths: Vec<usize> = (0..keys.len())
         .map(|c| {
             rows.iter()
-                .map(|(r, _)| r[c].len())
+                .map(|r| r.cells[c].len())
                 .chain(std::iter::once(keys[c].title().len()))
                 .max()
                 .unwrap_or(0)
@@ -247,10 +305,16 @@ pub fn report(profile: &Profile, keys: &[SortKey], shown: Rows) -> String {
     let dots: Vec<String> = widths.iter().map(|w| ".".repeat(*w)).collect();
     let _ = writeln!(o, "# {:>7} {:>7}  {}", ".......", ".......", line(&dots));
     let _ = writeln!(o, "#");
-    for (row, w) in rows {
-        let t = total_w.get(row).copied().unwrap_or(*w);
-        let _ = writeln!(o, "  {:>6.2}% {:>6.2}%  {}", pct(*w), pct(t), line(row));
-        if let Some(tree) = trees.get(row) {
+    for row in &rows {
+        let (w, t) = (row.self_weight, row.total_weight);
+        let _ = writeln!(
+            o,
+            "  {:>6.2}% {:>6.2}%  {}",
+            pct(w),
+            pct(t),
+            line(&row.cells)
+        );
+        if let Some(tree) = trees.get(&row.cells) {
             let indent = " ".repeat(18);
             let _ = writeln!(o, "{indent}|");
             let mut root: Vec<(&String, &CallTree)> = tree.children.iter().collect();

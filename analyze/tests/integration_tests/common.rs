@@ -64,6 +64,19 @@ pub fn perf_ok() -> bool {
     ok
 }
 
+/// Whether a tool a test needs is here (`ok`); under CI its absence fails the test, elsewhere
+/// the test is skipped with one line saying so.
+pub fn have(ok: bool, what: &str) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} must be here under CI"
+        );
+        eprintln!("skipping: no {what}");
+    }
+    ok
+}
+
 /// Runs analyze with `args`; the environment's debuginfod servers are not asked (tests that
 /// want one say so with [`analyze_env`]).
 pub fn analyze(args: &[&str]) -> std::process::Output {

@@ -20,6 +20,7 @@ mod inline;
 mod jit;
 mod kallsyms_cache;
 mod layers;
+mod live;
 mod names;
 mod outside_code;
 mod report;

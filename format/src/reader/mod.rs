@@ -72,6 +72,34 @@ pub struct PerfFileReader {
     pages: Arc<PageBudget>,
 }
 
+/// Maps `file`. A recording still being written (by `record`, which finishes a round every
+/// 20 ms and only then makes the header's data size cover it) may grow between the map and
+/// the reading of its header: when the header's data section ends past the map and the file
+/// is longer now, it is mapped again, so that a live reader sees every finished round rather
+/// than a file "cut short".
+fn map_whole_rounds(path: &Path, file: &File) -> Result<memmap2::Mmap, Error> {
+    let mut tries = 0;
+    loop {
+        // SAFETY: the map is read-only; a file truncated under us would fault, as with any
+        // mmap-based reader (perf's included). Recordings are not modified while analyzed;
+        // record's writer only grows a file it is writing, and trims it at the end to no less
+        // than what the header covered before.
+        let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(path, e))?;
+        let header = map.get(..crate::constants::FILE_HEADER_SIZE as usize);
+        let declared_end = header
+            .filter(|h| &h[..8] == b"PERFILE2" && h[8..16] == 104u64.to_le_bytes())
+            .map(|h| {
+                let at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+                at(40).saturating_add(at(48))
+            });
+        let grew = || file.metadata().is_ok_and(|m| m.len() > map.len() as u64);
+        tries += 1;
+        if tries == 3 || declared_end.is_none_or(|end| end <= map.len() as u64) || !grew() {
+            return Ok(map);
+        }
+    }
+}
+
 impl PerfFileReader {
     /// Opens `path` through a memory map; `-` reads a pipe-mode stream from standard input.
     pub fn open(path: &Path) -> Result<Self, Error> {
@@ -90,10 +118,7 @@ impl PerfFileReader {
             if meta.len() == 0 {
                 return Err(Error::Empty { path: path.into() });
             }
-            // SAFETY: the map is read-only; a file truncated under us would fault, as with any
-            // mmap-based reader (perf's included). Recordings are not modified while analyzed.
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-            Storage::Mapped(map)
+            Storage::Mapped(map_whole_rounds(path, &file)?)
         };
         Self::from_storage(path, Arc::new(storage))
     }

@@ -273,6 +273,12 @@ pub enum Command {
     /// blue shrank; BEFORE normalized to AFTER's total unless --no-normalize), and a table of
     /// the functions whose share changed most.
     Diff(Box<DiffArgs>),
+    /// A live view of a recording being written (by `record -o FILE`), read again every
+    /// --interval: the hottest functions by self and total share, and the hottest stacks,
+    /// as perf top shows them; keys switch views and processes. A finished recording is
+    /// shown as it is. When standard output is no terminal, a table per refresh (or one with
+    /// --once); with --serve, a page with a live flame graph instead.
+    Top(Box<TopArgs>),
     /// A heatmap SVG: for latencies (--event io, offcpu, runq, fault) time across and log2 latency
     /// up; for samples (--event cpu) FlameScope's sub-second offsets, one column per second.
     /// Each cell names its --time range.
@@ -324,6 +330,41 @@ pub fn parse_call_order(s: &str) -> Result<views::report::CallOrder, String> {
     } else {
         Err(format!("{s}: expected caller or callee"))
     }
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub select: Select,
+    /// Seconds between two readings of the file.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = positive_seconds)]
+    pub interval: f64,
+    /// Show only the last SECS seconds of the recording (default: all of it).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds, conflicts_with = "time")]
+    pub window: Option<f64>,
+    /// What the table lists first: self (functions by self share), total (by total share),
+    /// stacks (the hottest stacks).
+    #[arg(long, value_name = "self|total|stacks", default_value = "self", value_parser = parse_view)]
+    pub view: views::top::View,
+    /// Print one table and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Serve a page with a flame graph of the recording that updates every --interval at
+    /// http://ADDR/ (e.g. 127.0.0.1:8080; port 0 picks a free one), and nothing else: only
+    /// ADDR is bound.
+    #[arg(long, value_name = "ADDR", conflicts_with = "once")]
+    pub serve: Option<String>,
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is not a positive number of seconds")),
+    }
+}
+
+fn parse_view(s: &str) -> Result<views::top::View, String> {
+    views::top::View::parse(s).ok_or_else(|| format!("{s}: not one of self, total, stacks"))
 }
 
 #[derive(ClapArgs, Debug)]

@@ -9,6 +9,7 @@ mod export;
 mod heatmap;
 mod hist;
 mod recording;
+mod top;
 mod trace;
 
 use std::io::Write;
@@ -102,6 +103,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             output,
         } => export::export(&select, format, output)?,
         Command::Diff(args) => diff::diff(&args, &mut stdout)?,
+        Command::Top(args) => top::top(&args, stdout)?,
         Command::Heatmap {
             select,
             output: out,
