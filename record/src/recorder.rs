@@ -1,6 +1,6 @@
 //! Writing what a recording saw: BPF events and side-band facts, merged by time into rounds.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use format::{callchain, misc, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand};
 
@@ -104,9 +104,11 @@ pub struct Recorder {
     pub traced_attrs: Vec<crate::events::TracedAttr>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
-    /// Files of executable mappings written, for BUILD_ID; for files of other mount
-    /// namespaces, their build id, read while their process lived (see [`crate::foreign`]).
+    /// Files of executable mappings written; for files of other mount namespaces, their
+    /// build id, read while their process lived (see [`crate::foreign`]).
     pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
+    /// Those the current file's records map, for its BUILD_ID.
+    pub output_files: BTreeSet<String>,
     pub callchain: Vec<u64>,
     /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
@@ -150,6 +152,7 @@ impl Recorder {
             traced_attrs: events.traced.clone(),
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
+            output_files: BTreeSet::new(),
             callchain: Vec::new(),
         }
     }
@@ -184,14 +187,16 @@ impl Recorder {
                 flags,
                 filename,
             } => {
-                if prot & 4 != 0
-                    && filename.starts_with('/')
-                    && !self.mapped_files.contains_key(filename)
-                {
-                    let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
-                        .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
-                        .flatten();
-                    self.mapped_files.insert(filename.clone(), id);
+                if prot & 4 != 0 && filename.starts_with('/') {
+                    if !self.mapped_files.contains_key(filename) {
+                        let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
+                            .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
+                            .flatten();
+                        self.mapped_files.insert(filename.clone(), id);
+                    }
+                    if !self.output_files.contains(filename) {
+                        self.output_files.insert(filename.clone());
+                    }
                 }
                 let record = SideBand::Mmap2 {
                     misc: misc::USER,
@@ -610,6 +615,30 @@ impl Recorder {
             exec: false,
         };
         self.writer.write_side_band(0, &record, &sid)?;
+        Ok(())
+    }
+
+    /// Writes the kernel's MMAP record ([kernel.kallsyms]_text from `_text` to `_etext`).
+    pub fn write_kernel_map(&mut self, text: Option<(u64, u64)>) -> anyhow::Result<()> {
+        let Some((start, end)) = text else {
+            return Ok(());
+        };
+        let kmap = SideBand::Mmap {
+            misc: misc::KERNEL,
+            pid: u32::MAX,
+            tid: 0,
+            start,
+            len: end - start,
+            pgoff: start,
+            filename: "[kernel.kallsyms]_text",
+        };
+        let sid = SampleId {
+            pid: u32::MAX,
+            tid: u32::MAX,
+            time: 0,
+            cpu: 0,
+        };
+        self.writer.write_side_band(0, &kmap, &sid)?;
         Ok(())
     }
 

@@ -1,12 +1,12 @@
 //! One recording: start the probes, run the workload, merge BPF events and side-band facts by
 //! time into rounds of the perf.data file, finish with features and build ids.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use format::{misc, BuildIdEntry, Features, PerfFileWriter, SampleId, SideBand};
+use format::{BuildIdEntry, EventAttr, Features, PerfFileWriter};
 
 use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
@@ -116,6 +116,71 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
     now
 }
 
+/// Creates the recording's files, with its events.
+struct Files {
+    attrs: Vec<EventAttr>,
+    compression_level: Option<i32>,
+    /// The features every file has; each adds the build ids of the files it maps.
+    features: Features,
+    kernel_build_id: Option<Vec<u8>>,
+    /// Build ids read so far (a rotated recording finishes many files mapping the same).
+    build_ids: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Files {
+    fn create(&self, path: &Path) -> Result<PerfFileWriter, format::Error> {
+        match self.compression_level {
+            Some(level) => PerfFileWriter::create_compressed(path, self.attrs.clone(), level),
+            None => PerfFileWriter::create(path, self.attrs.clone()),
+        }
+    }
+
+    /// Finishes `writer`, whose records map `files` (their build ids in `mapped` for those
+    /// of other mount namespaces): the features, with the build ids. Returns its size.
+    fn finish(
+        &mut self,
+        writer: PerfFileWriter,
+        files: &BTreeSet<String>,
+        mapped: &BTreeMap<String, Option<Vec<u8>>>,
+    ) -> Result<u64, format::Error> {
+        let mut build_ids = Vec::new();
+        if let Some(id) = &self.kernel_build_id {
+            build_ids.push(BuildIdEntry {
+                pid: -1,
+                kernel: true,
+                build_id: id.clone(),
+                filename: "[kernel.kallsyms]".into(),
+            });
+        }
+        for file in files {
+            let id = match mapped.get(file) {
+                Some(Some(foreign_id)) => Some(foreign_id.clone()),
+                _ => match self.build_ids.get(file) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = buildid::of_file(Path::new(file));
+                        self.build_ids.insert(file.clone(), id.clone());
+                        id
+                    }
+                },
+            };
+            if let Some(id) = id {
+                build_ids.push(BuildIdEntry {
+                    pid: -1,
+                    kernel: false,
+                    build_id: id,
+                    filename: file.clone(),
+                });
+            }
+        }
+        let features = Features {
+            build_ids,
+            ..self.features.clone()
+        };
+        writer.finish(&features)
+    }
+}
+
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
 /// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
 /// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
@@ -215,11 +280,25 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     host::rotate_old(&cfg.output)?;
     let events = crate::events::events(cfg, &traced);
     phases.mark("tracefs formats read");
-    let writer = match cfg.compression_level {
-        Some(level) => PerfFileWriter::create_compressed(&cfg.output, events.attrs.clone(), level)?,
-        None => PerfFileWriter::create(&cfg.output, events.attrs.clone())?,
+    let (hostname, release) = host::uname();
+    let mut files = Files {
+        attrs: events.attrs.clone(),
+        compression_level: cfg.compression_level,
+        features: Features {
+            hostname: Some(hostname),
+            os_release: Some(release),
+            version: Some(format!("bpfperf {}", env!("CARGO_PKG_VERSION"))),
+            arch: Some(std::env::consts::ARCH.into()),
+            nr_cpus: Some((cpus.len() as u32, cpus.len() as u32)),
+            cmdline: Some(cfg.cmdline.clone()),
+            clockid_res_ns: Some(1),
+            tracing_data: events.tracing_data.clone(),
+            ..Default::default()
+        },
+        kernel_build_id: kernel::build_id(),
+        build_ids: HashMap::new(),
     };
-    let tracing_data = events.tracing_data.clone();
+    let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
     phases.mark("output created");
 
@@ -239,28 +318,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             profiler.look_for_faults(start, end);
         }
     }
-    let text = symbols.text;
-    if let Some((start, end)) = text {
-        let kmap = SideBand::Mmap {
-            misc: misc::KERNEL,
-            pid: u32::MAX,
-            tid: 0,
-            start,
-            len: end - start,
-            pgoff: start,
-            filename: "[kernel.kallsyms]_text",
-        };
-        rec.writer.write_side_band(
-            0,
-            &kmap,
-            &SampleId {
-                pid: u32::MAX,
-                tid: u32::MAX,
-                time: 0,
-                cpu: 0,
-            },
-        )?;
-    }
+    rec.write_kernel_map(symbols.text)?;
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;
     for fact in bpf_programs {
@@ -434,42 +492,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     drop(profiler);
     phases.mark("last events written, probes detached");
 
-    let mut build_ids = Vec::new();
-    if let Some(id) = kernel::build_id() {
-        build_ids.push(BuildIdEntry {
-            pid: -1,
-            kernel: true,
-            build_id: id,
-            filename: "[kernel.kallsyms]".into(),
-        });
-    }
-    for (file, foreign_id) in &rec.mapped_files {
-        if let Some(id) = foreign_id
-            .clone()
-            .or_else(|| buildid::of_file(Path::new(file)))
-        {
-            build_ids.push(BuildIdEntry {
-                pid: -1,
-                kernel: false,
-                build_id: id,
-                filename: file.clone(),
-            });
-        }
-    }
-    phases.mark("build ids read");
-    let (hostname, release) = host::uname();
-    let features = Features {
-        hostname: Some(hostname),
-        os_release: Some(release),
-        version: Some(format!("bpfperf {}", env!("CARGO_PKG_VERSION"))),
-        arch: Some(std::env::consts::ARCH.into()),
-        nr_cpus: Some((cpus.len() as u32, cpus.len() as u32)),
-        cmdline: Some(cfg.cmdline.clone()),
-        clockid_res_ns: Some(1),
-        build_ids,
-        tracing_data,
-        ..Default::default()
-    };
     let (samples, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
         rec.off_cpu,
@@ -480,7 +502,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.traced,
         rec.lost,
     );
-    let bytes = match rec.writer.finish(&features) {
+    let bytes = match files.finish(rec.writer, &rec.output_files, &rec.mapped_files) {
         Ok(bytes) => bytes,
         // Not even the features fit: the file holds its rounds without them.
         Err(format::Error::NoSpace { .. }) => {
@@ -490,7 +512,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         Err(e) => return Err(e.into()),
     };
-    phases.mark("features written");
+    phases.mark("build ids read, features written");
     host::chown_to_invoking_user(&cfg.output);
     if samples == 0
         && traced == 0
