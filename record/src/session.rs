@@ -11,6 +11,7 @@ use format::{BuildIdEntry, EventAttr, Features, PerfFileWriter};
 use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
 use crate::recorder::{Item, Recorder};
+use crate::rotation::Rotation;
 use crate::sideband::TimedFact;
 use crate::{buildid, kernel, procfs, workload};
 
@@ -54,6 +55,8 @@ pub struct Config {
     pub compression_level: Option<i32>,
     /// Any events: tracepoints, probes, latency pairs.
     pub trace: crate::tracing::Request,
+    /// Rotate the output (`--switch-output`): a series of files, each whole.
+    pub switch_output: Option<crate::rotation::Options>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,8 +86,13 @@ pub struct Summary {
     pub missed_wakers: u64,
     pub lost: u64,
     pub duration: Duration,
+    /// Bytes written, in all files.
     pub bytes: u64,
+    /// The file written (the last of a rotated recording).
     pub path: PathBuf,
+    /// With --switch-output: the files written, and how many of them are kept.
+    pub files: u64,
+    pub kept: u64,
     /// The workload's exit status (code, or 128 + signal).
     pub exit_status: Option<i32>,
     /// Why recording stopped early: the filesystem filled (the file holds every round that
@@ -114,6 +122,44 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
             }),
     );
     now
+}
+
+/// The counts of the files of a rotated recording moved to their names so far.
+#[derive(Default)]
+struct DumpCounts {
+    samples: u64,
+    other: u64,
+    lost: u64,
+    bytes: u64,
+}
+
+impl DumpCounts {
+    /// What `rec` wrote so far, in files of `written` bytes.
+    fn of(rec: &Recorder, written: u64) -> DumpCounts {
+        DumpCounts {
+            samples: rec.samples,
+            other: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
+            lost: rec.lost,
+            bytes: written,
+        }
+    }
+
+    /// Says (unless quiet) what the file just moved to `path` holds, as perf says `[ perf
+    /// record: Dump perf.data.<timestamp> ]`: the difference between `now`, the counts of
+    /// all files so far, and the counts before it.
+    fn print(&mut self, cfg: &Config, now: DumpCounts, path: &Path) {
+        if cfg.status_line {
+            eprintln!(
+                "[ record: Dump {}: {} samples, {} other events, {} lost, {} bytes ]",
+                path.display(),
+                now.samples - self.samples,
+                now.other - self.other,
+                now.lost - self.lost,
+                now.bytes - self.bytes
+            );
+        }
+        *self = now;
+    }
 }
 
 /// Creates the recording's files, with its events.
@@ -300,6 +346,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
+    let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
+    if rotation.is_some() {
+        rec.known = Some(Default::default());
+    }
+    // Bytes of the files finished, and the counts they hold.
+    let mut written = 0;
+    let mut dumped = DumpCounts::default();
     phases.mark("output created");
 
     // The probes are on: let the workload go. What is written below is older than anything
@@ -382,9 +435,32 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             samples: rec.samples,
             other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
             lost: drops,
-            bytes: rec.writer.bytes_written(),
+            bytes: written + rec.writer.bytes_written(),
         });
         rec.flush_until(cut)?;
+        if let Some(r) = &mut rotation {
+            if r.due(rec.writer.bytes_written()) && !rec.writer.is_full() {
+                // Finished, then moved to its name; the next file starts with what its
+                // reader needs, timed before anything still to be written.
+                let time = rec.oldest_pending().map_or(cut, |t| t.min(cut));
+                let done = rec.writer;
+                written += match files.finish(done, &rec.output_files, &rec.mapped_files) {
+                    Ok(bytes) => bytes,
+                    // The filesystem filled: the file holds its rounds without the
+                    // features, and the next one is full from the start.
+                    Err(format::Error::NoSpace { .. }) => {
+                        std::fs::metadata(&cfg.output).map_or(0, |m| m.len())
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                host::chown_to_invoking_user(&cfg.output);
+                let path = r.dump()?;
+                rec.writer = files.create(&cfg.output)?;
+                rec.begin_file(time)?;
+                r.begun(rec.writer.bytes_written());
+                dumped.print(cfg, DumpCounts::of(&rec, written), &path);
+            }
+        }
 
         if let Some(pid) = child_pid {
             if exit_status.is_none() {
@@ -502,6 +578,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.traced,
         rec.lost,
     );
+    let totals = DumpCounts::of(&rec, written);
     let bytes = match files.finish(rec.writer, &rec.output_files, &rec.mapped_files) {
         Ok(bytes) => bytes,
         // Not even the features fit: the file holds its rounds without them.
@@ -514,6 +591,16 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     phases.mark("build ids read, features written");
     host::chown_to_invoking_user(&cfg.output);
+    // A rotated recording's last file goes to its timestamped name too, as perf's does.
+    let mut path = cfg.output.clone();
+    if let Some(r) = &mut rotation {
+        path = r.dump()?;
+        let bytes = totals.bytes + bytes;
+        dumped.print(cfg, DumpCounts { bytes, ..totals }, &path);
+        // "no space left ...: recording stopped there, FILE holds every round that fit".
+        let (before, after) = (cfg.output.display().to_string(), path.display().to_string());
+        stopped = stopped.map(|why| why.replace(&before, &after));
+    }
     if samples == 0
         && traced == 0
         && child_pid.is_none()
@@ -533,8 +620,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         missed_wakers,
         lost,
         duration: started.elapsed(),
-        bytes,
-        path: cfg.output.clone(),
+        bytes: written + bytes,
+        path,
+        files: rotation.as_ref().map_or(0, |r| r.files),
+        kept: rotation.as_ref().map_or(0, |r| r.kept()),
         exit_status,
         stopped,
     })
