@@ -1,7 +1,7 @@
 //! What a recording asks of the system: signals, tracefs, the clock, the output file's owner.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use anyhow::Context;
 
@@ -12,11 +12,33 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNAL.store(sig, Ordering::SeqCst);
 }
 
+/// SIGUSR2 came: the next file, with `--switch-output=signal`.
+static SWITCH: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_switch_signal(_: libc::c_int) {
+    SWITCH.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT and SIGTERM end the recording; SIGUSR2 asks for the next file of a rotated one
+/// (perf's habit) and is otherwise ignored, by a handler rather than SIG_IGN, which the
+/// workload would inherit.
 pub fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic.
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
     }
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGUSR2,
+            on_switch_signal as *const () as libc::sighandler_t,
+        )
+    };
+}
+
+/// Whether SIGUSR2 came since the last call.
+pub fn take_switch_request() -> bool {
+    SWITCH.swap(false, Ordering::SeqCst)
 }
 
 /// The signal received (SIGINT/SIGTERM), 0 if none.

@@ -5,9 +5,11 @@ mod events;
 mod foreign;
 mod host;
 mod kernel;
+mod known;
 mod phases;
 mod procfs;
 mod recorder;
+mod rotation;
 mod session;
 mod sideband;
 mod status;
@@ -129,8 +131,25 @@ struct Args {
     verbose: bool,
     /// Also write OUTPUT.tar.zst: the recording with what analyzing it elsewhere needs of
     /// every file its samples touched (`analyze archive`, run when recording ends).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "switch_output")]
     archive: bool,
+    /// Write a series of files, each readable on its own, as perf's --switch-output: the
+    /// file at OUTPUT is finished, moved to OUTPUT.<timestamp> (local time,
+    /// YYYYMMDDHHMMSScc) and a new one begun, on SIGUSR2 (signal, the default), at a size
+    /// (a number with B, K, M or G: 100M) or after a time (with s, m, h or d: 30s). The
+    /// last file is moved to its timestamped name too.
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "signal",
+        value_parser = rotation::parse_switch_output
+    )]
+    switch_output: Option<rotation::Switch>,
+    /// With --switch-output: keep only the last N files, deleting older ones (0: keep all).
+    #[arg(long, value_name = "N", requires = "switch_output")]
+    switch_max_files: Option<usize>,
     /// Stop after SECS seconds (a workload keeps running). Without a command or -p: every
     /// process, as `-a -- sleep SECS`.
     #[arg(long, value_name = "SECS")]
@@ -379,6 +398,10 @@ impl Args {
                 pids: self.pid,
                 command: first_word,
             },
+            switch_output: self.switch_output.map(|switch| rotation::Options {
+                switch,
+                max_files: self.switch_max_files.unwrap_or(0),
+            }),
         })
     }
 }
@@ -412,8 +435,13 @@ fn print_summary(s: &session::Summary) {
     } else {
         String::new()
     };
+    let files = match (s.files, s.kept) {
+        (0, _) => String::new(),
+        (n, kept) if kept < n => format!("{n} files ({kept} kept), the last "),
+        (n, _) => format!("{n} files, the last "),
+    };
     eprintln!(
-        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {traced}{} lost, {:.2} s, {} bytes written to {} ]",
+        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {traced}{} lost, {:.2} s, {} bytes written to {files}{} ]",
         s.samples,
         s.off_cpu,
         s.runq,
@@ -532,5 +560,51 @@ fn main() -> ExitCode {
             eprintln!("record: {e:#}");
             ExitCode::from(255)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rotation::Switch;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("record").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn switch_output_alone_is_signal_and_takes_no_word_after_it() {
+        let a = parse(&["--switch-output", "sleep", "1"]).unwrap();
+        assert_eq!(a.switch_output, Some(Switch::Signal));
+        assert_eq!(a.command, ["sleep", "1"]);
+        // As perf: a mode only after '='; the word after is the command.
+        let a = parse(&["--switch-output", "100M"]).unwrap();
+        assert_eq!(a.switch_output, Some(Switch::Signal));
+        assert_eq!(a.command, ["100M"]);
+        let a = parse(&["--switch-output=100M", "true"]).unwrap();
+        assert_eq!(a.switch_output, Some(Switch::Size(100 << 20)));
+        let a = parse(&["--switch-output=30s", "--switch-max-files", "3", "true"]).unwrap();
+        assert_eq!(
+            a.switch_output,
+            Some(Switch::Time(std::time::Duration::from_secs(30)))
+        );
+        assert_eq!(a.switch_max_files, Some(3));
+        assert!(parse(&["true"]).unwrap().switch_output.is_none());
+    }
+
+    #[test]
+    fn switch_options_refuse_what_perf_would_misread() {
+        let e = parse(&["--switch-output=10x", "true"]).unwrap_err();
+        assert!(e.to_string().contains("10x"), "{e}");
+        let e = parse(&["--switch-output=", "true"]).unwrap_err();
+        assert!(e.to_string().contains("--switch-output"), "{e}");
+        // A limit without rotation, a count that is none.
+        let e = parse(&["--switch-max-files", "2", "true"]).unwrap_err();
+        assert!(e.to_string().contains("--switch-output"), "{e}");
+        let e = parse(&["--switch-output", "--switch-max-files", "two", "true"]).unwrap_err();
+        assert!(e.to_string().contains("two"), "{e}");
+        // One archive of many files: archive each with analyze archive instead.
+        let e = parse(&["--switch-output", "--archive", "true"]).unwrap_err();
+        assert!(e.to_string().contains("--archive"), "{e}");
     }
 }

@@ -1,10 +1,11 @@
 //! Writing what a recording saw: BPF events and side-band facts, merged by time into rounds.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use format::{callchain, misc, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand};
 
 use crate::events::{Events, CPU_CLOCK_ID};
+use crate::known::Known;
 use crate::sideband::{Fact, TimedFact};
 
 /// Something to write, ordered by time.
@@ -116,9 +117,16 @@ pub struct Recorder {
     pub traced_attrs: Vec<crate::events::TracedAttr>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
-    /// Files of executable mappings written, for BUILD_ID; for files of other mount
-    /// namespaces, their build id, read while their process lived (see [`crate::foreign`]).
+    /// Files of executable mappings written; for files of other mount namespaces, their
+    /// build id, read while their process lived (see [`crate::foreign`]).
     pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
+    /// Those the current file's records map, for its BUILD_ID.
+    pub output_files: BTreeSet<String>,
+    /// `_text` and `_etext`, for the kernel's MMAP record.
+    pub kernel_text: Option<(u64, u64)>,
+    /// What the records so far described, kept when the recording rotates: each new file
+    /// starts with it.
+    pub known: Option<Known>,
     pub callchain: Vec<u64>,
     /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
@@ -164,6 +172,9 @@ impl Recorder {
             traced_attrs: events.traced.clone(),
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
+            output_files: BTreeSet::new(),
+            kernel_text: None,
+            known: None,
             callchain: Vec::new(),
         }
     }
@@ -177,6 +188,14 @@ impl Recorder {
         if !self.system_wide && f.fact.pid().is_some_and(|p| !self.tracked.contains(&p)) {
             return Ok(());
         }
+        if let Some(known) = &mut self.known {
+            known.observe(&f.fact);
+        }
+        self.emit_fact(f)
+    }
+
+    /// Writes a fact's record.
+    fn emit_fact(&mut self, f: &TimedFact) -> anyhow::Result<()> {
         let sid = |pid: u32, tid: u32| SampleId {
             pid,
             tid,
@@ -198,14 +217,16 @@ impl Recorder {
                 flags,
                 filename,
             } => {
-                if prot & 4 != 0
-                    && filename.starts_with('/')
-                    && !self.mapped_files.contains_key(filename)
-                {
-                    let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
-                        .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
-                        .flatten();
-                    self.mapped_files.insert(filename.clone(), id);
+                if prot & 4 != 0 && filename.starts_with('/') {
+                    if !self.mapped_files.contains_key(filename) {
+                        let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
+                            .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
+                            .flatten();
+                        self.mapped_files.insert(filename.clone(), id);
+                    }
+                    if !self.output_files.contains(filename) {
+                        self.output_files.insert(filename.clone());
+                    }
                 }
                 let record = SideBand::Mmap2 {
                     misc: misc::USER,
@@ -628,6 +649,14 @@ impl Recorder {
         let comm = String::from_utf8_lossy(comm)
             .trim_end_matches('\0')
             .to_string();
+        if let Some(known) = &mut self.known {
+            known.observe(&Fact::Comm {
+                pid,
+                tid,
+                comm: comm.clone(),
+                exec: false,
+            });
+        }
         let sid = SampleId {
             pid,
             tid,
@@ -641,6 +670,51 @@ impl Recorder {
             exec: false,
         };
         self.writer.write_side_band(0, &record, &sid)?;
+        Ok(())
+    }
+
+    /// Writes the kernel's MMAP record ([kernel.kallsyms]_text from `_text` to `_etext`), as
+    /// each file needs it, and keeps it for the files to come.
+    pub fn write_kernel_map(&mut self, text: Option<(u64, u64)>) -> anyhow::Result<()> {
+        self.kernel_text = text;
+        let Some((start, end)) = text else {
+            return Ok(());
+        };
+        let kmap = SideBand::Mmap {
+            misc: misc::KERNEL,
+            pid: u32::MAX,
+            tid: 0,
+            start,
+            len: end - start,
+            pgoff: start,
+            filename: "[kernel.kallsyms]_text",
+        };
+        let sid = SampleId {
+            pid: u32::MAX,
+            tid: u32::MAX,
+            time: 0,
+            cpu: 0,
+        };
+        self.writer.write_side_band(0, &kmap, &sid)?;
+        Ok(())
+    }
+
+    /// The time of the oldest record still to be written.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.pending.iter().map(Item::time).min()
+    }
+
+    /// Starts the writer's file, a new file of a rotated recording, with what its reader
+    /// needs of the kernel and of the processes as the records so far left them, at `time`
+    /// (older than the records to come).
+    pub fn begin_file(&mut self, time: u64) -> anyhow::Result<()> {
+        self.output_files.clear();
+        self.write_kernel_map(self.kernel_text)?;
+        let facts = self.known.as_ref().map(Known::facts).unwrap_or_default();
+        for fact in facts {
+            self.emit_fact(&TimedFact { time, cpu: 0, fact })?;
+        }
+        self.writer.finish_round()?;
         Ok(())
     }
 

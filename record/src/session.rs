@@ -1,16 +1,17 @@
 //! One recording: start the probes, run the workload, merge BPF events and side-band facts by
 //! time into rounds of the perf.data file, finish with features and build ids.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use format::{misc, BuildIdEntry, Features, PerfFileWriter, SampleId, SideBand};
+use format::{BuildIdEntry, EventAttr, Features, PerfFileWriter};
 
 use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
 use crate::recorder::{Item, Recorder};
+use crate::rotation::Rotation;
 use crate::sideband::TimedFact;
 use crate::{buildid, kernel, procfs, workload};
 
@@ -59,6 +60,8 @@ pub struct Config {
     pub compression_level: Option<i32>,
     /// Any events: tracepoints, probes, latency pairs.
     pub trace: crate::tracing::Request,
+    /// Rotate the output (`--switch-output`): a series of files, each whole.
+    pub switch_output: Option<crate::rotation::Options>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,8 +95,13 @@ pub struct Summary {
     pub missed_aggregations: u64,
     pub lost: u64,
     pub duration: Duration,
+    /// Bytes written, in all files.
     pub bytes: u64,
+    /// The file written (the last of a rotated recording).
     pub path: PathBuf,
+    /// With --switch-output: the files written, and how many of them are kept.
+    pub files: u64,
+    pub kept: u64,
     /// The workload's exit status (code, or 128 + signal).
     pub exit_status: Option<i32>,
     /// Why recording stopped early: the filesystem filled (the file holds every round that
@@ -139,6 +147,109 @@ fn take_aggregated(
             .map(|samples| Item::Aggregated { samples, time }),
     );
     Ok(())
+}
+
+/// The counts of the files of a rotated recording moved to their names so far.
+#[derive(Default)]
+struct DumpCounts {
+    samples: u64,
+    other: u64,
+    lost: u64,
+    bytes: u64,
+}
+
+impl DumpCounts {
+    /// What `rec` wrote so far, in files of `written` bytes.
+    fn of(rec: &Recorder, written: u64) -> DumpCounts {
+        DumpCounts {
+            samples: rec.samples,
+            other: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
+            lost: rec.lost,
+            bytes: written,
+        }
+    }
+
+    /// Says (unless quiet) what the file just moved to `path` holds, as perf says `[ perf
+    /// record: Dump perf.data.<timestamp> ]`: the difference between `now`, the counts of
+    /// all files so far, and the counts before it.
+    fn print(&mut self, cfg: &Config, now: DumpCounts, path: &Path) {
+        if cfg.status_line {
+            eprintln!(
+                "[ record: Dump {}: {} samples, {} other events, {} lost, {} bytes ]",
+                path.display(),
+                now.samples - self.samples,
+                now.other - self.other,
+                now.lost - self.lost,
+                now.bytes - self.bytes
+            );
+        }
+        *self = now;
+    }
+}
+
+/// Creates the recording's files, with its events.
+struct Files {
+    attrs: Vec<EventAttr>,
+    compression_level: Option<i32>,
+    /// The features every file has; each adds the build ids of the files it maps.
+    features: Features,
+    kernel_build_id: Option<Vec<u8>>,
+    /// Build ids read so far (a rotated recording finishes many files mapping the same).
+    build_ids: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Files {
+    fn create(&self, path: &Path) -> Result<PerfFileWriter, format::Error> {
+        match self.compression_level {
+            Some(level) => PerfFileWriter::create_compressed(path, self.attrs.clone(), level),
+            None => PerfFileWriter::create(path, self.attrs.clone()),
+        }
+    }
+
+    /// Finishes `writer`, whose records map `files` (their build ids in `mapped` for those
+    /// of other mount namespaces): the features, with the build ids. Returns its size.
+    fn finish(
+        &mut self,
+        writer: PerfFileWriter,
+        files: &BTreeSet<String>,
+        mapped: &BTreeMap<String, Option<Vec<u8>>>,
+    ) -> Result<u64, format::Error> {
+        let mut build_ids = Vec::new();
+        if let Some(id) = &self.kernel_build_id {
+            build_ids.push(BuildIdEntry {
+                pid: -1,
+                kernel: true,
+                build_id: id.clone(),
+                filename: "[kernel.kallsyms]".into(),
+            });
+        }
+        for file in files {
+            let id = match mapped.get(file) {
+                Some(Some(foreign_id)) => Some(foreign_id.clone()),
+                _ => match self.build_ids.get(file) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = buildid::of_file(Path::new(file));
+                        self.build_ids.insert(file.clone(), id.clone());
+                        id
+                    }
+                },
+            };
+            if let Some(id) = id {
+                build_ids.push(BuildIdEntry {
+                    pid: -1,
+                    kernel: false,
+                    build_id: id,
+                    filename: file.clone(),
+                });
+            }
+        }
+        let features = Features {
+            build_ids,
+            ..self.features.clone()
+        };
+        writer.finish(&features)
+    }
 }
 
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
@@ -241,13 +352,34 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     host::rotate_old(&cfg.output)?;
     let events = crate::events::events(cfg, &traced);
     phases.mark("tracefs formats read");
-    let writer = match cfg.compression_level {
-        Some(level) => PerfFileWriter::create_compressed(&cfg.output, events.attrs.clone(), level)?,
-        None => PerfFileWriter::create(&cfg.output, events.attrs.clone())?,
+    let (hostname, release) = host::uname();
+    let mut files = Files {
+        attrs: events.attrs.clone(),
+        compression_level: cfg.compression_level,
+        features: Features {
+            hostname: Some(hostname),
+            os_release: Some(release),
+            version: Some(format!("bpfperf {}", env!("CARGO_PKG_VERSION"))),
+            arch: Some(std::env::consts::ARCH.into()),
+            nr_cpus: Some((cpus.len() as u32, cpus.len() as u32)),
+            cmdline: Some(cfg.cmdline.clone()),
+            clockid_res_ns: Some(1),
+            tracing_data: events.tracing_data.clone(),
+            ..Default::default()
+        },
+        kernel_build_id: kernel::build_id(),
+        build_ids: HashMap::new(),
     };
-    let tracing_data = events.tracing_data.clone();
+    let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
     rec.aggregate = cfg.aggregate;
+    let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
+    if rotation.is_some() {
+        rec.known = Some(Default::default());
+    }
+    // Bytes of the files finished, and the counts they hold.
+    let mut written = 0;
+    let mut dumped = DumpCounts::default();
     phases.mark("output created");
 
     // The probes are on: let the workload go. What is written below is older than anything
@@ -266,28 +398,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             profiler.look_for_faults(start, end);
         }
     }
-    let text = symbols.text;
-    if let Some((start, end)) = text {
-        let kmap = SideBand::Mmap {
-            misc: misc::KERNEL,
-            pid: u32::MAX,
-            tid: 0,
-            start,
-            len: end - start,
-            pgoff: start,
-            filename: "[kernel.kallsyms]_text",
-        };
-        rec.writer.write_side_band(
-            0,
-            &kmap,
-            &SampleId {
-                pid: u32::MAX,
-                tid: u32::MAX,
-                time: 0,
-                cpu: 0,
-            },
-        )?;
-    }
+    rec.write_kernel_map(symbols.text)?;
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;
     for fact in bpf_programs {
@@ -359,9 +470,32 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             samples: rec.samples,
             other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
             lost: drops,
-            bytes: rec.writer.bytes_written(),
+            bytes: written + rec.writer.bytes_written(),
         });
         rec.flush_until(cut)?;
+        if let Some(r) = &mut rotation {
+            if r.due(rec.writer.bytes_written()) && !rec.writer.is_full() {
+                // Finished, then moved to its name; the next file starts with what its
+                // reader needs, timed before anything still to be written.
+                let time = rec.oldest_pending().map_or(cut, |t| t.min(cut));
+                let done = rec.writer;
+                written += match files.finish(done, &rec.output_files, &rec.mapped_files) {
+                    Ok(bytes) => bytes,
+                    // The filesystem filled: the file holds its rounds without the
+                    // features, and the next one is full from the start.
+                    Err(format::Error::NoSpace { .. }) => {
+                        std::fs::metadata(&cfg.output).map_or(0, |m| m.len())
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                host::chown_to_invoking_user(&cfg.output);
+                let path = r.dump()?;
+                rec.writer = files.create(&cfg.output)?;
+                rec.begin_file(time)?;
+                r.begun(rec.writer.bytes_written());
+                dumped.print(cfg, DumpCounts::of(&rec, written), &path);
+            }
+        }
 
         if let Some(pid) = child_pid {
             if exit_status.is_none() {
@@ -473,42 +607,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     drop(profiler);
     phases.mark("last events written, probes detached");
 
-    let mut build_ids = Vec::new();
-    if let Some(id) = kernel::build_id() {
-        build_ids.push(BuildIdEntry {
-            pid: -1,
-            kernel: true,
-            build_id: id,
-            filename: "[kernel.kallsyms]".into(),
-        });
-    }
-    for (file, foreign_id) in &rec.mapped_files {
-        if let Some(id) = foreign_id
-            .clone()
-            .or_else(|| buildid::of_file(Path::new(file)))
-        {
-            build_ids.push(BuildIdEntry {
-                pid: -1,
-                kernel: false,
-                build_id: id,
-                filename: file.clone(),
-            });
-        }
-    }
-    phases.mark("build ids read");
-    let (hostname, release) = host::uname();
-    let features = Features {
-        hostname: Some(hostname),
-        os_release: Some(release),
-        version: Some(format!("bpfperf {}", env!("CARGO_PKG_VERSION"))),
-        arch: Some(std::env::consts::ARCH.into()),
-        nr_cpus: Some((cpus.len() as u32, cpus.len() as u32)),
-        cmdline: Some(cfg.cmdline.clone()),
-        clockid_res_ns: Some(1),
-        build_ids,
-        tracing_data,
-        ..Default::default()
-    };
     let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
         rec.aggregated,
@@ -520,7 +618,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.traced,
         rec.lost,
     );
-    let bytes = match rec.writer.finish(&features) {
+    let totals = DumpCounts::of(&rec, written);
+    let bytes = match files.finish(rec.writer, &rec.output_files, &rec.mapped_files) {
         Ok(bytes) => bytes,
         // Not even the features fit: the file holds its rounds without them.
         Err(format::Error::NoSpace { .. }) => {
@@ -530,8 +629,18 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         Err(e) => return Err(e.into()),
     };
-    phases.mark("features written");
+    phases.mark("build ids read, features written");
     host::chown_to_invoking_user(&cfg.output);
+    // A rotated recording's last file goes to its timestamped name too, as perf's does.
+    let mut path = cfg.output.clone();
+    if let Some(r) = &mut rotation {
+        path = r.dump()?;
+        let bytes = totals.bytes + bytes;
+        dumped.print(cfg, DumpCounts { bytes, ..totals }, &path);
+        // "no space left ...: recording stopped there, FILE holds every round that fit".
+        let (before, after) = (cfg.output.display().to_string(), path.display().to_string());
+        stopped = stopped.map(|why| why.replace(&before, &after));
+    }
     if samples == 0
         && traced == 0
         && child_pid.is_none()
@@ -553,8 +662,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         missed_wakers,
         lost,
         duration: started.elapsed(),
-        bytes,
-        path: cfg.output.clone(),
+        bytes: written + bytes,
+        path,
+        files: rotation.as_ref().map_or(0, |r| r.files),
+        kept: rotation.as_ref().map_or(0, |r| r.kept()),
         exit_status,
         stopped,
     })

@@ -204,14 +204,20 @@ pub fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The summary line: "[ record: N samples, ... ]" (not a rotated file's "[ record: Dump
+/// ...]").
+pub fn summary_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("[ record:") && !l.starts_with("[ record: Dump "))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"))
+}
+
 /// The summary line's numbers: (samples, lost), from
 /// "[ record: N samples, N off-CPU events, N run-queue waits, N wakeups, N I/O events, N page
 /// faults, N lost, ... ]".
 pub fn summary_counts(stderr: &str) -> (u64, u64) {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("[ record:"))
-        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let line = summary_line(stderr);
     let count_before = |word: &str| -> u64 {
         let words: Vec<&str> = line.split_whitespace().collect();
         let i = words

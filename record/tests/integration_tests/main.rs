@@ -12,6 +12,7 @@ mod habits;
 mod heatmap;
 mod loss;
 mod offcpu_io;
+mod rotation;
 mod sampling;
 mod sched;
 mod signals;
