@@ -8,18 +8,6 @@ use std::process::{Command, Stdio};
 use crate::common::*;
 use crate::folded::{parse_folded, run_ok, Folded};
 
-/// Fails under CI, skips elsewhere, when `what` is missing.
-pub fn have(ok: bool, what: &str) -> bool {
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} must be here under CI"
-        );
-        eprintln!("skipping: no {what}");
-    }
-    ok
-}
-
 fn export(file: &Path, format: &str, out: &Path, extra: &[&str]) {
     let mut args = vec!["export", "--format", format, "-i", file.to_str().unwrap()];
     args.extend_from_slice(extra);

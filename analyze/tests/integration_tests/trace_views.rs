@@ -20,8 +20,7 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::common::{can_record, fixture, record_bin, Tmp};
-use crate::export::have;
+use crate::common::{can_record, fixture, have, record_bin, Tmp};
 use crate::folded::{frame_name, parse_folded, run_ok, Folded};
 
 /// One traced run at a time: each of these tests runs a workload under BPF and times it
