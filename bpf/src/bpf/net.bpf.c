@@ -144,6 +144,13 @@ int BPF_PROG(on_sock_state, const struct sock *sk, int oldstate, int newstate)
 		n.tid = (__u32)id;
 		bpf_get_current_comm(n.comm, sizeof(n.comm));
 		bpf_map_update_elem(&conns, &key, &n, BPF_ANY);
+		/* An accepted connection: no opener's stacks, the close()'s stand for them. */
+		__u32 zero = 0;
+		struct conn_stacks *s = bpf_map_lookup_elem(&conn_scratch, &zero);
+		if (s && tracked(pid)) {
+			take_stacks(ctx, pid, &s->kstack_bytes, s->kstack, &s->ustack_bytes, s->ustack);
+			bpf_map_update_elem(&conn_stacks, &key, s, BPF_NOEXIST);
+		}
 		return 0;
 	}
 	if (newstate != TCP_CLOSE)
