@@ -153,7 +153,8 @@ int BPF_PROG(on_sock_state, const struct sock *sk, int oldstate, int newstate)
 		}
 		return 0;
 	}
-	if (newstate != TCP_CLOSE)
+	/* A listener closing is no connection. */
+	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN)
 		return 0;
 	struct conn *c = bpf_map_lookup_elem(&conns, &key);
 	if (!c && !system_wide)
@@ -206,7 +207,8 @@ out:
 
 /* Sends `what` about socket `sk` (may be NULL with -a), charged to its owner, with the
  * current stacks where the current thread is one of the owner's. */
-static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 what, __u32 reason)
+static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 what, __u32 reason,
+				     __u64 segs)
 {
 	if (!net_enabled)
 		return;
@@ -229,7 +231,7 @@ static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 wha
 	e->tid = current ? (__u32)id : (c ? c->tid : 0);
 	e->time_ns = bpf_ktime_get_ns();
 	e->start_ns = c ? c->start_ns : 0;
-	e->tx_bytes = 0;
+	e->tx_bytes = segs;
 	e->rx_bytes = 0;
 	e->what = what;
 	e->reason = reason;
@@ -251,8 +253,11 @@ static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 wha
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(on_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb, int err)
 {
-	/* err: what sending it returned (the kernel counts TcpRetransSegs for 0 only). */
-	net_emit(ctx, sk, NET_RETRANSMIT, (__u32)err);
+	/* err: what sending it returned; the kernel counts TcpRetransSegs for 0 only, by the
+	 * skb's segments (tcp_skb_pcount), sent as tx_bytes. */
+	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
+	__u64 segs = BPF_CORE_READ(cb, tcp_gso_segs);
+	net_emit(ctx, sk, NET_RETRANSMIT, (__u32)err, segs ? segs : 1);
 	return 0;
 }
 
@@ -260,14 +265,14 @@ SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(on_tcp_send_reset, const struct sock *sk, const struct sk_buff *skb, int reason)
 {
 	if (sk || system_wide)
-		net_emit(ctx, sk, NET_SEND_RESET, (__u32)reason);
+		net_emit(ctx, sk, NET_SEND_RESET, (__u32)reason, 0);
 	return 0;
 }
 
 SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(on_tcp_receive_reset, struct sock *sk)
 {
-	net_emit(ctx, sk, NET_RECV_RESET, 0);
+	net_emit(ctx, sk, NET_RECV_RESET, 0, 0);
 	return 0;
 }
 
@@ -281,6 +286,6 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 		sk = rx_sk;
 	if (!sk && !system_wide)
 		return 0;
-	net_emit(ctx, sk, NET_DROP, (__u32)reason);
+	net_emit(ctx, sk, NET_DROP, (__u32)reason, 0);
 	return 0;
 }
