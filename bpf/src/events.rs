@@ -211,7 +211,8 @@ pub struct NetEvent {
     /// When the connection was first seen (0: before recording began).
     pub start_time: u64,
     /// [`NetWhat::Conn`]: bytes acknowledged by the peer and bytes received (tcp_sock's
-    /// bytes_acked and bytes_received), as tcplife counts them.
+    /// bytes_acked and bytes_received), as tcplife counts them. [`NetWhat::Retransmit`]:
+    /// tx_bytes is the segments retransmitted (tcp_skb_pcount, as TcpRetransSegs counts).
     pub tx_bytes: u64,
     pub rx_bytes: u64,
     pub reason: u32,

@@ -425,7 +425,9 @@ pub struct Net {
     /// Local and remote addresses, network order (IPv4: the first 4 bytes).
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],
-    /// tcp_conn: bytes the peer acknowledged, and bytes received (tcplife's TX and RX).
+    /// tcp_conn: bytes the peer acknowledged, and bytes received (tcplife's TX and RX:
+    /// the SYN and FIN count one each). tcp_retransmit: tx_bytes = segments retransmitted
+    /// (what TcpRetransSegs adds when reason is 0).
     pub tx_bytes: u64,
     pub rx_bytes: u64,
     /// tcp_conn: first seen to close (0: opened before the recording).

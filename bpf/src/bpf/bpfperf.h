@@ -462,7 +462,7 @@ struct net_event {
 	__u32 tid;
 	__u64 time_ns;
 	__u64 start_ns; /* when the connection was first seen (0: before recording began) */
-	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close */
+	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: segments */
 	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close */
 	__u32 what;	/* enum net_what */
 	__u32 reason;	/* NET_DROP: enum skb_drop_reason; NET_SEND_RESET: sk_rst_reason */
