@@ -571,3 +571,60 @@ fn retransmits_and_drops_under_loss() {
         );
     }
 }
+
+/// Following the client (no -a): its connections only, each owned by it, with the stack of
+/// its connect(); the server's ends are not its sockets and stay out.
+#[test]
+fn following_the_client_keeps_its_connections_only() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-follow");
+    let ns = Netns::new();
+    let (n, size, reply) = (3, 50_000u64, 500u64);
+    let mut server = ns.server(&dir, n, reply as usize);
+    let client = dir.path("client.py");
+    std::fs::write(&client, CLIENT).unwrap();
+    let out = dir.path("follow.data");
+    let rec = record(
+        &["-e", "net", "-o", out.to_str().unwrap()],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &PORT.to_string(),
+            &n.to_string(),
+            &size.to_string(),
+        ],
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    let sent = triples(&String::from_utf8_lossy(&rec.stdout));
+    let lines = perf_script_net(&out);
+    let conns: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:tcp_conn")
+        .collect();
+    assert_eq!(conns.len(), n, "{lines:#?}");
+    for (lport, size_sent, _) in &sent {
+        let c = conns
+            .iter()
+            .find(|l| l.local == (CLIENT_ADDR.into(), *lport))
+            .unwrap_or_else(|| panic!("no connection from port {lport}: {conns:#?}"));
+        assert_eq!(c.fields["tx"], size_sent + 2);
+    }
+    // Each under its connect() (perf script's default output: the callchain).
+    let text = perf_script_clean(&out);
+    let samples = parse_script(&text);
+    let under_connect = samples
+        .iter()
+        .filter(|s| s.event.contains("tcp_conn"))
+        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("connect")))
+        .count();
+    assert_eq!(under_connect, n, "{text}");
+}
