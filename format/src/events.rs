@@ -422,7 +422,8 @@ pub struct Net {
     pub state: u8,
     /// 1: opened by connect(); 0: accepted (or opened before the recording).
     pub active: u8,
-    /// Local and remote addresses, network order (IPv4: the first 4 bytes).
+    /// Local and remote addresses, network order (IPv4: the first 4 bytes). An IPv4-mapped
+    /// IPv6 address reads as IPv4.
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],
     /// tcp_conn: bytes the peer acknowledged, and bytes received (tcplife's TX and RX:
@@ -503,7 +504,11 @@ impl Net {
     fn addr(&self, a: &[u8; 16]) -> String {
         match self.family {
             2 => std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string(),
-            10 => std::net::Ipv6Addr::from(*a).to_string(),
+            10 => {
+                let v6 = std::net::Ipv6Addr::from(*a);
+                v6.to_ipv4_mapped()
+                    .map_or(v6.to_string(), |v4| v4.to_string())
+            }
             _ => "-".into(),
         }
     }

@@ -452,8 +452,9 @@ enum net_what {
 };
 
 /* A TCP connection's life, or something that happened to it. pid/tid/comm: the owner (the
- * thread current at connect, or at its close for an accepted one; 0 if not seen); the stacks
- * are the opener's at connect (NET_CONN; an accepted one's: its close()), else the current thread's where it belongs to the
+ * thread current at connect, or for an accepted one at its first send or receive, else its
+ * close; 0 if not seen); the stacks are the opener's at connect (NET_CONN; an accepted one's:
+ * that first send or receive, or close()), else the current thread's where it belongs to the
  * owner (kernel stack only otherwise). Addresses in network order, ports in host order. */
 struct net_event {
 	__u32 kind; /* EVENT_NET */

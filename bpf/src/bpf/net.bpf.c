@@ -2,8 +2,9 @@
 /* TCP connections, as tcplife sees them: sock:inet_sock_set_state gives each connection's
  * life. State changes often run in softirq, on whatever thread was interrupted, so the owner
  * is kept per socket (keyed by the sock pointer) from the moments its process is current:
- * connect() (SYN_SENT), and close() (FIN_WAIT1 when it closes first, LAST_ACK when the peer
- * did). At close the connection is sent whole, with the bytes tcp_sock counted. Retransmits,
+ * connect() (SYN_SENT); for an accepted connection its first send or receive
+ * (sock_send_length, sock_recv_length), else its close() (FIN_WAIT1 when it closes first,
+ * LAST_ACK when the peer did). At close the connection is sent whole, with the bytes tcp_sock counted. Retransmits,
  * resets and drops (kfree_skb of a socket's skb) are charged to the socket's owner. */
 #include "common.bpf.h"
 #include "stack.bpf.h"
@@ -202,6 +203,47 @@ int BPF_PROG(on_sock_state, const struct sock *sk, int oldstate, int newstate)
 out:
 	if (s)
 		bpf_map_delete_elem(&conn_stacks, &key);
+	return 0;
+}
+
+/* The first send or receive of an accepted connection, in its process's thread: its owner,
+ * and the stacks standing for an opener's. */
+static __always_inline void claim(void *ctx, const struct sock *sk)
+{
+	if (!net_enabled)
+		return;
+	__u64 key = (__u64)sk;
+	struct conn *c = bpf_map_lookup_elem(&conns, &key);
+	if (!c || c->pid)
+		return;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	if (!pid)
+		return;
+	c->pid = pid;
+	c->tid = (__u32)id;
+	bpf_get_current_comm(c->comm, sizeof(c->comm));
+	if (!tracked(pid))
+		return;
+	__u32 zero = 0;
+	struct conn_stacks *s = bpf_map_lookup_elem(&conn_scratch, &zero);
+	if (s) {
+		take_stacks(ctx, pid, &s->kstack_bytes, s->kstack, &s->ustack_bytes, s->ustack);
+		bpf_map_update_elem(&conn_stacks, &key, s, BPF_NOEXIST);
+	}
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
 	return 0;
 }
 

@@ -67,6 +67,8 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_tcp_send_reset", &p.on_tcp_send_reset),
         ("on_tcp_receive_reset", &p.on_tcp_receive_reset),
         ("on_kfree_skb", &p.on_kfree_skb),
+        ("on_sock_send", &p.on_sock_send),
+        ("on_sock_recv", &p.on_sock_recv),
         ("on_tracepoint", &p.on_tracepoint),
         ("on_uprobe", &p.on_uprobe),
         ("on_uretprobe", &p.on_uretprobe),

@@ -16,6 +16,8 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_tcp_send_reset,
         &mut open.progs.on_tcp_receive_reset,
         &mut open.progs.on_kfree_skb,
+        &mut open.progs.on_sock_send,
+        &mut open.progs.on_sock_recv,
     ] {
         prog.set_autoload(o.net);
     }
@@ -29,6 +31,8 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_tcp_send_reset, "attach tcp_send_reset", links)?;
         attach_one(&p.on_tcp_receive_reset, "attach tcp_receive_reset", links)?;
         attach_one(&p.on_kfree_skb, "attach kfree_skb", links)?;
+        attach_one(&p.on_sock_send, "attach sock_send_length", links)?;
+        attach_one(&p.on_sock_recv, "attach sock_recv_length", links)?;
     }
     Ok(())
 }
