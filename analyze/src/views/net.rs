@@ -84,7 +84,10 @@ pub fn troubles(samples: &[NetSample]) -> BTreeMap<ConnKey, ConnTroubles> {
     let mut out: BTreeMap<ConnKey, ConnTroubles> = BTreeMap::new();
     for s in samples.iter().filter(|s| !s.is(TCP_CONN_TRACEPOINT_ID)) {
         let t = out.entry(key(&s.net)).or_default();
-        t.pid = s.pid;
+        // Events after the close (a late reset) no longer know the owner.
+        if s.pid > 0 {
+            t.pid = s.pid;
+        }
         if t.comm.is_empty() {
             t.comm = s.net.comm_str();
         }
@@ -94,6 +97,17 @@ pub fn troubles(samples: &[NetSample]) -> BTreeMap<ConnKey, ConnTroubles> {
             TCP_RESET_TRACEPOINT_ID => t.resets_sent += 1,
             SKB_DROP_TRACEPOINT_ID => t.drops += 1,
             _ => {}
+        }
+    }
+    // What happened before the owner was seen (a drop before an accepted connection's first
+    // receive) goes to the owner its tcp_conn names.
+    for s in samples
+        .iter()
+        .filter(|s| s.is(TCP_CONN_TRACEPOINT_ID) && s.pid > 0)
+    {
+        if let Some(t) = out.get_mut(&key(&s.net)).filter(|t| t.pid <= 0) {
+            t.pid = s.pid;
+            t.comm = s.net.comm_str();
         }
     }
     out

@@ -554,6 +554,30 @@ fn retransmits_and_drops_under_loss() {
     assert_eq!(retransmitted(true), delta_a);
     assert_eq!(retransmitted(false), delta_b);
     assert_eq!(drops, dropped);
+    // The drops are the server's: its accepted connections, owned from their first receive
+    // (a drop before it has no owner yet; analyze net gives it the connection's).
+    let server_pid = lines
+        .iter()
+        .find(|l| l.event == "bpfperf:tcp_conn" && l.local.1 == PORT)
+        .map(|l| l.pid)
+        .unwrap();
+    let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
+    for l in lines
+        .iter()
+        .filter(ours)
+        .filter(|l| l.event == "bpfperf:skb_drop")
+    {
+        *owners.entry(l.pid).or_default() += 1;
+    }
+    eprintln!("drops by owner: {owners:?} (server {server_pid})");
+    assert!(
+        owners.keys().all(|&p| p == server_pid || p == 0),
+        "{owners:?}"
+    );
+    assert!(
+        owners.get(&server_pid).copied().unwrap_or(0) > 0,
+        "{owners:?}"
+    );
     // Each drop and retransmit is charged to a connection, and `report --event` finds them.
     let a = analyze(&["net"], &out);
     assert!(a.status.success(), "{}", stderr_of(&a));
