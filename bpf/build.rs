@@ -9,7 +9,7 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
-    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes",
+    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net",
 ];
 
 /// The headers every program file includes.

@@ -12,6 +12,7 @@ unsafe impl plain::Plain for types::wakeup_event {}
 unsafe impl plain::Plain for types::cache_counts {}
 unsafe impl plain::Plain for types::trace_record {}
 unsafe impl plain::Plain for types::agg_key {}
+unsafe impl plain::Plain for types::net_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
@@ -23,6 +24,7 @@ pub(crate) const EVENT_WAKEUP: u32 = types::event_kind::EVENT_WAKEUP.0;
 pub(crate) const EVENT_DIRTY: u32 = types::event_kind::EVENT_DIRTY.0;
 pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
+pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
 
 /// Entries of the drops map (bpfperf.h's EVENT_KINDS).
 pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
@@ -165,6 +167,72 @@ pub struct BlockIoRequest {
     pub dirtier: Option<(u32, u32, u64)>,
 }
 
+/// What a [`NetEvent`] reports (bpfperf.h's `enum net_what`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NetWhat {
+    /// A TCP connection closed: its whole life.
+    Conn,
+    /// A segment was retransmitted (`reason`: what sending it returned, 0 when sent).
+    Retransmit,
+    /// A reset was sent (`reason`: the kernel's `sk_rst_reason`).
+    SendReset,
+    /// A reset was received.
+    ReceiveReset,
+    /// An skb of the socket was freed as dropped (`reason`: `skb_drop_reason`).
+    Drop,
+}
+
+impl NetWhat {
+    fn from_raw(what: u32) -> Option<NetWhat> {
+        use types::net_what as w;
+        Some(match what {
+            x if x == w::NET_CONN.0 => NetWhat::Conn,
+            x if x == w::NET_RETRANSMIT.0 => NetWhat::Retransmit,
+            x if x == w::NET_SEND_RESET.0 => NetWhat::SendReset,
+            x if x == w::NET_RECV_RESET.0 => NetWhat::ReceiveReset,
+            x if x == w::NET_DROP.0 => NetWhat::Drop,
+            _ => return None,
+        })
+    }
+}
+
+/// A TCP connection's life (at its close), or a retransmit, reset or drop charged to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetEvent {
+    pub what: NetWhat,
+    /// The socket's owner: the thread that connected, or the one that closed an accepted
+    /// connection (0: not seen).
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; 16],
+    pub cpu: u32,
+    /// When it happened (CLOCK_MONOTONIC ns).
+    pub time: u64,
+    /// When the connection was first seen (0: before recording began).
+    pub start_time: u64,
+    /// [`NetWhat::Conn`]: bytes acknowledged by the peer and bytes received (tcp_sock's
+    /// bytes_acked and bytes_received), as tcplife counts them. [`NetWhat::Retransmit`]:
+    /// tx_bytes is the segments retransmitted (tcp_skb_pcount, as TcpRetransSegs counts).
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub reason: u32,
+    /// AF_INET (2) or AF_INET6 (10); 0 when no socket was known.
+    pub family: u16,
+    /// Local and remote addresses (network order: IPv4 in the first 4 bytes) and ports.
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub lport: u16,
+    pub rport: u16,
+    /// [`NetWhat::Conn`]: the state it closed from; otherwise the socket's state.
+    pub state: u8,
+    /// Opened by connect() (else accepted, or opened before recording).
+    pub active: bool,
+    /// [`NetWhat::Conn`]: the connect() stacks; otherwise the current ones (user stack
+    /// only where the current thread is one of the owner's).
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
 /// What the BPF programs report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -178,6 +246,8 @@ pub enum Event {
     Wakeup(Wakeup),
     /// One of [`crate::Options::trace`]'s events happened (and passed its filter).
     Trace(crate::TraceRecord),
+    /// A TCP connection closed, or a retransmit, reset or drop ([`crate::Options::net`]).
+    Net(NetEvent),
     /// A tracked process (thread group) exited.
     Exit {
         pid: u32,
@@ -244,6 +314,7 @@ impl Event {
             Event::BlockIo(b) => Some(b.cpu),
             Event::Wakeup(w) => Some(w.cpu),
             Event::Trace(t) => Some(t.cpu),
+            Event::Net(n) => Some(n.cpu),
             Event::Dirty(_) | Event::Exit { .. } => None,
         }
     }
@@ -349,6 +420,31 @@ impl Event {
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                     user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
                     stack_copy: copy.to_vec(),
+                }))
+            }
+            EVENT_NET => {
+                let mut e = types::net_event::default();
+                plain::copy_from_bytes(&mut e, data).ok()?;
+                Some(Event::Net(NetEvent {
+                    what: NetWhat::from_raw(e.what)?,
+                    pid: e.pid,
+                    tid: e.tid,
+                    comm: e.comm.map(|c| c as u8),
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    start_time: e.start_ns,
+                    tx_bytes: e.tx_bytes,
+                    rx_bytes: e.rx_bytes,
+                    reason: e.reason,
+                    family: e.family,
+                    saddr: e.saddr,
+                    daddr: e.daddr,
+                    lport: e.lport,
+                    rport: e.rport,
+                    state: e.oldstate,
+                    active: e.active != 0,
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
+                    user_stack: stack(&e.ustack, e.ustack_bytes),
                 }))
             }
             EVENT_EXIT => {

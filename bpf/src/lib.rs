@@ -48,8 +48,8 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
 pub use events::{
-    AggregatedSamples, BlockIoRequest, CacheCounts, Event, OffCpuInterval, OnCpuSample, UserRegs,
-    Wakeup, USER_REGS,
+    AggregatedSamples, BlockIoRequest, CacheCounts, Event, NetEvent, NetWhat, OffCpuInterval,
+    OnCpuSample, UserRegs, Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 pub use programs::unwind::{
@@ -91,6 +91,8 @@ pub struct Options {
     pub block_io: bool,
     /// Count each tracked process's page-cache use (cachestat).
     pub cache: bool,
+    /// Report TCP connections (at close), retransmits, resets and drops ([`Event::Net`]).
+    pub net: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
@@ -118,6 +120,7 @@ impl Default for Options {
             wakeups: true,
             block_io: true,
             cache: true,
+            net: false,
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             aggregate: false,
@@ -327,7 +330,7 @@ impl Profiler {
 
     /// Drops so far by event kind (on-CPU, off-CPU, block I/O, dirtiers, wakers), for
     /// diagnostics.
-    pub fn drops_by_kind(&self) -> [(&'static str, u64); 6] {
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 7] {
         let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
         [
             ("on-CPU samples", of(events::EVENT_ON_CPU)),
@@ -342,6 +345,7 @@ impl Profiler {
             ),
             ("wakers", of(events::EVENT_WAKEUP)),
             ("traced events", of(events::EVENT_TRACE)),
+            ("network events", of(events::EVENT_NET)),
         ]
     }
 

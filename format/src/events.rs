@@ -26,6 +26,12 @@
 //!   time = when the woken thread ran again (the time of its offcpu-time sample), pid/tid =
 //!   the waker (pid 0: an interrupt), period = nanoseconds the wakee was blocked, callchain =
 //!   where the waker woke it, RAW = [`Wakeup`] (who was woken).
+//! - **bpfperf:tcp_conn**, **bpfperf:tcp_retransmit**, **bpfperf:tcp_reset**,
+//!   **bpfperf:skb_drop**: tracepoint-style, one RAW layout ([`Net`]) under four names:
+//!   a TCP connection at its close (pid/tid = its owner, period = its duration in ns,
+//!   callchain = the connect() that opened it), and a retransmit, a reset sent or received,
+//!   or a dropped skb of a socket (pid = the socket's owner, period 1, callchain = where it
+//!   happened: a user stack only where a thread of the owner was current).
 
 use crate::constants::{attr_flag, event_type, sample_type as st, sw_event};
 use crate::{EventAttr, EventFormat};
@@ -371,6 +377,200 @@ REC->accesses, REC->added, REC->dirtied, REC->interval_ns\n"
     }
 }
 
+/// Names and tracepoint ids of the network events, all with the [`Net`] payload.
+pub const TCP_CONN_EVENT: &str = "bpfperf:tcp_conn";
+pub const TCP_CONN_TRACEPOINT_ID: u64 = 60004;
+pub const TCP_RETRANSMIT_EVENT: &str = "bpfperf:tcp_retransmit";
+pub const TCP_RETRANSMIT_TRACEPOINT_ID: u64 = 60005;
+pub const TCP_RESET_EVENT: &str = "bpfperf:tcp_reset";
+pub const TCP_RESET_TRACEPOINT_ID: u64 = 60006;
+pub const SKB_DROP_EVENT: &str = "bpfperf:skb_drop";
+pub const SKB_DROP_TRACEPOINT_ID: u64 = 60007;
+
+/// The network events: (name, tracepoint id).
+pub const NET_EVENTS: [(&str, u64); 4] = [
+    (TCP_CONN_EVENT, TCP_CONN_TRACEPOINT_ID),
+    (TCP_RETRANSMIT_EVENT, TCP_RETRANSMIT_TRACEPOINT_ID),
+    (TCP_RESET_EVENT, TCP_RESET_TRACEPOINT_ID),
+    (SKB_DROP_EVENT, SKB_DROP_TRACEPOINT_ID),
+];
+
+/// The attr of one of the [`NET_EVENTS`] (by tracepoint id).
+pub fn net_attr(tracepoint_id: u64, sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    let name = NET_EVENTS
+        .iter()
+        .find(|(_, id)| *id == tracepoint_id)
+        .map_or("bpfperf:net", |(n, _)| n);
+    EventAttr {
+        name: name.into(),
+        config: tracepoint_id,
+        ..block_io_attr(sample_type, ids)
+    }
+}
+
+/// A TCP connection's life, or a retransmit, reset or drop of one of its segments, as the
+/// RAW payload of the [`NET_EVENTS`]. The sample's pid is the socket's owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Net {
+    /// Which of the [`NET_EVENTS`] (its tracepoint id, the RAW's common_type).
+    pub event: u64,
+    /// AF_INET (2) or AF_INET6 (10); 0 when the drop had no socket.
+    pub family: u16,
+    pub lport: u16,
+    pub rport: u16,
+    /// tcp_conn: the state it closed from; else the socket's state (TCP_ESTABLISHED 1...).
+    pub state: u8,
+    /// 1: opened by connect(); 0: accepted (or opened before the recording).
+    pub active: u8,
+    /// Local and remote addresses, network order (IPv4: the first 4 bytes). An IPv4-mapped
+    /// IPv6 address reads as IPv4.
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    /// tcp_conn: bytes the peer acknowledged, and bytes received (tcplife's TX and RX:
+    /// the SYN and FIN count one each). tcp_retransmit: tx_bytes = segments retransmitted
+    /// (what TcpRetransSegs adds when reason is 0).
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    /// tcp_conn: first seen to close (0: opened before the recording).
+    pub duration_ns: u64,
+    /// skb_drop: the kernel's skb_drop_reason; tcp_reset: 0 received, else 1 + the
+    /// sk_rst_reason of a reset sent; tcp_retransmit: what sending returned (0: sent).
+    pub reason: u32,
+    /// The owner's thread (connect or close) and name.
+    pub owner_tid: i32,
+    pub comm: [u8; 16],
+    /// When the connection was first seen (0: before the recording).
+    pub start_ns: u64,
+}
+
+/// Size of the network events' RAW payload.
+pub const NET_RAW_SIZE: usize = 112;
+
+impl Net {
+    /// The RAW payload, at the offsets of [`net_format`] (common_pid: the owner).
+    pub fn to_raw(&self, owner_pid: i32) -> [u8; NET_RAW_SIZE] {
+        let mut b = [0u8; NET_RAW_SIZE];
+        b[0..2].copy_from_slice(&(self.event as u16).to_le_bytes());
+        b[4..8].copy_from_slice(&owner_pid.to_le_bytes());
+        b[8..10].copy_from_slice(&self.family.to_le_bytes());
+        b[10..12].copy_from_slice(&self.lport.to_le_bytes());
+        b[12..14].copy_from_slice(&self.rport.to_le_bytes());
+        b[14] = self.state;
+        b[15] = self.active;
+        b[16..20].copy_from_slice(&self.saddr[..4]);
+        b[20..24].copy_from_slice(&self.daddr[..4]);
+        b[24..40].copy_from_slice(&self.saddr);
+        b[40..56].copy_from_slice(&self.daddr);
+        b[56..64].copy_from_slice(&self.tx_bytes.to_le_bytes());
+        b[64..72].copy_from_slice(&self.rx_bytes.to_le_bytes());
+        b[72..80].copy_from_slice(&self.duration_ns.to_le_bytes());
+        b[80..84].copy_from_slice(&self.reason.to_le_bytes());
+        b[84..88].copy_from_slice(&self.owner_tid.to_le_bytes());
+        b[88..104].copy_from_slice(&self.comm);
+        b[104..112].copy_from_slice(&self.start_ns.to_le_bytes());
+        b
+    }
+
+    /// Reads a payload written by [`Net::to_raw`]; `None` if it is not one.
+    pub fn from_raw(raw: &[u8]) -> Option<Net> {
+        let raw = raw.get(..NET_RAW_SIZE)?;
+        let event = u16::from_le_bytes([raw[0], raw[1]]) as u64;
+        if !NET_EVENTS.iter().any(|(_, id)| *id == event) {
+            return None;
+        }
+        let u16_at = |o: usize| u16::from_le_bytes(raw[o..o + 2].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
+        Some(Net {
+            event,
+            family: u16_at(8),
+            lport: u16_at(10),
+            rport: u16_at(12),
+            state: raw[14],
+            active: raw[15],
+            saddr: raw[24..40].try_into().unwrap(),
+            daddr: raw[40..56].try_into().unwrap(),
+            tx_bytes: u64_at(56),
+            rx_bytes: u64_at(64),
+            duration_ns: u64_at(72),
+            reason: u32_at(80),
+            owner_tid: u32_at(84) as i32,
+            comm: raw[88..104].try_into().unwrap(),
+            start_ns: u64_at(104),
+        })
+    }
+
+    /// An address as text (IPv4 dotted, IPv6 as Rust prints it; "-" with no socket).
+    fn addr(&self, a: &[u8; 16]) -> String {
+        match self.family {
+            2 => std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string(),
+            10 => {
+                let v6 = std::net::Ipv6Addr::from(*a);
+                v6.to_ipv4_mapped()
+                    .map_or(v6.to_string(), |v4| v4.to_string())
+            }
+            _ => "-".into(),
+        }
+    }
+
+    /// The local address as text.
+    pub fn local_addr(&self) -> String {
+        self.addr(&self.saddr)
+    }
+
+    /// The remote address as text.
+    pub fn remote_addr(&self) -> String {
+        self.addr(&self.daddr)
+    }
+
+    /// `comm` as text.
+    pub fn comm_str(&self) -> String {
+        let end = self.comm.iter().position(|&c| c == 0).unwrap_or(16);
+        String::from_utf8_lossy(&self.comm[..end]).into_owned()
+    }
+}
+
+/// The tracefs-style format of one of the [`NET_EVENTS`], for TRACING_DATA. perf prints
+/// IPv4 addresses dotted (IPv6 ones are in the saddr/daddr arrays).
+pub fn net_format(tracepoint_id: u64) -> EventFormat {
+    let name = NET_EVENTS
+        .iter()
+        .find(|(_, id)| *id == tracepoint_id)
+        .map_or("net", |(n, _)| n.trim_start_matches("bpfperf:"));
+    let quad = |f: &str| {
+        format!(
+            "REC->{f} & 255, (REC->{f} >> 8) & 255, (REC->{f} >> 16) & 255, (REC->{f} >> 24) & 255"
+        )
+    };
+    let (s, d) = (quad("saddr4"), quad("daddr4"));
+    let text = format!(
+        "name: {name}\nID: {tracepoint_id}\nformat:\n{COMMON_FIELDS}\
+\tfield:unsigned short family;\toffset:8;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned short lport;\toffset:10;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned short rport;\toffset:12;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char state;\toffset:14;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char active;\toffset:15;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned int saddr4;\toffset:16;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned int daddr4;\toffset:20;\tsize:4;\tsigned:0;\n\
+\tfield:__u8 saddr[16];\toffset:24;\tsize:16;\tsigned:0;\n\
+\tfield:__u8 daddr[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+\tfield:u64 tx_bytes;\toffset:56;\tsize:8;\tsigned:0;\n\
+\tfield:u64 rx_bytes;\toffset:64;\tsize:8;\tsigned:0;\n\
+\tfield:u64 duration_ns;\toffset:72;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned int reason;\toffset:80;\tsize:4;\tsigned:0;\n\
+\tfield:int owner_tid;\toffset:84;\tsize:4;\tsigned:1;\n\
+\tfield:char comm[16];\toffset:88;\tsize:16;\tsigned:0;\n\
+\tfield:u64 start_ns;\toffset:104;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"%u.%u.%u.%u:%u > %u.%u.%u.%u:%u tx=%llu rx=%llu duration=%llu ns reason=%u state=%u comm=%s\", \
+{s}, REC->lport, {d}, REC->rport, REC->tx_bytes, REC->rx_bytes, REC->duration_ns, \
+REC->reason, REC->state, REC->comm\n"
+    );
+    EventFormat {
+        system: "bpfperf".into(),
+        text: text.into_bytes(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +631,38 @@ mod tests {
         assert_eq!(Wakeup::from_raw(&raw), Some(w));
         assert_eq!(Wakeup::from_raw(&BlockIo::default().to_raw()), None);
         fields_fit(wakeup_format(), WAKEUP_RAW_SIZE);
+    }
+
+    #[test]
+    fn net_round_trips_and_fits_its_format() {
+        let mut n = Net {
+            event: TCP_CONN_TRACEPOINT_ID,
+            family: 2,
+            lport: 40000,
+            rport: 5201,
+            state: 4,
+            active: 1,
+            tx_bytes: 1 << 33,
+            rx_bytes: 7,
+            duration_ns: 12345,
+            reason: 3,
+            owner_tid: 9,
+            start_ns: 100,
+            ..Default::default()
+        };
+        n.saddr[..4].copy_from_slice(&[10, 0, 0, 1]);
+        n.daddr[..4].copy_from_slice(&[10, 0, 0, 2]);
+        n.comm[..4].copy_from_slice(b"curl");
+        let raw = n.to_raw(8);
+        assert_eq!(Net::from_raw(&raw), Some(n));
+        assert_eq!(
+            (n.local_addr().as_str(), n.remote_addr().as_str()),
+            ("10.0.0.1", "10.0.0.2")
+        );
+        assert_eq!(Net::from_raw(&BlockIo::default().to_raw()), None);
+        for (_, id) in NET_EVENTS {
+            fields_fit(net_format(id), NET_RAW_SIZE);
+        }
     }
 
     /// Every field of the format lies inside the payload, and the common fields come first.

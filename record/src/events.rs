@@ -15,6 +15,8 @@ const WAKEUP_ID: u64 = 4;
 const RUNQ_ID: u64 = 5;
 const FAULT_ID: u64 = 6;
 const CACHESTAT_ID: u64 = 7;
+/// Ids of the network events: this and the next three (NET_EVENTS' order).
+const NET_ID: u64 = 8;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -111,6 +113,8 @@ pub struct Events {
     pub cache: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
+    /// The network events, in [`format::events::NET_EVENTS`]' order.
+    pub net: Option<[usize; 4]>,
     /// Each traced event (any event), by its index among them.
     pub traced: Vec<TracedAttr>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -160,7 +164,7 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
     // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
     // killed recording stays readable).
     let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
-    let tracing_data = if cfg.block_io || wakeups || cfg.cache || !traced.is_empty() {
+    let tracing_data = if cfg.block_io || wakeups || cfg.cache || cfg.net || !traced.is_empty() {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {
                 if cfg.block_io {
@@ -171,6 +175,11 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
                 }
                 if cfg.cache {
                     td.events.push(format::events::cachestat_format());
+                }
+                if cfg.net {
+                    for (_, id) in format::events::NET_EVENTS {
+                        td.events.push(format::events::net_format(id));
+                    }
                 }
                 // Each written event's format once (a glob's events, a pair's exit and a
                 // plain -e of its entry may share one).
@@ -216,6 +225,20 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         ));
         attrs.len() - 1
     });
+    // Network events keep frame-pointer user stacks (a thread of the owner may not be the
+    // one current: no registers to unwind from).
+    let net_attrs = (tracing_data.is_some() && cfg.net).then(|| {
+        let mut at = [0; 4];
+        for (i, (_, id)) in format::events::NET_EVENTS.iter().enumerate() {
+            attrs.push(format::events::net_attr(
+                *id,
+                SAMPLE_TYPE,
+                vec![NET_ID + i as u64],
+            ));
+            at[i] = attrs.len() - 1;
+        }
+        at
+    });
     // Any event's formats come from tracefs: resolving them read it already.
     let traced = traced
         .iter()
@@ -238,6 +261,7 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         fault: fault_attr,
         io: io_attr,
         wakeup: wakeup_attr,
+        net: net_attrs,
         tracing_data,
     }
 }

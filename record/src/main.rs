@@ -181,6 +181,7 @@ const OWN_EVENTS: &[&str] = &[
     "fault",
     "io",
     "cache",
+    "net",
 ];
 
 /// Gives each --filter to the -e or --latency right before it on the command line (perf's
@@ -380,6 +381,9 @@ impl Args {
                 && self.events.iter().any(|e| e == "cache")
                 && self.cpus.is_none(),
             faults: !self.no_faults && chosen(&["fault"]),
+            // A hash lookup per socket state change and per freed skb of the whole
+            // machine: only when asked for by name.
+            net: self.events.iter().any(|e| e == "net"),
             verbose: self.verbose,
             status_line: !self.quiet,
             duration,
@@ -430,11 +434,14 @@ fn archive(path: &std::path::Path) -> anyhow::Result<()> {
 
 /// The line perf prints at the end of a recording, and what was lost.
 fn print_summary(s: &session::Summary) {
-    let traced = if s.traced > 0 {
+    let mut traced = if s.traced > 0 {
         format!("{} traced events, ", s.traced)
     } else {
         String::new()
     };
+    if s.net > 0 {
+        traced += &format!("{} network events, ", s.net);
+    }
     let files = match (s.files, s.kept) {
         (0, _) => String::new(),
         (n, kept) if kept < n => format!("{n} files ({kept} kept), the last "),

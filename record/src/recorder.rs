@@ -20,6 +20,7 @@ pub enum Item {
     /// A tracked thread began dirtying pages (its stacks, for the writeback to come).
     Dirty(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
+    Net(bpf::NetEvent),
     Wakeup(bpf::Wakeup),
     /// Any event (a tracepoint, a probe).
     Trace(bpf::TraceRecord),
@@ -39,6 +40,7 @@ impl Item {
             Item::Aggregated { time, .. } => *time,
             Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
+            Item::Net(n) => n.time,
             Item::Wakeup(w) => w.time,
             Item::Trace(t) => t.time,
             Item::Cache { time, .. } => *time,
@@ -52,6 +54,7 @@ impl Item {
             bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
             bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
+            bpf::Event::Net(n) => Some(Item::Net(n)),
             bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
             bpf::Event::Trace(t) => Some(Item::Trace(t)),
             bpf::Event::Exit { .. } => None,
@@ -102,6 +105,8 @@ pub struct Recorder {
     /// Major page faults.
     pub faults: u64,
     pub io: u64,
+    /// Network events written.
+    pub net: u64,
     pub wakeups: u64,
     /// Any events' samples written.
     pub traced: u64,
@@ -113,6 +118,8 @@ pub struct Recorder {
     pub cache_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
+    /// Attr index of each network event, in [`format::events::NET_EVENTS`]'s order.
+    pub net_attrs: Option<[usize; 4]>,
     /// How each traced event is written, by its index.
     pub traced_attrs: Vec<crate::events::TracedAttr>,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
@@ -160,6 +167,7 @@ impl Recorder {
             dirty_bursts: BTreeMap::new(),
             faults: 0,
             io: 0,
+            net: 0,
             wakeups: 0,
             traced: 0,
             lost: 0,
@@ -169,6 +177,7 @@ impl Recorder {
             cache_attr: events.cache,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
+            net_attrs: events.net,
             traced_attrs: events.traced.clone(),
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
@@ -573,6 +582,58 @@ impl Recorder {
                     )?,
                 }
                 self.io += 1;
+            }
+            Item::Net(n) => {
+                let Some(attrs) = self.net_attrs else {
+                    return Ok(());
+                };
+                let (slot, reason) = match n.what {
+                    bpf::NetWhat::Conn => (0, 0),
+                    bpf::NetWhat::Retransmit => (1, n.reason),
+                    bpf::NetWhat::SendReset => (2, n.reason + 1),
+                    bpf::NetWhat::ReceiveReset => (2, 0),
+                    bpf::NetWhat::Drop => (3, n.reason),
+                };
+                if n.pid != 0 {
+                    self.name_task(n.pid, n.tid, &n.comm, n.time, n.cpu)?;
+                }
+                let conn = n.what == bpf::NetWhat::Conn;
+                let duration_ns = if conn && n.start_time != 0 {
+                    n.time.saturating_sub(n.start_time)
+                } else {
+                    0
+                };
+                let raw = format::events::Net {
+                    event: format::events::NET_EVENTS[slot].1,
+                    family: n.family,
+                    lport: n.lport,
+                    rport: n.rport,
+                    state: n.state,
+                    active: n.active as u8,
+                    saddr: n.saddr,
+                    daddr: n.daddr,
+                    tx_bytes: n.tx_bytes,
+                    rx_bytes: n.rx_bytes,
+                    duration_ns,
+                    reason,
+                    owner_tid: n.tid as i32,
+                    comm: n.comm,
+                    start_ns: n.start_time,
+                }
+                .to_raw(n.pid as i32);
+                self.write_stack_sample(
+                    None,
+                    attrs[slot],
+                    n.pid,
+                    n.tid,
+                    n.cpu,
+                    n.time,
+                    if conn { duration_ns.max(1) } else { 1 },
+                    &n.kernel_stack,
+                    &n.user_stack,
+                    &raw,
+                )?;
+                self.net += 1;
             }
             Item::Wakeup(w) => {
                 let Some(attr) = self.wakeup_attr else {

@@ -37,6 +37,8 @@ pub struct Config {
     pub block_io: bool,
     /// Count page-cache use per process each second (cachestat).
     pub cache: bool,
+    /// Record TCP connections, retransmits, resets and drops.
+    pub net: bool,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -84,6 +86,8 @@ pub struct Summary {
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
     pub io: u64,
+    /// Network events (connections, retransmits, resets, drops).
+    pub net: u64,
     /// Major page faults (fault-time samples).
     pub faults: u64,
     pub wakeups: u64,
@@ -163,7 +167,13 @@ impl DumpCounts {
     fn of(rec: &Recorder, written: u64) -> DumpCounts {
         DumpCounts {
             samples: rec.samples,
-            other: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
+            other: rec.off_cpu
+                + rec.runq
+                + rec.faults
+                + rec.io
+                + rec.wakeups
+                + rec.traced
+                + rec.net,
             lost: rec.lost,
             bytes: written,
         }
@@ -261,6 +271,7 @@ fn strip_tracing_glue(e: &mut bpf::Event, symbols: &kernel::Symbols) {
         bpf::Event::BlockIo(b) => &mut b.kernel_stack,
         bpf::Event::Wakeup(w) => &mut w.kernel_stack,
         bpf::Event::Trace(t) => &mut t.kernel_stack,
+        bpf::Event::Net(n) => &mut n.kernel_stack,
         bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
     };
     let n = symbols.glue_frames(stack);
@@ -304,6 +315,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         wakeups: cfg.wakeups,
         block_io: cfg.block_io,
         cache: cfg.cache,
+        net: cfg.net,
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         aggregate: cfg.aggregate && cfg.sampling,
@@ -468,7 +480,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         }
         status.update(|| crate::status::Counts {
             samples: rec.samples,
-            other_events: rec.off_cpu + rec.runq + rec.faults + rec.io + rec.wakeups + rec.traced,
+            other_events: rec.off_cpu
+                + rec.runq
+                + rec.faults
+                + rec.io
+                + rec.wakeups
+                + rec.traced
+                + rec.net,
             lost: drops,
             bytes: written + rec.writer.bytes_written(),
         });
@@ -607,6 +625,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     drop(profiler);
     phases.mark("last events written, probes detached");
 
+    let net = rec.net;
     let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
         rec.aggregated,
@@ -656,6 +675,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         off_cpu,
         runq,
         io,
+        net,
         faults,
         wakeups,
         traced,

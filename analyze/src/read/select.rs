@@ -50,6 +50,11 @@ impl EventSel {
             "wall" => EventSel::Wall,
             "wakeup" => EventSel::Wakeup,
             "all" => EventSel::All,
+            // The network events by short names (`record -e net`).
+            "tcp" => EventSel::Named(format::events::TCP_CONN_EVENT.into()),
+            "retransmit" => EventSel::Named(format::events::TCP_RETRANSMIT_EVENT.into()),
+            "reset" => EventSel::Named(format::events::TCP_RESET_EVENT.into()),
+            "drop" => EventSel::Named(format::events::SKB_DROP_EVENT.into()),
             other => EventSel::Named(other.to_string()),
         }
     }

@@ -20,6 +20,7 @@ pub mod hist;
 pub mod info;
 pub mod io;
 pub mod latency;
+pub mod net;
 pub mod report;
 pub mod sched;
 pub mod script;

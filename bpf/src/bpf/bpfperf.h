@@ -49,7 +49,7 @@
 #define AGG_STACKS 16384
 
 /* Entries of the drops map: one per event kind (below), and 0. */
-#define EVENT_KINDS 10
+#define EVENT_KINDS 11
 
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
@@ -85,7 +85,8 @@ enum event_kind {
 	EVENT_WAKEUP = 6, /* who woke a thread whose off-CPU interval was just sent */
 	EVENT_DIRTY = 7, /* a tracked thread began dirtying pages: offcpu_event's layout */
 	EVENT_DIRTY_COPY = 8, /* the same with registers and a stack copy: offcpu_copy_event's */
-	EVENT_TRACE = 9 /* any event record attached (trace_record): a tracepoint, probe, USDT */
+	EVENT_TRACE = 9, /* any event record attached (trace_record): a tracepoint, probe, USDT */
+	EVENT_NET = 10 /* a TCP connection closed, or a retransmit, reset or drop (net_event) */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -439,6 +440,45 @@ struct filter_prog {
 	__u32 _pad;
 	struct filter_insn insns[FILTER_INSNS];
 	struct filter_pattern patterns[FILTER_PATTERNS];
+};
+
+/* What a net_event reports (net.bpf.c). */
+enum net_what {
+	NET_CONN = 1,	    /* a TCP connection closed: its whole life */
+	NET_RETRANSMIT = 2, /* tcp:tcp_retransmit_skb */
+	NET_SEND_RESET = 3, /* tcp:tcp_send_reset */
+	NET_RECV_RESET = 4, /* tcp:tcp_receive_reset */
+	NET_DROP = 5,	    /* skb:kfree_skb of a socket's skb */
+};
+
+/* A TCP connection's life, or something that happened to it. pid/tid/comm: the owner (the
+ * thread current at connect, or for an accepted one at its first send or receive, else its
+ * close; 0 if not seen); the stacks are the opener's at connect (NET_CONN; an accepted one's:
+ * that first send or receive, or close()), else the current thread's where it belongs to the
+ * owner (kernel stack only otherwise). Addresses in network order, ports in host order. */
+struct net_event {
+	__u32 kind; /* EVENT_NET */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 start_ns; /* when the connection was first seen (0: before recording began) */
+	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: segments */
+	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close */
+	__u32 what;	/* enum net_what */
+	__u32 reason;	/* NET_DROP: enum skb_drop_reason; NET_SEND_RESET: sk_rst_reason */
+	__u16 family;	/* AF_INET or AF_INET6 */
+	__u16 lport;
+	__u16 rport;
+	__u8 oldstate; /* NET_CONN: the state it closed from; else the current state */
+	__u8 active;   /* 1: opened by connect(); 0: accepted or not seen opening */
+	__u8 saddr[16];
+	__u8 daddr[16];
+	char comm[16];
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
 };
 
 /* A tracked thread group ended. */

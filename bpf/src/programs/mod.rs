@@ -5,6 +5,7 @@
 pub mod blockio;
 pub mod cache;
 pub mod follow;
+pub mod net;
 pub mod offcpu;
 pub mod probes;
 pub mod sampling;
@@ -24,6 +25,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     offcpu::configure(open, o, cpu_slots)?;
     blockio::configure(open, o);
     cache::configure(open, o);
+    net::configure(open, o);
     probes::configure(open, o)?;
     Ok(())
 }
@@ -40,6 +42,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
     offcpu::attach(skel, o, &mut links)?;
     blockio::attach(skel, o, &mut links)?;
     cache::attach(skel, o, &mut links)?;
+    net::attach(skel, o, &mut links)?;
     probes::attach(skel, o, &mut links)?;
     sampling::attach(skel, o, cpus, &mut links)?;
     Ok(links)
@@ -59,6 +62,13 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_cache_fault", &p.on_cache_fault),
         ("on_cache_add", &p.on_cache_add),
         ("on_cache_dirty", &p.on_cache_dirty),
+        ("on_sock_state", &p.on_sock_state),
+        ("on_tcp_retransmit", &p.on_tcp_retransmit),
+        ("on_tcp_send_reset", &p.on_tcp_send_reset),
+        ("on_tcp_receive_reset", &p.on_tcp_receive_reset),
+        ("on_kfree_skb", &p.on_kfree_skb),
+        ("on_sock_send", &p.on_sock_send),
+        ("on_sock_recv", &p.on_sock_recv),
         ("on_tracepoint", &p.on_tracepoint),
         ("on_uprobe", &p.on_uprobe),
         ("on_uretprobe", &p.on_uretprobe),

@@ -11,6 +11,7 @@ mod follow;
 mod habits;
 mod heatmap;
 mod loss;
+mod net;
 mod offcpu_io;
 mod rotation;
 mod sampling;

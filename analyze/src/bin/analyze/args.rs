@@ -302,6 +302,12 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         slowest: usize,
     },
+    /// TCP connections (as tcplife), retransmits, resets and drops per connection and
+    /// reason, top talkers per process (record with -e net).
+    Net {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+    },
     /// Page-cache use (cachestat): accesses, hits, misses and dirtied pages with the hit
     /// ratio, per process and per second.
     Cache {

@@ -133,6 +133,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             let reqs = analyze::views::io::read_requests(&input)?;
             write!(stdout, "{}", analyze::views::io::report(&reqs, slowest))?;
         }
+        Command::Net { input } => {
+            let samples = analyze::views::net::read_samples(&input)?;
+            write!(stdout, "{}", analyze::views::net::report(&samples))?;
+        }
         Command::Cache { input } => {
             let intervals = analyze::views::cache::read_intervals(&input)?;
             write!(stdout, "{}", analyze::views::cache::report(&intervals))?;

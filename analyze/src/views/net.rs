@@ -1,0 +1,298 @@
+//! `analyze net`: TCP connections and what went wrong with them, from the `bpfperf:tcp_conn`,
+//! `tcp_retransmit`, `tcp_reset` and `skb_drop` samples: the connections as tcplife prints
+//! them, retransmits, resets and drops per connection and per reason, and the processes that
+//! moved the most bytes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use format::events::{
+    Net, NET_EVENTS, SKB_DROP_TRACEPOINT_ID, TCP_CONN_TRACEPOINT_ID, TCP_RESET_TRACEPOINT_ID,
+    TCP_RETRANSMIT_TRACEPOINT_ID,
+};
+use format::linux_perf_data::linux_perf_event_reader::EventRecord;
+use format::linux_perf_data::PerfFileRecord;
+
+/// One network sample: a connection at its close, or a retransmit, reset or drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetSample {
+    pub net: Net,
+    /// The socket's owner (0: not seen).
+    pub pid: i32,
+    pub tid: i32,
+    /// When it happened (ns, CLOCK_MONOTONIC).
+    pub time: u64,
+}
+
+impl NetSample {
+    fn is(&self, id: u64) -> bool {
+        self.net.event == id
+    }
+}
+
+/// Every network sample of a recording, in time order.
+pub fn read_samples(path: &Path) -> Result<Vec<NetSample>, format::Error> {
+    let mut reader = crate::files::input::open(path)?.reader;
+    let net_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
+        .map(|i| NET_EVENTS.iter().any(|(n, _)| reader.event_name(i) == *n))
+        .collect();
+    let mut out = Vec::new();
+    while let Some(record) = reader.next_record()? {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        if !net_attrs.get(attr_index).copied().unwrap_or(false) {
+            continue;
+        }
+        let Ok(EventRecord::Sample(s)) = format::parse_record(&record) else {
+            continue;
+        };
+        let Some(net) = s.raw.and_then(|raw| Net::from_raw(&raw.as_slice())) else {
+            continue;
+        };
+        out.push(NetSample {
+            net,
+            pid: s.pid.unwrap_or(-1),
+            tid: s.tid.unwrap_or(-1),
+            time: s.timestamp.unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+/// A connection as its two ends name it: (local address, port, remote address, port).
+pub type ConnKey = (String, u16, String, u16);
+
+fn key(n: &Net) -> ConnKey {
+    (n.local_addr(), n.lport, n.remote_addr(), n.rport)
+}
+
+/// What happened to one connection (or to sockets of one owner no connection names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnTroubles {
+    pub pid: i32,
+    pub comm: String,
+    pub retransmits: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+    pub drops: u64,
+}
+
+/// Retransmits, resets and drops per connection.
+pub fn troubles(samples: &[NetSample]) -> BTreeMap<ConnKey, ConnTroubles> {
+    let mut out: BTreeMap<ConnKey, ConnTroubles> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.is(TCP_CONN_TRACEPOINT_ID)) {
+        let t = out.entry(key(&s.net)).or_default();
+        // Events after the close (a late reset) no longer know the owner.
+        if s.pid > 0 {
+            t.pid = s.pid;
+        }
+        if t.comm.is_empty() {
+            t.comm = s.net.comm_str();
+        }
+        match s.net.event {
+            TCP_RETRANSMIT_TRACEPOINT_ID => t.retransmits += 1,
+            TCP_RESET_TRACEPOINT_ID if s.net.reason == 0 => t.resets_received += 1,
+            TCP_RESET_TRACEPOINT_ID => t.resets_sent += 1,
+            SKB_DROP_TRACEPOINT_ID => t.drops += 1,
+            _ => {}
+        }
+    }
+    // What happened before the owner was seen (a drop before an accepted connection's first
+    // receive) goes to the owner its tcp_conn names.
+    for s in samples
+        .iter()
+        .filter(|s| s.is(TCP_CONN_TRACEPOINT_ID) && s.pid > 0)
+    {
+        if let Some(t) = out.get_mut(&key(&s.net)).filter(|t| t.pid <= 0) {
+            t.pid = s.pid;
+            t.comm = s.net.comm_str();
+        }
+    }
+    out
+}
+
+/// Per process: connections, bytes, retransmits and drops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Talker {
+    pub comm: String,
+    pub connections: u64,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub retransmits: u64,
+    pub drops: u64,
+}
+
+/// Processes by bytes moved (sent + received), most first.
+pub fn talkers(samples: &[NetSample]) -> Vec<(i32, Talker)> {
+    let mut by: BTreeMap<i32, Talker> = BTreeMap::new();
+    for s in samples {
+        let t = by.entry(s.pid).or_default();
+        if t.comm.is_empty() {
+            t.comm = s.net.comm_str();
+        }
+        match s.net.event {
+            TCP_CONN_TRACEPOINT_ID => {
+                t.connections += 1;
+                t.tx_bytes += s.net.tx_bytes;
+                t.rx_bytes += s.net.rx_bytes;
+            }
+            TCP_RETRANSMIT_TRACEPOINT_ID => t.retransmits += 1,
+            SKB_DROP_TRACEPOINT_ID => t.drops += 1,
+            _ => {}
+        }
+    }
+    let mut v: Vec<_> = by.into_iter().collect();
+    v.sort_by_key(|(pid, t)| (std::cmp::Reverse(t.tx_bytes + t.rx_bytes), *pid));
+    v
+}
+
+/// The whole `analyze net` report.
+pub fn report(samples: &[NetSample]) -> String {
+    let mut o = String::new();
+    if samples.is_empty() {
+        let _ = writeln!(
+            o,
+            "no network events in this recording (record them with -e net)"
+        );
+        return o;
+    }
+    let conns: Vec<&NetSample> = samples
+        .iter()
+        .filter(|s| s.is(TCP_CONN_TRACEPOINT_ID))
+        .collect();
+    let _ = writeln!(
+        o,
+        "TCP connections: {} (TX/RX: bytes acknowledged and received, as tcplife counts \
+         them: SYN and FIN included)",
+        conns.len()
+    );
+    let _ = writeln!(
+        o,
+        "{:<7} {:<16} {:<15} {:>5} {:<15} {:>5} {:>8} {:>8} {:>10}",
+        "PID", "COMM", "LADDR", "LPORT", "RADDR", "RPORT", "TX_KB", "RX_KB", "MS"
+    );
+    for s in &conns {
+        let n = &s.net;
+        let ms = if n.duration_ns > 0 {
+            format!("{:.2}", n.duration_ns as f64 / 1e6)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:<15} {:>5} {:<15} {:>5} {:>8} {:>8} {:>10}",
+            s.pid,
+            n.comm_str(),
+            n.local_addr(),
+            n.lport,
+            n.remote_addr(),
+            n.rport,
+            n.tx_bytes / 1024,
+            n.rx_bytes / 1024,
+            ms
+        );
+    }
+    let troubles = troubles(samples);
+    if !troubles.is_empty() {
+        let _ = writeln!(o, "\nretransmits, resets and drops per connection:");
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7}",
+            "PID", "COMM", "LOCAL", "REMOTE", "RETRANS", "RST_TX", "RST_RX", "DROPS"
+        );
+        for ((la, lp, ra, rp), t) in &troubles {
+            let _ = writeln!(
+                o,
+                "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7}",
+                t.pid,
+                t.comm,
+                format!("{la}:{lp}"),
+                format!("{ra}:{rp}"),
+                t.retransmits,
+                t.resets_sent,
+                t.resets_received,
+                t.drops
+            );
+        }
+        let mut reasons: BTreeMap<(&str, u32), u64> = BTreeMap::new();
+        for s in samples.iter().filter(|s| !s.is(TCP_CONN_TRACEPOINT_ID)) {
+            let what = match s.net.event {
+                TCP_RETRANSMIT_TRACEPOINT_ID => "retransmit (send result)",
+                TCP_RESET_TRACEPOINT_ID => "reset (0 received, else 1 + sk_rst_reason)",
+                _ => "drop (skb_drop_reason)",
+            };
+            *reasons.entry((what, s.net.reason)).or_default() += 1;
+        }
+        let _ = writeln!(o, "\nby reason:");
+        for ((what, reason), n) in reasons {
+            let _ = writeln!(o, "  {what:<44} {reason:>4} {n:>8}");
+        }
+    }
+    let _ = writeln!(o, "\ntop talkers:");
+    let _ = writeln!(
+        o,
+        "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7}",
+        "PID", "COMM", "CONNS", "TX_KB", "RX_KB", "RETRANS", "DROPS"
+    );
+    for (pid, t) in talkers(samples) {
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7}",
+            pid,
+            t.comm,
+            t.connections,
+            t.tx_bytes / 1024,
+            t.rx_bytes / 1024,
+            t.retransmits,
+            t.drops
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(event: u64, pid: i32, lport: u16, tx: u64) -> NetSample {
+        let mut net = Net {
+            event,
+            family: 2,
+            lport,
+            rport: 80,
+            tx_bytes: tx,
+            duration_ns: 2_500_000,
+            ..Default::default()
+        };
+        net.saddr[..4].copy_from_slice(&[10, 0, 0, 1]);
+        net.daddr[..4].copy_from_slice(&[10, 0, 0, 2]);
+        net.comm[..4].copy_from_slice(b"curl");
+        NetSample {
+            net,
+            pid,
+            tid: pid,
+            time: 1,
+        }
+    }
+
+    #[test]
+    fn report_lists_connections_troubles_and_talkers() {
+        let s = vec![
+            sample(TCP_CONN_TRACEPOINT_ID, 7, 40000, 4096 * 3),
+            sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
+            sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
+            sample(SKB_DROP_TRACEPOINT_ID, 7, 40000, 0),
+        ];
+        let t = troubles(&s);
+        let c = &t[&("10.0.0.1".into(), 40000, "10.0.0.2".into(), 80)];
+        assert_eq!((c.retransmits, c.drops), (2, 1));
+        assert_eq!(talkers(&s)[0].1.tx_bytes, 4096 * 3);
+        let r = report(&s);
+        assert!(
+            r.contains("7       curl             10.0.0.1        40000 10.0.0.2           80       12        0       2.50"),
+            "{r}"
+        );
+    }
+}

@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* TCP connections, as tcplife sees them: sock:inet_sock_set_state gives each connection's
+ * life. State changes often run in softirq, on whatever thread was interrupted, so the owner
+ * is kept per socket (keyed by the sock pointer) from the moments its process is current:
+ * connect() (SYN_SENT); for an accepted connection its first send or receive
+ * (sock_send_length, sock_recv_length), else its close() (FIN_WAIT1 when it closes first,
+ * LAST_ACK when the peer did). At close the connection is sent whole, with the bytes tcp_sock counted. Retransmits,
+ * resets and drops (kfree_skb of a socket's skb) are charged to the socket's owner. */
+#include "common.bpf.h"
+#include "stack.bpf.h"
+#include "unwind.bpf.h"
+#include <bpf/bpf_endian.h>
+
+const volatile bool net_enabled = true;
+
+/* Forces the event struct into BTF so the skeleton generates its Rust type. */
+struct net_event _net_event = {};
+enum net_what _net_what = 0;
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* A connection seen opening, or owned by a process seen closing it. */
+struct conn {
+	__u64 start_ns; /* 0: it was open before recording began */
+	__u32 pid;	/* 0: owner not seen yet (an accepted connection before close()) */
+	__u32 tid;
+	char comm[16];
+	__u8 active;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct sock * */
+	__type(value, struct conn);
+} conns SEC(".maps");
+
+/* The stacks of the connect() that opened a connection of a tracked process. */
+struct conn_stacks {
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* struct sock * */
+	__type(value, struct conn_stacks);
+} conn_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn_stacks);
+} conn_scratch SEC(".maps");
+
+/* The current thread's stacks: kernel, and user (unwound where there are tables). */
+static __always_inline void take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u64 *kstack,
+					__s32 *ubytes, __u64 *ustack)
+{
+	*kbytes = bpf_get_stack(ctx, kstack, MAX_STACK_DEPTH * 8, TP_BTF_SKIP);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__s32 unwound = -1;
+	if (task->flags & PF_KTHREAD)
+		*ubytes = 0;
+	else if ((unwound = unwind_user_stack(pid, ustack)) >= 0)
+		*ubytes = unwound;
+	else
+		*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+}
+
+/* The socket's addresses and ports. */
+static __always_inline void fill_addrs(struct net_event *e, const struct sock *sk)
+{
+	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
+	e->family = 0;
+	e->lport = 0;
+	e->rport = 0;
+	e->oldstate = 0;
+	if (!sk)
+		return;
+	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	/* inet_sport: skc_num is 0 once the socket left its hash (at close). */
+	e->lport = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
+	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	e->oldstate = BPF_CORE_READ(sk, __sk_common.skc_state);
+	if (e->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(e->saddr, &s, 4);
+		__builtin_memcpy(e->daddr, &d, 4);
+	}
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_sock_state, const struct sock *sk, int oldstate, int newstate)
+{
+	if (!net_enabled || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	__u64 key = (__u64)sk;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	if (newstate == TCP_SYN_SENT || newstate == TCP_SYN_RECV) {
+		/* Born: by connect() in its thread, or as the child of a listener (softirq). */
+		bool active = newstate == TCP_SYN_SENT;
+		if (active && !(pid && tracked(pid)))
+			return 0;
+		struct conn c = { .start_ns = bpf_ktime_get_ns(), .active = active };
+		if (active) {
+			c.pid = pid;
+			c.tid = (__u32)id;
+			bpf_get_current_comm(c.comm, sizeof(c.comm));
+			__u32 zero = 0;
+			struct conn_stacks *s = bpf_map_lookup_elem(&conn_scratch, &zero);
+			if (s) {
+				take_stacks(ctx, pid, &s->kstack_bytes, s->kstack, &s->ustack_bytes,
+					    s->ustack);
+				if (bpf_map_update_elem(&conn_stacks, &key, s, BPF_ANY))
+					count_drop(EVENT_NET);
+			}
+		}
+		bpf_map_update_elem(&conns, &key, &c, BPF_ANY);
+		return 0;
+	}
+	if (newstate == TCP_FIN_WAIT1 || newstate == TCP_LAST_ACK) {
+		/* close() by the owner, in its thread. */
+		struct conn *c = bpf_map_lookup_elem(&conns, &key);
+		if (c && c->pid)
+			return 0;
+		if (!(pid && tracked(pid)) && !c)
+			return 0;
+		struct conn n = {};
+		if (c)
+			n = *c;
+		n.pid = pid;
+		n.tid = (__u32)id;
+		bpf_get_current_comm(n.comm, sizeof(n.comm));
+		bpf_map_update_elem(&conns, &key, &n, BPF_ANY);
+		/* An accepted connection: no opener's stacks, the close()'s stand for them. */
+		__u32 zero = 0;
+		struct conn_stacks *s = bpf_map_lookup_elem(&conn_scratch, &zero);
+		if (s && tracked(pid)) {
+			take_stacks(ctx, pid, &s->kstack_bytes, s->kstack, &s->ustack_bytes, s->ustack);
+			bpf_map_update_elem(&conn_stacks, &key, s, BPF_NOEXIST);
+		}
+		return 0;
+	}
+	/* A listener closing is no connection. */
+	if (newstate != TCP_CLOSE || oldstate == TCP_LISTEN)
+		return 0;
+	struct conn *c = bpf_map_lookup_elem(&conns, &key);
+	if (!c && !system_wide)
+		return 0;
+	struct conn owner = {};
+	if (c) {
+		owner = *c;
+		bpf_map_delete_elem(&conns, &key);
+	}
+	struct conn_stacks *s = bpf_map_lookup_elem(&conn_stacks, &key);
+	/* A connection never seen established (a refused connect) is still sent: it shows as
+	 * a connection of 0 bytes from SYN_SENT. */
+	if (!system_wide && !(owner.pid && tracked(owner.pid)))
+		goto out;
+	struct net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(EVENT_NET);
+		goto out;
+	}
+	e->kind = EVENT_NET;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = owner.pid;
+	e->tid = owner.tid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->start_ns = owner.start_ns;
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+	e->tx_bytes = BPF_CORE_READ(tp, bytes_acked);
+	e->rx_bytes = BPF_CORE_READ(tp, bytes_received);
+	e->what = NET_CONN;
+	e->reason = 0;
+	fill_addrs(e, sk);
+	e->oldstate = oldstate;
+	e->active = owner.active;
+	__builtin_memcpy(e->comm, owner.comm, sizeof(e->comm));
+	if (s) {
+		e->kstack_bytes = s->kstack_bytes;
+		e->ustack_bytes = s->ustack_bytes;
+		__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+		__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+	} else {
+		e->kstack_bytes = 0;
+		e->ustack_bytes = 0;
+	}
+	bpf_ringbuf_submit(e, submit_flags());
+out:
+	if (s)
+		bpf_map_delete_elem(&conn_stacks, &key);
+	return 0;
+}
+
+/* The first send or receive of an accepted connection, in its process's thread: its owner,
+ * and the stacks standing for an opener's. */
+static __always_inline void claim(void *ctx, const struct sock *sk)
+{
+	if (!net_enabled)
+		return;
+	__u64 key = (__u64)sk;
+	struct conn *c = bpf_map_lookup_elem(&conns, &key);
+	if (!c || c->pid)
+		return;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	if (!pid)
+		return;
+	c->pid = pid;
+	c->tid = (__u32)id;
+	bpf_get_current_comm(c->comm, sizeof(c->comm));
+	if (!tracked(pid))
+		return;
+	__u32 zero = 0;
+	struct conn_stacks *s = bpf_map_lookup_elem(&conn_scratch, &zero);
+	if (s) {
+		take_stacks(ctx, pid, &s->kstack_bytes, s->kstack, &s->ustack_bytes, s->ustack);
+		bpf_map_update_elem(&conn_stacks, &key, s, BPF_NOEXIST);
+	}
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
+	return 0;
+}
+
+/* Sends `what` about socket `sk` (may be NULL with -a), charged to its owner, with the
+ * current stacks where the current thread is one of the owner's. */
+static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 what, __u32 reason,
+				     __u64 segs)
+{
+	if (!net_enabled)
+		return;
+	__u64 key = (__u64)sk;
+	struct conn *c = sk ? bpf_map_lookup_elem(&conns, &key) : 0;
+	__u32 owner = c ? c->pid : 0;
+	if (!system_wide && !(owner && tracked(owner)))
+		return;
+	struct net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(EVENT_NET);
+		return;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32;
+	bool current = owner && pid == owner;
+	e->kind = EVENT_NET;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = owner;
+	e->tid = current ? (__u32)id : (c ? c->tid : 0);
+	e->time_ns = bpf_ktime_get_ns();
+	e->start_ns = c ? c->start_ns : 0;
+	e->tx_bytes = segs;
+	e->rx_bytes = 0;
+	e->what = what;
+	e->reason = reason;
+	fill_addrs(e, sk);
+	e->active = c ? c->active : 0;
+	if (c)
+		__builtin_memcpy(e->comm, c->comm, sizeof(e->comm));
+	else
+		__builtin_memset(e->comm, 0, sizeof(e->comm));
+	if (current) {
+		take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes, e->ustack);
+	} else {
+		e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
+		e->ustack_bytes = 0;
+	}
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(on_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb, int err)
+{
+	/* err: what sending it returned; the kernel counts TcpRetransSegs for 0 only, by the
+	 * skb's segments (tcp_skb_pcount), sent as tx_bytes. */
+	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
+	__u64 segs = BPF_CORE_READ(cb, tcp_gso_segs);
+	net_emit(ctx, sk, NET_RETRANSMIT, (__u32)err, segs ? segs : 1);
+	return 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(on_tcp_send_reset, const struct sock *sk, const struct sk_buff *skb, int reason)
+{
+	if (sk || system_wide)
+		net_emit(ctx, sk, NET_SEND_RESET, (__u32)reason, 0);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(on_tcp_receive_reset, struct sock *sk)
+{
+	net_emit(ctx, sk, NET_RECV_RESET, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, struct sock *rx_sk)
+{
+	if (!net_enabled)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(skb, sk);
+	if (!sk)
+		sk = rx_sk;
+	if (!sk && !system_wide)
+		return 0;
+	net_emit(ctx, sk, NET_DROP, (__u32)reason, 0);
+	return 0;
+}

@@ -1,0 +1,38 @@
+//! net.bpf.c: TCP connections (inet_sock_set_state), retransmits, resets and drops charged
+//! to the socket's owner.
+
+use libbpf_rs::Link;
+
+use super::attach_one;
+use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
+use crate::{Error, Options};
+
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+    let rodata = super::rodata(open);
+    rodata.net_enabled = o.net;
+    for prog in [
+        &mut open.progs.on_sock_state,
+        &mut open.progs.on_tcp_retransmit,
+        &mut open.progs.on_tcp_send_reset,
+        &mut open.progs.on_tcp_receive_reset,
+        &mut open.progs.on_kfree_skb,
+        &mut open.progs.on_sock_send,
+        &mut open.progs.on_sock_recv,
+    ] {
+        prog.set_autoload(o.net);
+    }
+}
+
+pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Result<(), Error> {
+    if o.net {
+        let p = &skel.progs;
+        attach_one(&p.on_sock_state, "attach inet_sock_set_state", links)?;
+        attach_one(&p.on_tcp_retransmit, "attach tcp_retransmit_skb", links)?;
+        attach_one(&p.on_tcp_send_reset, "attach tcp_send_reset", links)?;
+        attach_one(&p.on_tcp_receive_reset, "attach tcp_receive_reset", links)?;
+        attach_one(&p.on_kfree_skb, "attach kfree_skb", links)?;
+        attach_one(&p.on_sock_send, "attach sock_send_length", links)?;
+        attach_one(&p.on_sock_recv, "attach sock_recv_length", links)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,654 @@
+//! `record -e net`: TCP connections between two network namespaces joined by a veth pair,
+//! checked against what the programs sent, the veth's own counters, the kernel's
+//! TcpRetransSegs and an nft rule's counter. perf script prints the events (the oracle for
+//! their fields).
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::common::*;
+
+/// The test's client: N connections to HOST:PORT, each sending SIZE bytes, then reading the
+/// server's reply to its end; prints "LPORT SENT RECEIVED" per connection.
+const CLIENT: &str = r#"
+import socket, sys, time
+host, port, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for i in range(n):
+    s = socket.create_connection((host, port))
+    s.sendall(b"c" * size)
+    s.shutdown(socket.SHUT_WR)
+    got = 0
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += len(d)
+    print(s.getsockname()[1], size, got, flush=True)
+    s.close()
+time.sleep(0.5)
+"#;
+
+/// The test's server: accepts N connections on PORT; reads each to its end, replies REPLY
+/// bytes and closes; prints "RPORT RECEIVED SENT" per connection.
+const SERVER: &str = r#"
+import socket, sys
+port, n, reply = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port))
+srv.listen(64)
+print("ready", flush=True)
+for i in range(n):
+    c, peer = srv.accept()
+    got = 0
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        got += len(d)
+    c.sendall(b"s" * reply)
+    c.close()
+    print(peer[1], got, reply, flush=True)
+"#;
+
+const PORT: u16 = 5601;
+const CLIENT_ADDR: &str = "10.231.0.1";
+const SERVER_ADDR: &str = "10.231.0.2";
+
+/// Two network namespaces joined by a veth pair (client side `a`, server side `b`), removed
+/// on drop, panics included. Names are unique per process and pair.
+struct Netns {
+    a: String,
+    b: String,
+    veth_a: String,
+    veth_b: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `cmd` run inside namespace `ns`, its output.
+fn in_ns(ns: &str, cmd: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Netns {
+    fn new() -> Netns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let id = format!(
+            "{}{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let n = Netns {
+            a: format!("bpfperf-a{id}"),
+            b: format!("bpfperf-b{id}"),
+            veth_a: format!("bpa{id}"),
+            veth_b: format!("bpb{id}"),
+        };
+        assert!(
+            n.veth_a.len() <= 15,
+            "{}: too long for a link name",
+            n.veth_a
+        );
+        ip(&["netns", "add", &n.a]);
+        ip(&["netns", "add", &n.b]);
+        ip(&[
+            "link", "add", &n.veth_a, "netns", &n.a, "type", "veth", "peer", "name", &n.veth_b,
+            "netns", &n.b,
+        ]);
+        for (ns, dev, addr) in [
+            (&n.a, &n.veth_a, CLIENT_ADDR),
+            (&n.b, &n.veth_b, SERVER_ADDR),
+        ] {
+            // No IPv6: its neighbour and router solicitations would add to the counters.
+            in_ns(ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+            in_ns(
+                ns,
+                &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            );
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        // Permanent neighbours: no ARP in the counters.
+        for (ns, dev, peer_ns, peer_dev, peer_addr) in [
+            (&n.a, &n.veth_a, &n.b, &n.veth_b, SERVER_ADDR),
+            (&n.b, &n.veth_b, &n.a, &n.veth_a, CLIENT_ADDR),
+        ] {
+            let json = in_ns(peer_ns, &["ip", "-j", "link", "show", peer_dev]);
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let mac = v[0]["address"].as_str().unwrap().to_string();
+            ip(&[
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                peer_addr,
+                "lladdr",
+                &mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ]);
+        }
+        n
+    }
+
+    /// The veth's (bytes, packets) sent, in namespace `ns`.
+    fn tx(&self, ns: &str, dev: &str) -> (u64, u64) {
+        let json = in_ns(ns, &["ip", "-s", "-j", "link", "show", dev]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let tx = &v[0]["stats64"]["tx"];
+        (
+            tx["bytes"].as_u64().unwrap(),
+            tx["packets"].as_u64().unwrap(),
+        )
+    }
+
+    /// The kernel's TcpRetransSegs in namespace `ns` (from its /proc/net/snmp).
+    fn retrans_segs(&self, ns: &str) -> u64 {
+        let snmp = in_ns(ns, &["cat", "/proc/net/snmp"]);
+        let tcp: Vec<&str> = snmp.lines().filter(|l| l.starts_with("Tcp:")).collect();
+        let names: Vec<&str> = tcp[0].split_whitespace().collect();
+        let values: Vec<&str> = tcp[1].split_whitespace().collect();
+        let i = names.iter().position(|n| *n == "RetransSegs").unwrap();
+        values[i].parse().unwrap()
+    }
+
+    fn server(&self, dir: &TempDir, n: usize, reply: usize) -> Child {
+        let script = dir.path("server.py");
+        std::fs::write(&script, SERVER).unwrap();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.b, "python3"])
+            .arg(&script)
+            .args([PORT.to_string(), n.to_string(), reply.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for its listen().
+        let mut line = String::new();
+        use std::io::BufRead;
+        let out = child.stdout.take().unwrap();
+        let mut out = std::io::BufReader::new(out);
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        child.stdout = Some(out.into_inner());
+        child
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Whether the tools the tests need are here (iproute2, nft, python3); under CI their
+/// absence fails.
+fn can_run() -> bool {
+    if !can_record() {
+        return false;
+    }
+    let have = |cmd: &str| {
+        Command::new(cmd)
+            .arg(if cmd == "ip" { "-V" } else { "--version" })
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let missing: Vec<&str> = ["ip", "nft", "python3"]
+        .into_iter()
+        .filter(|c| !have(c))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "net tests need {missing:?} under CI (scripts/setup installs them)"
+    );
+    eprintln!("skipping: missing {missing:?}");
+    false
+}
+
+/// One line of perf script's `-F comm,pid,event,trace` for the network events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    comm: String,
+    pid: u32,
+    event: String,
+    local: (String, u16),
+    remote: (String, u16),
+    fields: BTreeMap<String, u64>,
+}
+
+fn parse_lines(text: &str) -> Vec<Line> {
+    let addr = |s: &str| {
+        let (a, p) = s.rsplit_once(':').unwrap();
+        (a.to_string(), p.parse().unwrap())
+    };
+    text.lines()
+        .filter(|l| l.contains("bpfperf:"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let (pid, _) = w[1].split_once('/').unwrap_or((w[1], ""));
+            let fields = w[6..]
+                .iter()
+                .filter_map(|f| f.split_once('='))
+                .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+                .collect();
+            Line {
+                comm: w[0].to_string(),
+                pid: pid.parse().unwrap(),
+                event: w[2].trim_end_matches(':').to_string(),
+                local: addr(w[3]),
+                remote: addr(w[5]),
+                fields,
+            }
+        })
+        .collect()
+}
+
+fn perf_script_net(file: &std::path::Path) -> Vec<Line> {
+    let out = Command::new("perf")
+        .args(["script", "-F", "comm,pid,tid,event,trace", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    parse_lines(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Output lines of a client or server: three numbers each.
+fn triples(text: &str) -> Vec<(u16, u64, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (v.len() == 3).then(|| (v[0] as u16, v[1], v[2]))
+        })
+        .collect()
+}
+
+/// Per-packet bytes of an IPv4 TCP segment with timestamps, as a veth counts it: Ethernet
+/// 14 + IPv4 20 + TCP 20 + timestamp option 12. A SYN's options take 8 more.
+const HEADERS: u64 = 14 + 20 + 20 + 12;
+const SYN_EXTRA: u64 = 8;
+
+/// N connections between the namespaces, recorded system-wide: each connection's ports and
+/// bytes are what the programs counted, its owner the client or the server, and the bytes
+/// add up to the veth's counters less headers computed from its packet counts.
+#[test]
+fn connections_ports_and_bytes() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-conns");
+    let ns = Netns::new();
+    let (n, size, reply) = (5, 200_000u64, 3_000u64);
+    let mut server = ns.server(&dir, n, reply as usize);
+    let client = dir.path("client.py");
+    std::fs::write(&client, CLIENT).unwrap();
+    let out = dir.path("net.data");
+    let before_a = ns.tx(&ns.a, &ns.veth_a);
+    let before_b = ns.tx(&ns.b, &ns.veth_b);
+    let rec = record(
+        &["-a", "-e", "net", "-o", out.to_str().unwrap()],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &PORT.to_string(),
+            &n.to_string(),
+            &size.to_string(),
+        ],
+    );
+    let after_a = ns.tx(&ns.a, &ns.veth_a);
+    let after_b = ns.tx(&ns.b, &ns.veth_b);
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let server_out = {
+        let _ = server.wait();
+        let mut s = String::new();
+        use std::io::Read;
+        server
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    let sent = triples(&String::from_utf8_lossy(&rec.stdout));
+    let served = triples(&server_out);
+    assert_eq!((sent.len(), served.len()), (n, n), "{sent:?} {served:?}");
+
+    let lines = perf_script_net(&out);
+    let conns: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:tcp_conn" && (l.local.1 == PORT || l.remote.1 == PORT))
+        .filter(|l| l.local.0.starts_with("10.231.") && l.remote.0.starts_with("10.231."))
+        .collect();
+    assert_eq!(conns.len(), 2 * n, "{lines:#?}");
+    // The client's side: bytes_acked counts the SYN and FIN, bytes_received the FIN.
+    for (lport, size_sent, got) in &sent {
+        let c = conns
+            .iter()
+            .find(|l| l.local == (CLIENT_ADDR.into(), *lport))
+            .unwrap_or_else(|| panic!("no client connection from port {lport}: {conns:#?}"));
+        assert_eq!(c.remote, (SERVER_ADDR.into(), PORT));
+        assert_eq!(c.comm, "python3");
+        assert_eq!(
+            (c.fields["tx"], c.fields["rx"]),
+            (size_sent + 2, got + 1),
+            "{c:?}"
+        );
+        assert!(c.fields["duration"] > 0);
+    }
+    // The server's side: an accepted connection, named at its close().
+    for (rport, got, replied) in &served {
+        let c = conns
+            .iter()
+            .find(|l| l.local == (SERVER_ADDR.into(), PORT) && l.remote.1 == *rport)
+            .unwrap_or_else(|| panic!("no server connection from port {rport}: {conns:#?}"));
+        assert_eq!(c.comm, "python3");
+        assert_ne!(c.pid, 0);
+        assert_eq!(
+            (c.fields["tx"], c.fields["rx"]),
+            (replied + 1, got + 1),
+            "{c:?}"
+        );
+    }
+    // The veth's counters: payload + headers. The client sent n SYNs (with their longer
+    // options), the server n SYN-ACKs.
+    let payload = |side: &dyn Fn(&Line) -> bool| -> u64 {
+        conns
+            .iter()
+            .filter(|l| side(l))
+            .map(|l| l.fields["tx"] - if l.local.1 == PORT { 1 } else { 2 })
+            .sum()
+    };
+    for (name, (b0, p0), (b1, p1), pay) in [
+        (
+            "client",
+            before_a,
+            after_a,
+            payload(&|l: &Line| l.local.1 != PORT),
+        ),
+        (
+            "server",
+            before_b,
+            after_b,
+            payload(&|l: &Line| l.local.1 == PORT),
+        ),
+    ] {
+        let (bytes, packets) = (b1 - b0, p1 - p0);
+        let headers = bytes - pay;
+        eprintln!("{name}: {bytes} bytes in {packets} packets, {pay} payload, {headers} headers");
+        assert_eq!(
+            headers,
+            packets * HEADERS + n as u64 * SYN_EXTRA,
+            "{name}'s veth: {bytes} bytes in {packets} packets, {pay} of payload"
+        );
+    }
+    // analyze net lists them as tcplife does.
+    let a = analyze(&["net"], &out);
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(
+        text.contains("PID     COMM             LADDR           LPORT RADDR"),
+        "{text}"
+    );
+    let (lport, _, _) = sent[0];
+    let want = format!("{CLIENT_ADDR} {lport} {SERVER_ADDR} {PORT}");
+    assert!(
+        text.lines().any(|l| l
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(&want)),
+        "{text}"
+    );
+    // perf reads the whole file without complaint.
+    perf_script_clean(&out);
+}
+
+/// The enum value the kernel gives a drop reason, from kfree_skb's format.
+fn drop_reason(name: &str) -> u64 {
+    let f = std::fs::read_to_string("/sys/kernel/tracing/events/skb/kfree_skb/format").unwrap();
+    let at = f
+        .find(&format!("\"{name}\""))
+        .unwrap_or_else(|| panic!("{name} not in kfree_skb's format"));
+    let open = f[..at].rfind('{').unwrap();
+    f[open + 1..at]
+        .trim()
+        .trim_end_matches(',')
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Loss forced by an nft rule on the server's input (a fifth of the client's segments that
+/// carry data: no handshake, pure ACK or FIN is lost, so no retransmit comes after the client
+/// exits and the recording ends): the retransmits recorded equal each namespace's TcpRetransSegs delta, and the
+/// drops recorded with reason NETFILTER_DROP equal the rule's counter.
+#[test]
+fn retransmits_and_drops_under_loss() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-loss");
+    let ns = Netns::new();
+    let rules = format!(
+        "table inet bpfperf {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  \
+         iifname \"{}\" tcp dport {PORT} ip length > 200 numgen random mod 10 < 2 counter drop\n }}\n}}\n",
+        ns.veth_b
+    );
+    let rules_file = dir.path("rules.nft");
+    std::fs::write(&rules_file, rules).unwrap();
+    in_ns(&ns.b, &["nft", "-f", rules_file.to_str().unwrap()]);
+    let (n, size, reply) = (4, 500_000u64, 1_000u64);
+    let mut server = ns.server(&dir, n, reply as usize);
+    let client = dir.path("client.py");
+    std::fs::write(&client, CLIENT).unwrap();
+    let out = dir.path("loss.data");
+    let retrans_a = ns.retrans_segs(&ns.a);
+    let retrans_b = ns.retrans_segs(&ns.b);
+    let rec = record(
+        &["-a", "-e", "net", "-o", out.to_str().unwrap()],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &PORT.to_string(),
+            &n.to_string(),
+            &size.to_string(),
+        ],
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let delta_a = ns.retrans_segs(&ns.a) - retrans_a;
+    let delta_b = ns.retrans_segs(&ns.b) - retrans_b;
+    let counter = in_ns(&ns.b, &["nft", "-j", "list", "table", "inet", "bpfperf"]);
+    let v: serde_json::Value = serde_json::from_str(&counter).unwrap();
+    let dropped = v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|o| {
+            o["rule"]["expr"]
+                .as_array()?
+                .iter()
+                .find_map(|e| e["counter"]["packets"].as_u64())
+        })
+        .unwrap();
+    let lines = perf_script_net(&out);
+    let ours = |l: &&Line| l.local.0.starts_with("10.231.") && l.remote.0.starts_with("10.231.");
+    // The kernel counts TcpRetransSegs once it tries to send, whatever the send returns;
+    // before, it gives up with EBUSY (the original still queued), ENOMEM, EAGAIN, EINVAL or
+    // EHOSTUNREACH, uncounted (and the tracepoint fires all the same).
+    let counted =
+        |reason: u64| ![16, 12, 11, 22, 113].contains(&(reason as u32 as i32).wrapping_neg());
+    let retransmitted = |client: bool| -> u64 {
+        lines
+            .iter()
+            .filter(ours)
+            .filter(|l| l.event == "bpfperf:tcp_retransmit" && counted(l.fields["reason"]))
+            .filter(|l| (l.local.1 != PORT) == client)
+            .map(|l| l.fields["tx"])
+            .sum()
+    };
+    let mut results: BTreeMap<i32, u64> = BTreeMap::new();
+    for l in lines.iter().filter(ours) {
+        if l.event == "bpfperf:tcp_retransmit" {
+            *results.entry(l.fields["reason"] as u32 as i32).or_default() += l.fields["tx"];
+        }
+    }
+    eprintln!("retransmitted segments by send result: {results:?}");
+    let netfilter = drop_reason("NETFILTER_DROP");
+    let drops = lines
+        .iter()
+        .filter(ours)
+        .filter(|l| l.event == "bpfperf:skb_drop" && l.fields["reason"] == netfilter)
+        .count() as u64;
+    eprintln!(
+        "TcpRetransSegs: client {delta_a}, server {delta_b}; recorded {} and {}; nft dropped \
+         {dropped}, recorded {drops}",
+        retransmitted(true),
+        retransmitted(false)
+    );
+    assert!(delta_a > 0, "the rule forced no retransmit");
+    assert_eq!(retransmitted(true), delta_a);
+    assert_eq!(retransmitted(false), delta_b);
+    assert_eq!(drops, dropped);
+    // The drops are the server's: its accepted connections, owned from their first receive
+    // (a drop before it has no owner yet; analyze net gives it the connection's).
+    let server_pid = lines
+        .iter()
+        .find(|l| l.event == "bpfperf:tcp_conn" && l.local.1 == PORT)
+        .map(|l| l.pid)
+        .unwrap();
+    let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
+    for l in lines
+        .iter()
+        .filter(ours)
+        .filter(|l| l.event == "bpfperf:skb_drop")
+    {
+        *owners.entry(l.pid).or_default() += 1;
+    }
+    eprintln!("drops by owner: {owners:?} (server {server_pid})");
+    assert!(
+        owners.keys().all(|&p| p == server_pid || p == 0),
+        "{owners:?}"
+    );
+    assert!(
+        owners.get(&server_pid).copied().unwrap_or(0) > 0,
+        "{owners:?}"
+    );
+    // Each drop and retransmit is charged to a connection, and `report --event` finds them.
+    let a = analyze(&["net"], &out);
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(
+        text.contains("retransmits, resets and drops per connection"),
+        "{text}"
+    );
+    for event in ["retransmit", "drop"] {
+        let r = analyze(&["report", "--event", event, "--stdio"], &out);
+        assert!(
+            r.status.success(),
+            "report --event {event}: {}",
+            stderr_of(&r)
+        );
+    }
+}
+
+/// Following the client (no -a): its connections only, each owned by it, with the stack of
+/// its connect(); the server's ends are not its sockets and stay out.
+#[test]
+fn following_the_client_keeps_its_connections_only() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-follow");
+    let ns = Netns::new();
+    let (n, size, reply) = (3, 50_000u64, 500u64);
+    let mut server = ns.server(&dir, n, reply as usize);
+    let client = dir.path("client.py");
+    std::fs::write(&client, CLIENT).unwrap();
+    let out = dir.path("follow.data");
+    let rec = record(
+        &["-e", "net", "-o", out.to_str().unwrap()],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &PORT.to_string(),
+            &n.to_string(),
+            &size.to_string(),
+        ],
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    let sent = triples(&String::from_utf8_lossy(&rec.stdout));
+    let lines = perf_script_net(&out);
+    let conns: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:tcp_conn")
+        .collect();
+    assert_eq!(conns.len(), n, "{lines:#?}");
+    for (lport, size_sent, _) in &sent {
+        let c = conns
+            .iter()
+            .find(|l| l.local == (CLIENT_ADDR.into(), *lport))
+            .unwrap_or_else(|| panic!("no connection from port {lport}: {conns:#?}"));
+        assert_eq!(c.fields["tx"], size_sent + 2);
+    }
+    // Each under its connect() (perf script's default output: the callchain).
+    let text = perf_script_clean(&out);
+    let samples = parse_script(&text);
+    let under_connect = samples
+        .iter()
+        .filter(|s| s.event.contains("tcp_conn"))
+        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("connect")))
+        .count();
+    assert_eq!(under_connect, n, "{text}");
+}
