@@ -39,6 +39,7 @@ pub struct Filter {
     /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch,
     /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise).
     #[arg(
+        short,
         long,
         default_value = "cpu",
         value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
@@ -151,7 +152,7 @@ pub struct Traced {
     #[arg(short, long, default_value = "perf.data")]
     pub input: PathBuf,
     /// Only the samples of this event (default: every traced event of the file).
-    #[arg(long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME")]
     pub event: Option<String>,
     #[command(flatten)]
     pub threads: Threads,
