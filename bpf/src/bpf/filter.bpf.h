@@ -139,6 +139,15 @@ static __always_inline bool match_string(const void *src, __u32 len, bool comm,
 	return fs->found;
 }
 
+/* The low `size` bytes of v, sign-extended if the operand is signed. */
+static __always_inline __s64 filter_extend(__u64 v, __u32 size, __u8 flags)
+{
+	__u32 shift = 64 - 8 * size;
+	if (flags & FF_SIGNED && shift < 64)
+		return ((__s64)(v << shift)) >> shift;
+	return (__s64)v;
+}
+
 /* A number operand. */
 static __always_inline __s64 filter_number(struct filter_run *r, struct filter_insn *in)
 {
@@ -156,11 +165,7 @@ static __always_inline __s64 filter_number(struct filter_run *r, struct filter_i
 		return 0;
 	__u64 v = 0;
 	bpf_probe_read_kernel(&v, size & 15, (const __u8 *)r->raw + (off & RAW_MASK));
-	/* Sign-extended from its size, if signed. */
-	__u32 shift = 64 - 8 * size;
-	if (in->flags & FF_SIGNED && shift < 64)
-		return ((__s64)(v << shift)) >> shift;
-	return (__s64)v;
+	return filter_extend(v, size, in->flags);
 }
 
 static __always_inline bool filter_compare(struct filter_insn *in, __s64 v)
@@ -281,12 +286,9 @@ static __always_inline bool filter_pass(__u32 prog, const __u8 *raw, __u32 raw_b
 		if (in->src == FS_RAW && size && size <= 8 && off + size <= raw_bytes &&
 		    off <= MAX_TRACE_RAW - 8) {
 			__u64 v = *(const __u64 *)(raw + off);
-			__u32 shift = 64 - 8 * size;
-			if (shift) {
-				v <<= shift;
-				v = in->flags & FF_SIGNED ? (__u64)((__s64)v >> shift) : v >> shift;
-			}
-			return filter_compare(in, (__s64)v);
+			if (size < 8)
+				v &= (1ULL << (8 * size)) - 1;
+			return filter_compare(in, filter_extend(v, size, in->flags));
 		}
 		return filter_compare(in, filter_number(r, in));
 	}

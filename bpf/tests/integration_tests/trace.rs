@@ -83,15 +83,17 @@ fn count_of(t: &TraceRecord) -> u64 {
     u64::from_le_bytes(t.raw[o..o + 8].try_into().unwrap())
 }
 
+/// 20 writes of 7 bytes and 5 of 3 (printf's one write per call, to /dev/null).
+const WRITES: &str = "for i in $(seq 20); do printf 'abcdef\\n'; done >/dev/null; \
+                      for i in $(seq 5); do printf 'ab\\n'; done >/dev/null";
+
 #[test]
 fn tracepoint_records_come_as_the_kernel_lays_them_out_and_filters_run_in_the_kernel() {
     if !can_load_bpf() {
         return;
     }
     let _x = exclusive();
-    // 20 writes of 7 bytes and 5 of 3 (printf's one write per call, to /dev/null).
-    let script = "for i in $(seq 20); do printf 'abcdef\\n'; done >/dev/null; \
-                  for i in $(seq 5); do printf 'ab\\n'; done >/dev/null";
+    let script = WRITES;
     let all = traced(script, vec![sys_enter_write(None)]);
     let sevens = all.iter().filter(|t| count_of(t) == 7).count();
     let threes = all.iter().filter(|t| count_of(t) == 3).count();
@@ -138,8 +140,7 @@ fn string_filters_match_globs_and_combine_in_the_kernel() {
         return;
     }
     let _x = exclusive();
-    let script = "for i in $(seq 20); do printf 'abcdef\\n'; done >/dev/null; \
-                  for i in $(seq 5); do printf 'ab\\n'; done >/dev/null";
+    let script = WRITES;
     let comm = |glob, text: &str, equal| {
         (
             FilterInsn::String {

@@ -90,15 +90,7 @@ fn perf_script_traced(file: &Path, stacks: bool) -> Vec<Traced> {
 
 /// `record ARGS -- CMD` that must succeed; its stderr.
 fn record_ok(args: &[&str], cmd: &[&str]) -> String {
-    // Without cargo's LD_LIBRARY_PATH: with it, getaddrinfo's dlopen of the NSS modules
-    // tries (and fails to open) each of its directories first.
-    let out = Command::new(env!("CARGO_BIN_EXE_record"))
-        .env_remove("LD_LIBRARY_PATH")
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let out = record(args, cmd);
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "record {args:?}: {stderr}");
     stderr

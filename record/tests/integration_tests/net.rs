@@ -195,6 +195,37 @@ impl Netns {
         child.stdout = Some(out.into_inner());
         child
     }
+
+    /// `record FLAGS -o out` of the client in namespace a: `n` connections to the server,
+    /// each sending `size` bytes.
+    fn record_client(
+        &self,
+        dir: &TempDir,
+        flags: &[&str],
+        out: &std::path::Path,
+        n: usize,
+        size: u64,
+    ) -> std::process::Output {
+        let client = dir.path("client.py");
+        std::fs::write(&client, CLIENT).unwrap();
+        let mut args = flags.to_vec();
+        args.extend(["-o", out.to_str().unwrap()]);
+        record(
+            &args,
+            &[
+                "ip",
+                "netns",
+                "exec",
+                &self.a,
+                "python3",
+                client.to_str().unwrap(),
+                SERVER_ADDR,
+                &PORT.to_string(),
+                &n.to_string(),
+                &size.to_string(),
+            ],
+        )
+    }
 }
 
 impl Drop for Netns {
@@ -311,26 +342,10 @@ fn connections_ports_and_bytes() {
     let ns = Netns::new();
     let (n, size, reply) = (5, 200_000u64, 3_000u64);
     let mut server = ns.server(&dir, n, reply as usize);
-    let client = dir.path("client.py");
-    std::fs::write(&client, CLIENT).unwrap();
     let out = dir.path("net.data");
     let before_a = ns.tx(&ns.a, &ns.veth_a);
     let before_b = ns.tx(&ns.b, &ns.veth_b);
-    let rec = record(
-        &["-a", "-e", "net", "-o", out.to_str().unwrap()],
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &ns.a,
-            "python3",
-            client.to_str().unwrap(),
-            SERVER_ADDR,
-            &PORT.to_string(),
-            &n.to_string(),
-            &size.to_string(),
-        ],
-    );
+    let rec = ns.record_client(&dir, &["-a", "-e", "net"], &out, n, size);
     let after_a = ns.tx(&ns.a, &ns.veth_a);
     let after_b = ns.tx(&ns.b, &ns.veth_b);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
@@ -477,26 +492,10 @@ fn retransmits_and_drops_under_loss() {
     in_ns(&ns.b, &["nft", "-f", rules_file.to_str().unwrap()]);
     let (n, size, reply) = (4, 500_000u64, 1_000u64);
     let mut server = ns.server(&dir, n, reply as usize);
-    let client = dir.path("client.py");
-    std::fs::write(&client, CLIENT).unwrap();
     let out = dir.path("loss.data");
     let retrans_a = ns.retrans_segs(&ns.a);
     let retrans_b = ns.retrans_segs(&ns.b);
-    let rec = record(
-        &["-a", "-e", "net", "-o", out.to_str().unwrap()],
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &ns.a,
-            "python3",
-            client.to_str().unwrap(),
-            SERVER_ADDR,
-            &PORT.to_string(),
-            &n.to_string(),
-            &size.to_string(),
-        ],
-    );
+    let rec = ns.record_client(&dir, &["-a", "-e", "net"], &out, n, size);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     std::thread::sleep(Duration::from_millis(100));
@@ -608,24 +607,8 @@ fn following_the_client_keeps_its_connections_only() {
     let ns = Netns::new();
     let (n, size, reply) = (3, 50_000u64, 500u64);
     let mut server = ns.server(&dir, n, reply as usize);
-    let client = dir.path("client.py");
-    std::fs::write(&client, CLIENT).unwrap();
     let out = dir.path("follow.data");
-    let rec = record(
-        &["-e", "net", "-o", out.to_str().unwrap()],
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &ns.a,
-            "python3",
-            client.to_str().unwrap(),
-            SERVER_ADDR,
-            &PORT.to_string(),
-            &n.to_string(),
-            &size.to_string(),
-        ],
-    );
+    let rec = ns.record_client(&dir, &["-e", "net"], &out, n, size);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     let sent = triples(&String::from_utf8_lossy(&rec.stdout));
