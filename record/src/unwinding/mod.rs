@@ -76,7 +76,14 @@ impl Unwinding {
         let (tx, rx) = mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("record-unwind".into())
-            .spawn(move || Worker::new(tables).run(rx))
+            .spawn(move || {
+                // Until a process's tables are in, its samples are stack copies: the tables
+                // go before the recorded program's own work when both want the CPUs (a
+                // failure is harmless: root-only, and the thread keeps the usual priority).
+                // SAFETY: setpriority on this thread's own id.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+                Worker::new(tables).run(rx)
+            })
             .expect("spawn the unwind-table thread");
         Unwinding {
             tx: Some(tx),
