@@ -96,6 +96,21 @@ fn record_ok(args: &[&str], cmd: &[&str]) -> String {
     stderr
 }
 
+/// The milliseconds each of tracee's naps slept by its own clock (its `tracee nap ns:`
+/// lines on stderr): the machine may be busy, so a latency measured in the kernel is bounded
+/// by these, not by the nominal time asked for.
+fn naps_slept_ms(stderr: &str) -> Vec<f64> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("tracee nap ns: "))
+        .map(|n| n.trim().parse::<f64>().unwrap() / 1e6)
+        .collect()
+}
+
+/// What a probe or a clock read costs beside the interval it times, at most (a busy
+/// machine included): a kernel-measured latency within this of the tracee's own.
+const CLOCK_SLACK_MS: f64 = 1.0;
+
 /// tracee's calls: openat 40 times (10 failing), getaddrinfo 7 times, its USDT probe 13
 /// times, nap() 3 times for 50 ms.
 const TRACEE_ARGS: [&str; 6] = ["40", "10", "7", "13", "3", "50"];
@@ -164,7 +179,7 @@ fn known_totals_filters_probes_usdt_and_latency_in_fp_and_dwarf_mode() {
             format!("usdt:{t}:bpfperf_test:tick"),
             format!("uretprobe:{t}:nap"),
         );
-        record_ok(
+        let stderr = record_ok(
             &[
                 "-o",
                 file.to_str().unwrap(),
@@ -227,16 +242,21 @@ fn known_totals_filters_probes_usdt_and_latency_in_fp_and_dwarf_mode() {
             ticks.iter().all(|t| t.has_frame("tick")),
             "{mode}: {ticks:#?}"
         );
-        // nap's latency, measured in the kernel: 50 ms within 2%, its return value, the
+        // nap's latency, measured in the kernel from its entry to its return: at least the
+        // nanosleep the tracee timed inside it, and hardly more; its return value, the
         // entry's stack.
         let naps: Vec<&Traced> = all
             .iter()
             .filter(|t| t.event.ends_with(":nap__return"))
             .collect();
-        assert_eq!(naps.len(), 3, "{mode}: {all:#?}");
-        for n in &naps {
+        let slept = naps_slept_ms(&stderr);
+        assert_eq!((naps.len(), slept.len()), (3, 3), "{mode}: {all:#?}");
+        for (n, slept) in naps.iter().zip(&slept) {
             let ms = n.period as f64 / 1e6;
-            assert!((50.0..51.0).contains(&ms), "{mode}: nap took {ms} ms");
+            assert!(
+                *slept >= 50.0 && (*slept..slept + CLOCK_SLACK_MS).contains(&ms),
+                "{mode}: nap took {ms} ms in the kernel, {slept} ms by its own clock"
+            );
             assert_eq!(n.field("ret"), 50);
             assert_eq!(n.field("arg1"), 50);
             assert!(n.has_frame("main"), "{mode}: {n:?}");
@@ -257,7 +277,7 @@ fn latency_between_two_tracepoints_is_one_sample_per_call() {
     // trampoline, and the stacks unwound in the kernel take the real return address from
     // the thread's return instances (as perf's frame-pointer callchains do).
     let nap_return = format!("uretprobe:{}:nap", tracee.display());
-    record_ok(
+    let stderr = record_ok(
         &[
             "-o",
             file.to_str().unwrap(),
@@ -281,13 +301,20 @@ fn latency_between_two_tracepoints_is_one_sample_per_call() {
         last.has_frame("nap") && last.has_frame("main") && last.has_frame("_start"),
         "{last:?}"
     );
-    for t in &all {
+    // Each call's latency: the syscall inside the tracee's own timing of it, and hardly
+    // shorter.
+    let slept = naps_slept_ms(&stderr);
+    assert_eq!(slept.len(), 4, "{stderr}");
+    for (t, slept) in all.iter().zip(&slept) {
         assert_eq!(
             t.event,
             "syscalls:sys_enter_clock_nanosleep->sys_exit_clock_nanosleep"
         );
         let ms = t.period as f64 / 1e6;
-        assert!((30.0..30.6).contains(&ms), "{ms} ms");
+        assert!(
+            *slept >= 30.0 && (slept - CLOCK_SLACK_MS..=*slept).contains(&ms),
+            "{ms} ms in the kernel, {slept} ms by the tracee's clock"
+        );
         // The entry's fields and stack.
         assert!(t.fields.contains("rqtp"), "{}", t.fields);
         assert!(t.has_frame("nap"), "{t:?}");
