@@ -106,12 +106,14 @@ struct Args {
     #[arg(long)]
     no_faults: bool,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
-    /// perf and analyze read the file as they read perf's.
+    /// perf and analyze read the file as they read perf's. The level is attached (`-z5`,
+    /// `--compression-level=5`), as perf takes it: in `record -z true`, `true` is the command.
     #[arg(
         short = 'z',
         long = "compression-level",
         value_name = "LEVEL",
         num_args = 0..=1,
+        require_equals = true,
         default_missing_value = "1",
         value_parser = clap::value_parser!(i32).range(1..=22)
     )]
@@ -484,7 +486,7 @@ fn print_summary(s: &session::Summary) {
 /// one, exit status 2, as perf refuses it (`unknown option`) rather than running it.
 fn parse_args() -> Args {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let err = match Args::command().try_get_matches() {
+    let err = match Args::command().try_get_matches_from(attached_levels(std::env::args_os())) {
         Ok(m) => match Args::from_arg_matches(&m) {
             Ok(mut args) => match pair_filters(&mut args, &m) {
                 Ok(()) => return args,
@@ -511,6 +513,59 @@ fn parse_args() -> Args {
         Args::command().render_usage()
     );
     std::process::exit(2)
+}
+
+/// The command line with perf's attached short level, `-z5`, spelled `--compression-level=5`
+/// (clap takes an optional value only after `=`), among record's own options: up to `--` or
+/// the command's first word.
+fn attached_levels(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let cmd = Args::command();
+    let takes_value = |a: &clap::Arg| a.get_action().takes_values();
+    let mut out = Vec::new();
+    let mut args = args.into_iter();
+    out.extend(args.next()); // the program's name
+    while let Some(word) = args.next() {
+        let Some(w) = word.to_str().map(str::to_string) else {
+            out.push(word);
+            break;
+        };
+        if w == "--" || !w.starts_with('-') || w == "-" {
+            out.push(word);
+            break;
+        }
+        let value_follows = if let Some(long) = w.strip_prefix("--") {
+            !long.contains('=')
+                && cmd
+                    .get_arguments()
+                    .find(|a| a.get_long() == Some(long))
+                    .is_some_and(|a| {
+                        takes_value(a) && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+                    })
+        } else if let Some(level) = w
+            .strip_prefix("-z")
+            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        {
+            out.push(format!("--compression-level={level}").into());
+            continue;
+        } else {
+            // A cluster of short options: a value follows if the last one takes one and
+            // none is attached.
+            let last = w.chars().last().unwrap_or('-');
+            w.chars().count() == 2
+                && cmd
+                    .get_arguments()
+                    .find(|a| a.get_short() == Some(last))
+                    .is_some_and(|a| {
+                        takes_value(a) && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+                    })
+        };
+        out.push(word);
+        if value_follows {
+            out.extend(args.next());
+        }
+    }
+    out.extend(args);
+    out
 }
 
 /// The option most like `word`: by edit distance among the long names (the short ones by
@@ -577,6 +632,35 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_from(std::iter::once("record").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn compression_level_is_attached_as_perf_takes_it() {
+        let parse = |words: &[&str]| {
+            let words = std::iter::once("record")
+                .chain(words.iter().copied())
+                .map(std::ffi::OsString::from);
+            Args::try_parse_from(attached_levels(words)).unwrap()
+        };
+        let a = parse(&["-z", "true"]);
+        assert_eq!(
+            (a.compression_level, a.command),
+            (Some(1), vec!["true".into()])
+        );
+        let a = parse(&["-z5", "-o", "x.data", "-F", "99", "true", "-z3"]);
+        assert_eq!(a.compression_level, Some(5));
+        assert_eq!(a.output.to_str(), Some("x.data"));
+        assert_eq!(a.command, ["true", "-z3"]);
+        let a = parse(&["--compression-level=9", "--", "-z4"]);
+        assert_eq!(
+            (a.compression_level, a.command),
+            (Some(9), vec!["-z4".into()])
+        );
+        let a = parse(&["--compression-level", "3"]);
+        assert_eq!(
+            (a.compression_level, a.command),
+            (Some(1), vec!["3".into()])
+        );
     }
 
     #[test]
