@@ -327,6 +327,21 @@ fn node_perf_maps_and_jitdump_name_js_functions_as_perf_does() {
             "node",
             "hotLoop",
         );
+        // V8 keeps frame pointers in its JIT code and builtins (which have no CFI): in DWARF
+        // mode too the kernel's unwinder follows them into node's own CFI, up to main.
+        let folded = analyze_folded(&data, &[]);
+        let hot = |k: &str| k.rsplit(';').next().is_some_and(|l| l.contains("hotLoop"));
+        let total: u64 = folded.iter().filter(|(k, _)| hot(k)).map(|(_, v)| v).sum();
+        let rooted: u64 = folded
+            .iter()
+            .filter(|(k, _)| hot(k) && k.contains(";node::Start;"))
+            .map(|(_, v)| v)
+            .sum();
+        eprintln!("node {mode}: {rooted} of {total} hotLoop samples reach node::Start");
+        assert!(
+            total > 0 && rooted as f64 >= 0.9 * total as f64,
+            "{mode}: {rooted} of {total} hotLoop stacks reach node::Start"
+        );
 
         // --perf-prof: a jitdump in the working directory, mapped by node; perf reads it after
         // perf inject --jit, analyze directly.
