@@ -189,6 +189,20 @@ fn jvm_jit_code_is_named_without_flags_at_exit_and_by_jcmd() {
             "java",
             "Hot.hotLoop",
         );
+        // The archive keeps the map: analyzed after the map is gone, the names stay.
+        let archive = dir.path(&format!("workload-{mode}.tar.zst"));
+        let out = analyze(&["archive", "-o", archive.to_str().unwrap()], &data);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        remove_maps_of("java", "Hot.hotLoop");
+        let hot: u64 = analyze_folded(&archive, &[])
+            .iter()
+            .filter(|(k, _)| k.ends_with(";long Hot.hotLoop(long)"))
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            hot >= 200,
+            "{mode}: {hot} samples under Hot.hotLoop from the archive"
+        );
 
         // A JVM running before the recording: jcmd at the end, while it still runs; killed
         // afterwards (no exit dump), so the map analyzed is jcmd's.
