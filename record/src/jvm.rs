@@ -7,16 +7,18 @@
 //! - JVMs the workload starts inherit `JAVA_TOOL_OPTIONS` with `-XX:+DumpPerfMapAtExit`
 //!   (JDK 17+): HotSpot writes the map itself on its way out (`before_exit`). Nothing races:
 //!   the flag is there from the JVM's first instruction, however short its life.
-//! - JVMs running before the recording (`-p`, `-a`) cannot take a new option, but the flag is
-//!   a plain byte in libjvm.so's `.bss`, read only at exit: record sets it through
-//!   `/proc/PID/mem` (the same right jcmd's attach needs), found by its `.symtab` symbol. A
-//!   JVM that exits before the recording ends then writes its map as above.
+//! - Other JVMs (running before the recording with `-p`, `-a`, or started later by such a
+//!   process) cannot take a new option, but the flag is a plain byte in libjvm.so's `.bss`,
+//!   read only at exit: record sets it through `/proc/PID/mem` (the same right jcmd's attach
+//!   needs), found by its `.symtab` symbol ([`Flagger`]). A JVM that exits before the
+//!   recording ends then writes its map as above.
 //! - Every JVM still alive at the end is asked with `jcmd PID Compiler.perfmap` (JDK 17+),
 //!   which covers the code compiled up to the end (and JVMs whose libjvm.so has no symbols).
 //!
-//! Not covered: a JVM that a `-p` process starts later and that exits before the end (no
-//! flag, too late for jcmd), JVMs killed by a signal, and JVMs in another PID namespace.
+//! Not covered: a JVM that exits within [`SETTLE`] of mapping libjvm.so without having been
+//! started by the workload, JVMs killed by a signal, and JVMs in another PID namespace.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +37,12 @@ const JCMD_TIMEOUT: Duration = Duration::from_secs(20);
 /// libjvm.so is tens of MB; anything far larger is not one.
 const MAX_LIBJVM_BYTES: u64 = 512 << 20;
 
+/// How long after a JVM is first seen its flag is set: the loader has finished mapping
+/// libjvm.so by then (a byte written into a mapping the loader then replaces would be lost).
+/// It is read again [`RECHECK`] later and set again if it was.
+pub const SETTLE: Duration = Duration::from_millis(200);
+const RECHECK: Duration = Duration::from_secs(1);
+
 /// Whether a mapped file is HotSpot's VM library.
 pub fn is_libjvm(path: &str) -> bool {
     path.ends_with("/libjvm.so")
@@ -52,6 +60,62 @@ pub fn workload_env() -> (String, String) {
 /// The perf map process `pid` writes (its own /tmp, seen through its root).
 pub fn map_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+/// Sets `DumpPerfMapAtExit` in the JVMs a recording sees, once each has settled, and checks
+/// it again a second later; the flag's offset is read once per libjvm.so.
+#[derive(Default)]
+pub struct Flagger {
+    /// Offset of the flag from the load base, per libjvm.so path.
+    offsets: HashMap<String, Result<u64, String>>,
+    /// JVMs seen, and when each is next due (`None`: done).
+    due: BTreeMap<u32, (Option<Instant>, u8)>,
+}
+
+impl Flagger {
+    /// Notes the JVMs in `jvms` not seen before: due at `now` (`initial`: already running
+    /// when recording began, settled) or after [`SETTLE`].
+    pub fn note(&mut self, jvms: &BTreeSet<u32>, initial: bool) {
+        let at = Instant::now() + if initial { Duration::ZERO } else { SETTLE };
+        for &pid in jvms {
+            self.due.entry(pid).or_insert((Some(at), 0));
+        }
+    }
+
+    /// Sets the flag in the JVMs that are due; returns the problems of those done with.
+    pub fn run_due(&mut self) -> Vec<String> {
+        let now = Instant::now();
+        let mut problems = Vec::new();
+        let due: Vec<u32> = self
+            .due
+            .iter()
+            .filter(|(_, (at, _))| at.is_some_and(|t| t <= now))
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in due {
+            let result = self.flag(pid);
+            let (at, tries) = self.due.get_mut(&pid).unwrap();
+            *tries += 1;
+            *at = (*tries < 2).then(|| now + RECHECK);
+            if let Err(why) = result {
+                *at = None;
+                if !crate::procfs::has_exited(pid) {
+                    problems.push(format!("JVM {pid}: {why}"));
+                }
+            }
+        }
+        problems
+    }
+
+    fn flag(&mut self, pid: u32) -> Result<(), String> {
+        let (path, base) = libjvm_of(pid).ok_or("no libjvm.so mapped at offset 0")?;
+        let offset = self
+            .offsets
+            .entry(path.clone())
+            .or_insert_with(|| flag_offset(pid, &path))
+            .clone()?;
+        set_flag(pid, base.wrapping_add(offset))
+    }
 }
 
 /// The path and load base of libjvm.so in `pid`, from /proc/PID/maps.
@@ -73,9 +137,9 @@ fn libjvm_of(pid: u32) -> Option<(String, u64)> {
     })
 }
 
-/// The address in `pid` of libjvm.so's `DumpPerfMapAtExit` flag.
-fn flag_address(pid: u32) -> Result<u64, String> {
-    let (path, start) = libjvm_of(pid).ok_or("no libjvm.so mapped at offset 0")?;
+/// The offset from libjvm.so's load base of its `DumpPerfMapAtExit` flag (the file as
+/// process `pid` sees it at `path`).
+fn flag_offset(pid: u32, path: &str) -> Result<u64, String> {
     let file = Path::new("/proc")
         .join(pid.to_string())
         .join("root")
@@ -94,14 +158,13 @@ fn flag_address(pid: u32) -> Result<u64, String> {
         .ok_or_else(|| format!("{path} has no DumpPerfMapAtExit symbol (stripped, or JDK < 17)"))?;
     // The mapping at file offset 0 holds the lowest segment, page-aligned.
     let lowest = obj.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
-    Ok(start.wrapping_sub(lowest).wrapping_add(sym.address()))
+    Ok(sym.address().wrapping_sub(lowest))
 }
 
-/// Sets `DumpPerfMapAtExit` in the running JVM `pid`, so that it writes its perf map when it
-/// exits. The byte must read 0 or 1 first (a bool), else nothing is written.
-pub fn dump_map_at_exit(pid: u32) -> Result<(), String> {
+/// Sets the `DumpPerfMapAtExit` byte at `addr` in the running JVM `pid`, so that it writes its
+/// perf map when it exits. The byte must read 0 or 1 first (a bool), else nothing is written.
+fn set_flag(pid: u32, addr: u64) -> Result<(), String> {
     use std::os::unix::fs::FileExt;
-    let addr = flag_address(pid)?;
     let mem = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

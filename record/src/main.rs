@@ -160,7 +160,7 @@ struct Args {
     quiet: bool,
     /// Name the JIT code of the JVMs recorded (HotSpot, JDK 17+): JVMs the workload starts
     /// get `JAVA_TOOL_OPTIONS=... -XX:+DumpPerfMapAtExit` (they print "Picked up
-    /// JAVA_TOOL_OPTIONS"), JVMs already running have that flag set in their memory, and
+    /// JAVA_TOOL_OPTIONS"), other JVMs (-p, -a) have that flag set in their memory, and
     /// those still running at the end are asked with `jcmd PID Compiler.perfmap`: each writes
     /// /tmp/perf-PID.map, which analyze reads. off: none of that.
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]

@@ -273,15 +273,15 @@ fn workload_env(cfg: &Config) -> Vec<(String, String)> {
     env
 }
 
-/// JVMs running before the recording began write their perf map when they exit.
-fn flag_running_jvms(cfg: &Config, jvms: &BTreeSet<u32>) {
+/// The JVMs seen so far write their perf map when they exit (those running when recording
+/// began at once, the others once settled).
+fn flag_jvms(cfg: &Config, flagger: &mut crate::jvm::Flagger, jvms: &BTreeSet<u32>, initial: bool) {
     if !cfg.jvm_perfmap {
         return;
     }
-    for &pid in jvms {
-        if let Err(why) = crate::jvm::dump_map_at_exit(pid) {
-            eprintln!("record: JVM {pid}: {why}; its perf map is asked for at the end only (jcmd)");
-        }
+    flagger.note(jvms, initial);
+    for why in flagger.run_due() {
+        eprintln!("record: {why}; its perf map is asked for at the end only (jcmd)");
     }
 }
 
@@ -475,7 +475,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.writer.finish_round()?;
     phases.mark("existing processes described");
-    flag_running_jvms(cfg, &rec.jvms);
+    let mut flagger = crate::jvm::Flagger::default();
+    flag_jvms(cfg, &mut flagger, &rec.jvms, true);
 
     let mut exit_status = None;
     let mut forwarded = false;
@@ -530,6 +531,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             bytes: written + rec.writer.bytes_written(),
         });
         rec.flush_until(cut)?;
+        flag_jvms(cfg, &mut flagger, &rec.jvms, false);
         if let Some(r) = &mut rotation {
             if r.due(rec.writer.bytes_written()) && !rec.writer.is_full() {
                 // Finished, then moved to its name; the next file starts with what its

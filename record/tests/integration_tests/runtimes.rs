@@ -108,7 +108,7 @@ fn check_jit_names(
             differ.push((o.clone(), p.clone()));
         }
     }
-    assert!(jit >= 200, "{what}: only {jit} samples in JIT code");
+    assert!(jit >= 100, "{what}: only {jit} samples in JIT code");
     let share = named as f64 / jit as f64;
     eprintln!("{what}: {jit} samples in JIT code, {:.1}% named {method}, names equal to perf's on {} of them", share * 100.0, jit - differ.len());
     assert!(
@@ -222,7 +222,7 @@ fn jvm_jit_code_is_named_without_flags_at_exit_and_by_jcmd() {
                 "--no-off-cpu",
                 "--no-io",
             ])
-            .args(["-p", &p, "--duration", "2"])
+            .args(["-p", &p, "--duration", "3"])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
@@ -243,34 +243,41 @@ fn jvm_jit_code_is_named_without_flags_at_exit_and_by_jcmd() {
 
         // A JVM attached to that exits before the recording ends: the flag record set in it
         // has it write its map on the way out.
-        let (mut jvm, pid) = start_ready(Command::new("java").args(["-cp", cp, "Hot", "3"]));
-        let map = format!("/tmp/perf-{pid}.map");
-        let _ = std::fs::remove_file(&map);
-        let data = dir.path(&format!("attached-exit-{mode}.data"));
-        let p = pid.to_string();
-        let out = Command::new(env!("CARGO_BIN_EXE_record"))
-            .args([
-                "-q",
-                "-o",
-                data.to_str().unwrap(),
-                "--call-graph",
-                mode,
-                "--no-off-cpu",
-                "--no-io",
-            ])
-            .args(["-p", &p])
-            .output()
-            .unwrap();
-        jvm.wait().unwrap();
-        assert!(out.status.success(), "{}", stderr_of(&out));
-        check_jit_names(
-            &format!("record {mode} -p (exit)"),
-            &data,
-            &data,
-            "java",
-            "Hot.hotLoop",
-        );
-        let _ = std::fs::remove_file(&map);
+        // Then a shell attached to that starts the JVM a second later: record sets the flag
+        // once the new JVM has settled.
+        let shell = format!("echo ready $$; sleep 1; java -cp {cp} Hot 3");
+        let attached: [(&str, Vec<&str>); 2] = [
+            ("exit", vec!["java", "-cp", cp, "Hot", "3"]),
+            ("started later", vec!["bash", "-c", &shell]),
+        ];
+        for (case, cmd) in attached {
+            let (mut child, pid) = start_ready(Command::new(cmd[0]).args(&cmd[1..]));
+            let data = dir.path(&format!("attached-{}-{mode}.data", case.replace(' ', "-")));
+            let p = pid.to_string();
+            let out = Command::new(env!("CARGO_BIN_EXE_record"))
+                .args([
+                    "-q",
+                    "-o",
+                    data.to_str().unwrap(),
+                    "--call-graph",
+                    mode,
+                    "--no-off-cpu",
+                    "--no-io",
+                ])
+                .args(["-p", &p])
+                .output()
+                .unwrap();
+            child.wait().unwrap();
+            assert!(out.status.success(), "{}", stderr_of(&out));
+            check_jit_names(
+                &format!("record {mode} -p ({case})"),
+                &data,
+                &data,
+                "java",
+                "Hot.hotLoop",
+            );
+            remove_maps_of("java", "Hot.hotLoop");
+        }
     }
     // --jvm-perfmap=off: nothing asked, no map, no option given to the JVM.
     let data = dir.path("off.data");
