@@ -327,19 +327,23 @@ fn node_perf_maps_and_jitdump_name_js_functions_as_perf_does() {
     std::fs::write(&script, HOT_JS).unwrap();
     let script = script.to_str().unwrap();
     for mode in ["dwarf", "fp"] {
+        // In the test's directory: with either flag node also writes an isolate-*-v8.log
+        // into its working directory.
         let data = dir.path(&format!("basic-{mode}.data"));
-        let out = record(
-            &[
-                "-q",
-                "-o",
-                data.to_str().unwrap(),
-                "--call-graph",
-                mode,
+        let out = Command::new(env!("CARGO_BIN_EXE_record"))
+            .current_dir(&dir.0)
+            .args(["-q", "-o", data.to_str().unwrap(), "--call-graph", mode])
+            .args([
                 "--no-off-cpu",
                 "--no-io",
-            ],
-            &["node", "--perf-basic-prof", script, "2"],
-        );
+                "--",
+                "node",
+                "--perf-basic-prof",
+                script,
+                "2",
+            ])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
         check_jit_names(
             &format!("node --perf-basic-prof, {mode}"),
