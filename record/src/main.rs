@@ -4,6 +4,7 @@ mod buildid;
 mod events;
 mod foreign;
 mod host;
+mod jvm;
 mod kernel;
 mod known;
 mod phases;
@@ -159,6 +160,13 @@ struct Args {
     /// Print nothing but errors (no summary), as perf record -q.
     #[arg(short, long)]
     quiet: bool,
+    /// Name the JIT code of the JVMs recorded (HotSpot, JDK 17+): JVMs the workload starts
+    /// get `JAVA_TOOL_OPTIONS=... -XX:+DumpPerfMapAtExit` (they print "Picked up
+    /// JAVA_TOOL_OPTIONS"), other JVMs (-p, -a) have that flag set in their memory, and
+    /// those still running at the end are asked with `jcmd PID Compiler.perfmap`: each writes
+    /// /tmp/perf-PID.map, which analyze reads. off: none of that.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    jvm_perfmap: String,
     /// The command to run and record, with its arguments (`--` before it is optional, as in
     /// perf record: `record ls -l` records `ls -l`). Before it, a word starting with `-` is
     /// one of record's options or an error; after it (or after `--`), every word is the
@@ -408,6 +416,7 @@ impl Args {
                 switch,
                 max_files: self.switch_max_files.unwrap_or(0),
             }),
+            jvm_perfmap: self.jvm_perfmap == "on",
         })
     }
 }

@@ -38,7 +38,8 @@ pub fn all_pids() -> Vec<u32> {
 }
 
 /// COMM for each thread and MMAP2 for each executable file mapping of `pid` (every file
-/// mapping with `data`, as DWARF unwinders need), as the kernel would have reported them.
+/// mapping with `data`, as DWARF unwinders need) and each executable anonymous one (JIT
+/// code), as the kernel would have reported them.
 pub fn synthesize(pid: u32, data: bool) -> Vec<Fact> {
     let mut facts = Vec::new();
     for tid in threads(pid) {
@@ -62,8 +63,13 @@ pub fn synthesize(pid: u32, data: bool) -> Vec<Fact> {
         else {
             continue;
         };
-        let path = f.collect::<Vec<_>>().join(" ");
-        if (!perms.contains('x') && !data) || !path.starts_with('/') {
+        let mut path = f.collect::<Vec<_>>().join(" ");
+        // Executable anonymous memory is JIT code (named from perf maps): the kernel's
+        // MMAP2 calls it //anon, and its page offset is its address.
+        let anon_code = path.is_empty() && perms.contains('x');
+        if anon_code {
+            path = "//anon".into();
+        } else if (!perms.contains('x') && !data) || !path.starts_with('/') {
             continue;
         }
         let (Some((a, b)), Some((maj, min))) = (range.split_once('-'), dev.split_once(':')) else {
@@ -79,7 +85,7 @@ pub fn synthesize(pid: u32, data: bool) -> Vec<Fact> {
             tid: pid,
             start: hex(a),
             len: hex(b) - hex(a),
-            pgoff: hex(off),
+            pgoff: if anon_code { hex(a) } else { hex(off) },
             maj: hex(maj) as u32,
             min: hex(min) as u32,
             ino: ino.parse().unwrap_or(0),

@@ -129,6 +129,8 @@ pub struct Recorder {
     pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
     /// Those the current file's records map, for its BUILD_ID.
     pub output_files: BTreeSet<String>,
+    /// Recorded processes that map libjvm.so (HotSpot JVMs), for their perf maps.
+    pub jvms: BTreeSet<u32>,
     /// `_text` and `_etext`, for the kernel's MMAP record.
     pub kernel_text: Option<(u64, u64)>,
     /// What the records so far described, kept when the recording rotates: each new file
@@ -182,6 +184,7 @@ impl Recorder {
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
             output_files: BTreeSet::new(),
+            jvms: BTreeSet::new(),
             kernel_text: None,
             known: None,
             callchain: Vec::new(),
@@ -199,6 +202,11 @@ impl Recorder {
         }
         if let Some(known) = &mut self.known {
             known.observe(&f.fact);
+        }
+        if let Fact::Mmap2 { pid, filename, .. } = &f.fact {
+            if crate::jvm::is_libjvm(filename) {
+                self.jvms.insert(*pid);
+            }
         }
         self.emit_fact(f)
     }

@@ -64,6 +64,8 @@ pub struct Config {
     pub trace: crate::tracing::Request,
     /// Rotate the output (`--switch-output`): a series of files, each whole.
     pub switch_output: Option<crate::rotation::Options>,
+    /// Have every JVM recorded write its perf map ([`crate::jvm`]).
+    pub jvm_perfmap: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,6 +264,42 @@ impl Files {
     }
 }
 
+/// What the workload's environment gets beside record's own.
+fn workload_env(cfg: &Config) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    if cfg.jvm_perfmap {
+        env.push(crate::jvm::workload_env());
+    }
+    env
+}
+
+/// The JVMs seen so far write their perf map when they exit (those running when recording
+/// began at once, the others once settled).
+fn flag_jvms(cfg: &Config, flagger: &mut crate::jvm::Flagger, jvms: &BTreeSet<u32>, initial: bool) {
+    if !cfg.jvm_perfmap {
+        return;
+    }
+    flagger.note(jvms, initial);
+    for why in flagger.run_due() {
+        eprintln!("record: {why}; its perf map is asked for at the end only (jcmd)");
+    }
+}
+
+/// The JVMs still running write their perf maps now (jcmd).
+fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
+    if !cfg.jvm_perfmap {
+        return;
+    }
+    let alive: Vec<u32> = jvms
+        .iter()
+        .copied()
+        .filter(|&p| !procfs::has_exited(p))
+        .collect();
+    for why in crate::jvm::ask_maps(&alive) {
+        eprintln!("record: {why}; its JIT frames are [unknown]");
+    }
+}
+
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
 /// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
 /// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
@@ -299,7 +337,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         None
     } else {
         Some(
-            workload::spawn_held(&cfg.command)
+            workload::spawn_held(&cfg.command, &workload_env(cfg))
                 .with_context(|| format!("cannot start {}", cfg.command[0]))?,
         )
     };
@@ -437,6 +475,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.writer.finish_round()?;
     phases.mark("existing processes described");
+    let mut flagger = crate::jvm::Flagger::default();
+    flag_jvms(cfg, &mut flagger, &rec.jvms, true);
 
     let mut exit_status = None;
     let mut forwarded = false;
@@ -491,6 +531,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             bytes: written + rec.writer.bytes_written(),
         });
         rec.flush_until(cut)?;
+        flag_jvms(cfg, &mut flagger, &rec.jvms, false);
         if let Some(r) = &mut rotation {
             if r.due(rec.writer.bytes_written()) && !rec.writer.is_full() {
                 // Finished, then moved to its name; the next file starts with what its
@@ -624,6 +665,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     drop(profiler);
     phases.mark("last events written, probes detached");
+    ask_jvm_maps(cfg, &rec.jvms);
+    phases.mark("JVMs' perf maps asked for");
 
     let net = rec.net;
     let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (

@@ -13,21 +13,29 @@ pub struct HeldChild {
     exec_status: libc::c_int,
 }
 
-/// Forks a child that waits on a pipe, then execs `argv` (searching PATH).
-pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
+/// Forks a child that waits on a pipe, then execs `argv` (searching PATH) with record's
+/// environment, `env` set over it.
+pub fn spawn_held(argv: &[String], env: &[(String, String)]) -> io::Result<HeldChild> {
+    let cstring = |s: Vec<u8>| {
+        CString::new(s)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+    };
     let cargs: Vec<CString> = argv
         .iter()
-        .map(|a| {
-            CString::new(a.as_bytes())
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
-        })
+        .map(|a| cstring(a.clone().into_bytes()))
         .collect::<io::Result<_>>()?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    let cenv: Vec<CString> = environment(env)
+        .into_iter()
+        .map(cstring)
+        .collect::<io::Result<_>>()?;
+    let mut envp: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
     let (go_r, go_w) = pipe(0)?;
     let (st_r, st_w) = pipe(libc::O_CLOEXEC)?;
     // SAFETY: between fork and exec the child calls only async-signal-safe functions
-    // (read, close, execvp, write, _exit) on memory prepared before the fork.
+    // (read, close, execvpe, write, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -42,7 +50,7 @@ pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
                 libc::_exit(127);
             }
             libc::close(go_r);
-            libc::execvp(ptrs[0], ptrs.as_ptr());
+            libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
             let err = *libc::__errno_location();
             libc::write(st_w, (&err as *const i32).cast(), 4);
             libc::_exit(127);
@@ -57,6 +65,17 @@ pub fn spawn_held(argv: &[String]) -> io::Result<HeldChild> {
         go: go_w,
         exec_status: st_r,
     })
+}
+
+/// record's environment as `NAME=value` entries, with `set` replacing or adding some.
+fn environment(set: &[(String, String)]) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut env: Vec<Vec<u8>> = std::env::vars_os()
+        .filter(|(k, _)| !set.iter().any(|(s, _)| k.as_bytes() == s.as_bytes()))
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .collect();
+    env.extend(set.iter().map(|(k, v)| format!("{k}={v}").into_bytes()));
+    env
 }
 
 fn pipe(flags: libc::c_int) -> io::Result<(libc::c_int, libc::c_int)> {

@@ -43,7 +43,8 @@ struct uwalk {
 	__u32 tgid;
 	__u32 n;
 	__u32 end;
-	__u32 _pad;
+	/* The last frame followed the frame-pointer rule (JIT code, a file without CFI). */
+	__u32 fp;
 	/* Pending return probes: their trampoline's address, and the next of the thread's
 	 * return instances (newest first) whose return address a trampoline stands for. */
 	__u64 tramp;
@@ -197,13 +198,17 @@ static long unwind_step(__u64 i, void *ctx)
 	__u64 cfa;
 	bool rbp_saved = false;
 	__s64 rbp_off = 0;
-	if (m->n_rows == 0) {
+	struct unwind_row *r = m->n_rows ? unwind_row_at(m, svma) : NULL;
+	/* Code without CFI in a file that has some (V8's builtins in node) called from a
+	 * frame-pointer chain (JIT code) stays on that chain. */
+	bool fp_rule = m->n_rows == 0 || (st->fp && (!r || r->cfa == CFA_UNKNOWN));
+	st->fp = fp_rule;
+	if (fp_rule) {
 		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp). */
 		cfa = st->bp + 16;
 		rbp_saved = true;
 		rbp_off = -16;
 	} else {
-		struct unwind_row *r = unwind_row_at(m, svma);
 		if (!r) {
 			st->end = UNWIND_DONE;
 			return 1;
@@ -268,6 +273,7 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	st->bp = regs->bp;
 	st->n = 0;
 	st->end = UNWIND_GOING;
+	st->fp = 0;
 	st->tramp = 0;
 	st->ri = 0;
 	if (bpf_core_field_exists(struct task_struct, utask)) {

@@ -14,11 +14,21 @@ use std::time::Instant;
 use crate::sideband::Fact;
 use tables::FileTable;
 
-/// How a file is told apart: device and inode, or the name of a special mapping (`[vdso]`).
+/// How a file is told apart: device and inode, or the name of a special mapping (`[vdso]`);
+/// or anonymous executable memory (JIT code).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum FileKey {
-    Inode { maj: u32, min: u32, ino: u64 },
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+    },
     Special(String),
+    /// JIT code has no CFI: its frames follow the frame-pointer rule, as `perf -g` walks
+    /// them. V8 keeps frame pointers; HotSpot's interpreter does, and its compiled code only
+    /// with -XX:+PreserveFramePointer (else the walk skips the compiled method's caller or
+    /// ends: a read that fails or a frame that does not go up stops it).
+    Jit,
 }
 
 /// An executable mapping of a followed process.
@@ -128,7 +138,9 @@ impl Unwinding {
                     filename,
                     ..
                 } if prot & 4 != 0 && self.followed.contains(pid) => {
-                    let file = if filename.starts_with('/') {
+                    let file = if filename == "//anon" {
+                        FileKey::Jit
+                    } else if filename.starts_with('/') {
                         FileKey::Inode {
                             maj: *maj,
                             min: *min,
@@ -137,7 +149,7 @@ impl Unwinding {
                     } else if filename == "[vdso]" {
                         FileKey::Special(filename.clone())
                     } else {
-                        continue; // anonymous code (JIT): no table
+                        continue; // other anonymous code: no table
                     };
                     Job::Map {
                         pid: *pid,
@@ -250,6 +262,13 @@ impl Worker {
         }
         let started = Instant::now();
         let bytes = match &mapped.file {
+            FileKey::Jit => {
+                // Addresses are their own SVMAs: one segment, bias 0 (see `install`).
+                let t = FileTable::default();
+                let entry = Some((bpf::UnwindTables::frame_pointers(), t));
+                self.files.insert(FileKey::Jit, entry);
+                return;
+            }
             FileKey::Special(_) => vdso_image(),
             // The mapped file itself (whatever mount namespace it is in, even if replaced
             // on disk since), else its path.
@@ -300,10 +319,14 @@ impl Worker {
             .iter()
             .filter_map(|m| {
                 let (table, file) = self.files.get(&m.file)?.as_ref()?;
+                let bias = match m.file {
+                    FileKey::Jit => 0,
+                    _ => file.bias(m.start, m.end, m.pgoff)?,
+                };
                 Some(bpf::UnwindMapping {
                     start: m.start,
                     end: m.end,
-                    bias: file.bias(m.start, m.end, m.pgoff)?,
+                    bias,
                     table: *table,
                 })
             })

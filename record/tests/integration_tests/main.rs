@@ -14,6 +14,7 @@ mod loss;
 mod net;
 mod offcpu_io;
 mod rotation;
+mod runtimes;
 mod sampling;
 mod sched;
 mod signals;
