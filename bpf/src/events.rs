@@ -5,6 +5,7 @@ use crate::skel::types;
 // SAFETY: generated plain-old-data structs (integers and arrays only).
 unsafe impl plain::Plain for types::sample_event {}
 unsafe impl plain::Plain for types::exit_event {}
+unsafe impl plain::Plain for types::py_proc {}
 unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
@@ -49,6 +50,20 @@ pub struct OnCpuSample {
     /// DWARF mode: the user registers (ip, sp, bp) and the stack bytes from sp upwards.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+    /// The thread's Python frames, innermost first (empty: not a Python thread).
+    pub python: Vec<PyFrame>,
+}
+
+/// One CPython interpreter frame of a sample ([`crate::Profiler::watch_python`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PyFrame {
+    /// Its code object's address (`PyCodeObject *`) in the process.
+    pub code: u64,
+    /// Byte offset of its last instruction into the code's bytecode (`co_code_adaptive`).
+    pub lasti: u32,
+    /// The first frame its `_PyEval_EvalFrameDefault` call ran: the frames from here
+    /// inwards (to the previous entry frame) belong to one native eval frame.
+    pub entry: bool,
 }
 
 /// On-CPU samples of one thread with the same stacks, counted in the kernel
@@ -339,6 +354,17 @@ impl Event {
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                     user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
                     stack_copy: copied.to_vec(),
+                    python: e
+                        .py_code
+                        .iter()
+                        .zip(&e.py_lasti)
+                        .take(e.py_frames as usize)
+                        .map(|(&c, &lasti)| PyFrame {
+                            code: c & !1,
+                            lasti,
+                            entry: c & 1 != 0,
+                        })
+                        .collect(),
                 }))
             }
             EVENT_OFF_CPU => interval(data).map(Event::OffCpu),
