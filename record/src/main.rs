@@ -9,6 +9,7 @@ mod kernel;
 mod known;
 mod phases;
 mod procfs;
+mod python;
 mod recorder;
 mod rotation;
 mod session;

@@ -140,6 +140,10 @@ pub struct Recorder {
     /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
     pub dirty_bursts: BTreeMap<(u64, u32), bpf::OffCpuInterval>,
+    /// Python processes: their frames merged into user stacks.
+    pub python: crate::python::Python,
+    /// A user stack with Python frames merged in, reused.
+    pub merged: Vec<u64>,
 }
 
 /// Write bursts kept for their writeback (dirty data waits up to 30 s by default; a burst is
@@ -188,6 +192,8 @@ impl Recorder {
             kernel_text: None,
             known: None,
             callchain: Vec::new(),
+            python: Default::default(),
+            merged: Vec::new(),
         }
     }
 
@@ -234,7 +240,8 @@ impl Recorder {
                 flags,
                 filename,
             } => {
-                if prot & 4 != 0 && filename.starts_with('/') {
+                // (`//anon`: no file; Python frames' synthetic mapping.)
+                if prot & 4 != 0 && filename.starts_with('/') && !filename.starts_with("//") {
                     if !self.mapped_files.contains_key(filename) {
                         let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
                             .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
@@ -423,7 +430,20 @@ impl Recorder {
         match item {
             Item::Sample(s) => {
                 let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
-                self.write_stack_sample(
+                let mut merged = std::mem::take(&mut self.merged);
+                let user = if self.python.merge(s, &mut merged) {
+                    if let Some(fact) = self.python.take_mapping(s.pid) {
+                        self.write_fact(&TimedFact {
+                            time: s.time,
+                            cpu: s.cpu,
+                            fact,
+                        })?;
+                    }
+                    &merged[..]
+                } else {
+                    &s.user_stack[..]
+                };
+                let written = self.write_stack_sample(
                     copy,
                     0,
                     s.pid,
@@ -432,9 +452,11 @@ impl Recorder {
                     s.time,
                     if self.aggregate { 1 } else { s.period },
                     &s.kernel_stack,
-                    &s.user_stack,
+                    user,
                     &[],
-                )?;
+                );
+                self.merged = merged;
+                written?;
                 self.samples += 1;
                 self.copied_stacks += !s.stack_copy.is_empty() as u64;
             }
