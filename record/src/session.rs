@@ -45,6 +45,8 @@ pub struct Config {
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind in the kernel where the tables are built (record/src/unwinding).
     pub unwind_in_kernel: bool,
+    /// Read the Python frames of CPython processes.
+    pub python: bool,
     /// Count on-CPU samples in the kernel and write them per stack, with their count as the
     /// period.
     pub aggregate: bool,
@@ -432,6 +434,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
+    rec.python.enabled = cfg.python;
     rec.aggregate = cfg.aggregate;
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() {

@@ -74,8 +74,9 @@ pub struct Stats {
 }
 
 /// The Python processes of a recording.
-#[derive(Default)]
 pub struct Python {
+    /// false: `--no-python`, nothing is read.
+    pub enabled: bool,
     binaries: HashMap<String, Option<Interpreter>>,
     procs: HashMap<u32, Proc>,
     pub stats: Stats,
@@ -146,10 +147,24 @@ pub fn perf_map_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
 }
 
+impl Default for Python {
+    fn default() -> Python {
+        Python {
+            enabled: true,
+            binaries: HashMap::new(),
+            procs: HashMap::new(),
+            stats: Stats::default(),
+        }
+    }
+}
+
 impl Python {
     /// Learns from a side-band fact: an interpreter mapped (returns what the BPF programs
     /// must be told), a fork (the child runs it too), an exec or exit (forgotten).
     pub fn observe(&mut self, fact: &Fact) -> Option<Watch> {
+        if !self.enabled {
+            return None;
+        }
         match fact {
             Fact::Mmap2 {
                 pid,
