@@ -121,6 +121,9 @@ pub struct OffCpuInterval {
     /// DWARF mode: the user registers and stack bytes when it blocked.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+    /// Its Python frames where it blocked, innermost first (off-CPU intervals whose user
+    /// stack was unwound in the kernel; empty otherwise).
+    pub python: Vec<PyFrame>,
 }
 
 /// A tracked process's page-cache use since its counters were last taken, counted in the
@@ -270,8 +273,22 @@ pub enum Event {
     },
 }
 
-/// An interval with frame-pointer stacks (`offcpu_event`'s layout).
-fn interval(data: &[u8]) -> Option<OffCpuInterval> {
+/// Python frames as BPF sends them (code | is_entry in bit 0, lasti).
+fn py_frames(n: u32, code: &[u64], lasti: &[u32]) -> Vec<PyFrame> {
+    code.iter()
+        .zip(lasti)
+        .take(n as usize)
+        .map(|(&c, &lasti)| PyFrame {
+            code: c & !1,
+            lasti,
+            entry: c & 1 != 0,
+        })
+        .collect()
+}
+
+/// An interval with frame-pointer stacks (`offcpu_event`'s layout); `python`: its Python
+/// frames were filled (off-CPU events; dirty events leave them out).
+fn interval(data: &[u8], python: bool) -> Option<OffCpuInterval> {
     let mut e = types::offcpu_event::default();
     plain::copy_from_bytes(&mut e, data).ok()?;
     Some(OffCpuInterval {
@@ -287,6 +304,11 @@ fn interval(data: &[u8]) -> Option<OffCpuInterval> {
         user_stack: stack(&e.ustack, e.ustack_bytes),
         user_regs: None,
         stack_copy: Vec::new(),
+        python: if python {
+            py_frames(e.py_frames, &e.py_code, &e.py_lasti)
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -311,6 +333,7 @@ fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
         user_stack: Vec::new(),
         user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
         stack_copy: copied.to_vec(),
+        python: Vec::new(),
     })
 }
 
@@ -354,22 +377,12 @@ impl Event {
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                     user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
                     stack_copy: copied.to_vec(),
-                    python: e
-                        .py_code
-                        .iter()
-                        .zip(&e.py_lasti)
-                        .take(e.py_frames as usize)
-                        .map(|(&c, &lasti)| PyFrame {
-                            code: c & !1,
-                            lasti,
-                            entry: c & 1 != 0,
-                        })
-                        .collect(),
+                    python: py_frames(e.py_frames, &e.py_code, &e.py_lasti),
                 }))
             }
-            EVENT_OFF_CPU => interval(data).map(Event::OffCpu),
+            EVENT_OFF_CPU => interval(data, true).map(Event::OffCpu),
             EVENT_OFF_CPU_COPY => interval_with_copy(data).map(Event::OffCpu),
-            EVENT_DIRTY => interval(data).map(Event::Dirty),
+            EVENT_DIRTY => interval(data, false).map(Event::Dirty),
             EVENT_DIRTY_COPY => interval_with_copy(data).map(Event::Dirty),
             EVENT_BLOCK_IO => {
                 let mut e = types::block_io_event::default();

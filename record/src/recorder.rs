@@ -482,7 +482,25 @@ impl Recorder {
                     return Ok(());
                 };
                 let copy = o.user_regs.as_ref().map(|r| (r, &o.stack_copy[..]));
-                self.write_stack_sample(
+                let mut merged = std::mem::take(&mut self.merged);
+                let python = self
+                    .python
+                    .merge_stack(o.pid, &o.user_stack, &o.python, &mut merged);
+                if python {
+                    if let Some(fact) = self.python.take_mapping(o.pid) {
+                        self.write_fact(&TimedFact {
+                            time: o.time,
+                            cpu: o.cpu,
+                            fact,
+                        })?;
+                    }
+                }
+                let user = if python {
+                    &merged[..]
+                } else {
+                    &o.user_stack[..]
+                };
+                let written = self.write_stack_sample(
                     copy,
                     attr,
                     o.pid,
@@ -491,9 +509,13 @@ impl Recorder {
                     o.time,
                     o.duration_ns,
                     &o.kernel_stack,
-                    &o.user_stack,
+                    user,
                     &[],
-                )?;
+                );
+                if let Err(e) = written {
+                    self.merged = merged;
+                    return Err(e);
+                }
                 self.off_cpu += 1;
                 // The samples below share the off-CPU sample's stack: in DWARF mode they carry
                 // its registers and no bytes of their own (the stack copies are the bulk of the
@@ -507,7 +529,12 @@ impl Recorder {
                     let Some(attr) = attr else {
                         continue;
                     };
-                    self.write_stack_sample(
+                    let user = if python {
+                        &merged[..]
+                    } else {
+                        &o.user_stack[..]
+                    };
+                    let written = self.write_stack_sample(
                         shared,
                         attr,
                         o.pid,
@@ -516,10 +543,15 @@ impl Recorder {
                         o.time,
                         period,
                         &o.kernel_stack,
-                        &o.user_stack,
+                        user,
                         &[],
-                    )?;
+                    );
+                    if let Err(e) = written {
+                        self.merged = merged;
+                        return Err(e);
+                    }
                 }
+                self.merged = merged;
                 self.runq += runq.is_some() as u64;
                 self.faults += fault.is_some() as u64;
             }

@@ -508,9 +508,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             if let bpf::Event::Exit { pid, .. } = e {
                 child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
             }
-            if let bpf::Event::OnCpu(s) = &e {
-                python.observe_sample(s);
-            }
+            python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
                 strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
@@ -635,9 +633,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         let pending = &mut rec.pending;
         let python = &mut rec.python;
         let taken = profiler.poll(Duration::ZERO, |mut e| {
-            if let bpf::Event::OnCpu(s) = &e {
-                python.observe_sample(s);
-            }
+            python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
                 strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))

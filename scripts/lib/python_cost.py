@@ -7,7 +7,8 @@ machine's run-queue waits stay out, the sampling interrupt and its BPF program, 
 the program's time, stay in; start-up and record's finishing are left out). Per recorder, medians over rounds of: the work's time over the same
 round's bare run (median of the paired ratios), bytes per cpu-clock sample (the file's size
 over its samples), the cost of the sampling program per run as the kernel measures it
-(record -v: BPF_STATS_RUN_TIME), and the perf map's bytes.
+and of the sched_switch program, which reads them where a thread blocks (record -v:
+BPF_STATS_RUN_TIME), and the perf map's bytes.
 
 Usage: python_cost.py RUNS RECORD"""
 import os
@@ -35,6 +36,7 @@ ITERATIONS = 150000
 PYTHON = "/usr/bin/python3.11"
 SAMPLES = re.compile(r"\[ record: (\d+) samples.* ([\d]+) bytes written")
 SAMPLER = re.compile(r"^record: BPF on_cpu_sample: (\d+) runs, ([\d.]+) us each", re.M)
+SWITCH = re.compile(r"^record: BPF on_switch: (\d+) runs, ([\d.]+) us each", re.M)
 MAP = re.compile(r"names in (\S+)")
 
 
@@ -60,6 +62,7 @@ def main():
     times = {n: [] for n in names}
     bytes_per = {n: [] for n in names[1:]}
     us_each = {n: [] for n in names[1:]}
+    switch_us = {n: [] for n in names[1:]}
     map_bytes = []
     for r in range(runs):
         order = names[r % 3:] + names[:r % 3]
@@ -73,6 +76,9 @@ def main():
                 p = SAMPLER.search(err)
                 if p:
                     us_each[n].append(float(p.group(2)))
+                w = SWITCH.search(err)
+                if w:
+                    switch_us[n].append(float(w.group(2)))
                 m = MAP.search(err)
                 if m and os.path.exists(m.group(1)):
                     map_bytes.append(os.path.getsize(m.group(1)))
@@ -86,7 +92,9 @@ def main():
         ratios = [a / b for a, b in zip(times[n], times["bare"])]
         print(f"  {n:20} work x{med(ratios):.3f} the bare run's, "
               f"{med(bytes_per[n]):.0f} bytes per sample, sampling program "
-              f"{med(us_each[n]) if us_each[n] else float('nan'):.2f} us per run")
+              f"{med(us_each[n]) if us_each[n] else float('nan'):.2f} us per run, "
+              f"sched_switch program "
+              f"{med(switch_us[n]) if switch_us[n] else float('nan'):.2f} us per run")
     paired = [a / b for a, b in zip(times["record"], times["record --no-python"])]
     print(f"  Python frames: work x{med(paired):.3f} the --no-python run's (paired), "
           f"perf map {med(map_bytes) if map_bytes else 0:.0f} bytes")

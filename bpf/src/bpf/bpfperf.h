@@ -178,6 +178,11 @@ struct offcpu_event {
 	__u32 in_fault;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+	/* Python frames where it blocked, as in sample_event (0 in dirty events). */
+	__u32 py_frames;
+	__u32 _py_pad;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 /* A block request from issue to completion. pid/tid/comm: the task that issued it; the

@@ -19,7 +19,7 @@ struct {
 	__uint(max_entries, PY_PROCS);
 	__type(key, __u32);
 	__type(value, struct py_proc);
-} py_procs SEC(".maps");
+} py_procs SEC(".maps") __weak;
 
 /* tid -> its PyThreadState's address, as last found. */
 struct {
@@ -27,7 +27,7 @@ struct {
 	__uint(max_entries, PY_THREADS);
 	__type(key, __u32);
 	__type(value, __u64);
-} py_threads SEC(".maps");
+} py_threads SEC(".maps") __weak;
 
 static __always_inline __u64 py_read_ptr(__u64 addr)
 {
@@ -66,11 +66,12 @@ static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 	return 0;
 }
 
-/* Fills e->py_* with the thread's Python frames (none: not a Python process, or a thread
- * that runs no Python). */
-static __always_inline void read_python_frames(struct sample_event *e, __u32 tgid, __u32 tid)
+/* Fills *frames, code[] and lasti[] (MAX_PY_FRAMES each) with the current thread's Python
+ * frames (none: not a Python process, or a thread that runs no Python). */
+static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, __u32 *lasti_out,
+					       __u32 tgid, __u32 tid)
 {
-	e->py_frames = 0;
+	*frames = 0;
 	struct py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!p)
 		return;
@@ -89,12 +90,12 @@ static __always_inline void read_python_frames(struct sample_event *e, __u32 tgi
 		bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
 		if (!code)
 			break;
-		e->py_code[i & (MAX_PY_FRAMES - 1)] = code | (entry ? 1 : 0);
-		e->py_lasti[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
+		code_out[i & (MAX_PY_FRAMES - 1)] = code | (entry ? 1 : 0);
+		lasti_out[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
 		n = i + 1;
 		frame = py_read_ptr(frame + p->off.frame_previous);
 	}
-	e->py_frames = n;
+	*frames = n;
 }
 
 #endif

@@ -189,7 +189,7 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	e->time_ns = bpf_ktime_get_ns();
 	e->period = ctx->sample_period;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	read_python_frames(e, tgid, tid);
+	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, tid);
 	__u64 size = sizeof(struct sample_event);
 	/* Unwound here where the process has tables: frames, no registers or bytes to send. */
 	__s32 unwound = unwind_user_stack(tgid, e->ustack);
@@ -241,7 +241,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 	e->stack_bytes = 0;
-	read_python_frames(e, tgid, (__u32)id);
+	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, (__u32)id);
 	bpf_ringbuf_submit(e, submit_flags());
 	return 0;
 }

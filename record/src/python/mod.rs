@@ -60,7 +60,8 @@ struct Proc {
 /// What record counted, for `-v` and the summary.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
-    pub processes: u64,
+    /// The processes installed (by a mapping of the interpreter, or a fork).
+    pub processes: Vec<u32>,
     /// Samples with Python frames, and those whose frames went into the stack.
     pub samples: u64,
     pub placed: u64,
@@ -196,7 +197,7 @@ impl Python {
                     .find(|(from, to, _)| (*from..*to.max(&(from + 1))).contains(pgoff))?;
                 // The load bias: the mapping's address less the file address it maps.
                 let bias = start.wrapping_sub(pgoff.wrapping_add(*delta));
-                self.stats.processes += 1;
+                self.stats.processes.push(*pid);
                 self.procs.insert(
                     *pid,
                     Proc {
@@ -235,6 +236,7 @@ impl Python {
                     mapped: false,
                 };
                 self.procs.insert(*pid, proc);
+                self.stats.processes.push(*pid);
                 Some(watch)
             }
             Fact::Comm {
@@ -247,20 +249,29 @@ impl Python {
         }
     }
 
-    /// Reads the code objects of `sample` not met before, while the process lives.
-    pub fn observe_sample(&mut self, sample: &bpf::OnCpuSample) {
-        if sample.python.is_empty() {
+    /// Reads the code objects of an event's Python frames not met before, while the
+    /// process lives.
+    pub fn observe_event(&mut self, e: &bpf::Event) {
+        match e {
+            bpf::Event::OnCpu(s) => self.observe_frames(s.pid, &s.python),
+            bpf::Event::OffCpu(o) => self.observe_frames(o.pid, &o.python),
+            _ => {}
+        }
+    }
+
+    fn observe_frames(&mut self, pid: u32, frames: &[bpf::PyFrame]) {
+        if frames.is_empty() {
             return;
         }
-        let Some(p) = self.procs.get_mut(&sample.pid) else {
+        let Some(p) = self.procs.get_mut(&pid) else {
             return;
         };
-        for f in &sample.python {
+        for f in frames {
             if p.codes.contains_key(&f.code) {
                 continue;
             }
             if p.mem.is_none() {
-                p.mem = File::open(format!("/proc/{}/mem", sample.pid)).ok();
+                p.mem = File::open(format!("/proc/{pid}/mem")).ok();
             }
             let code = p
                 .mem
@@ -294,8 +305,9 @@ impl Python {
         })
     }
 
-    /// The user stack of `sample` with its Python frames in place of the eval frames that
-    /// ran them, into `out`; false (out untouched) when it has none or they cannot be placed.
+    /// The user stack of an on-CPU sample with its Python frames in place of the eval
+    /// frames that ran them, into `out`; false (out untouched) when it has none or they
+    /// cannot be placed. Counted in [`Stats`].
     pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
         if sample.python.is_empty() {
             return false;
@@ -306,19 +318,35 @@ impl Python {
             self.stats.copied += 1;
             return false;
         }
-        let Some(p) = self.procs.get_mut(&sample.pid) else {
+        let placed = self.merge_stack(sample.pid, &sample.user_stack, &sample.python, out);
+        self.stats.placed += placed as u64;
+        placed
+    }
+
+    /// The same for any stack of process `pid` (off-CPU intervals), not counted.
+    pub fn merge_stack(
+        &mut self,
+        pid: u32,
+        user_stack: &[u64],
+        python: &[bpf::PyFrame],
+        out: &mut Vec<u64>,
+    ) -> bool {
+        if python.is_empty() || user_stack.is_empty() {
+            return false;
+        }
+        let Some(p) = self.procs.get_mut(&pid) else {
             return false;
         };
         // The Python frames, grouped by the eval call that ran them, innermost first.
         let mut groups: Vec<Vec<u64>> = vec![Vec::new()];
-        for f in &sample.python {
+        for f in python {
             let line = p
                 .codes
                 .get(&f.code)
                 .and_then(|c| c.as_ref())
                 .map(|c| c.line_at(f.lasti).unwrap_or(c.first_line))
                 .unwrap_or(0);
-            let addr = p.slot(sample.pid, f.code, line);
+            let addr = p.slot(pid, f.code, line);
             groups.last_mut().expect("one group").push(addr);
             if f.entry {
                 groups.push(Vec::new());
@@ -329,7 +357,7 @@ impl Python {
         }
         out.clear();
         let mut next = groups.into_iter();
-        for (i, &ip) in sample.user_stack.iter().enumerate() {
+        for (i, &ip) in user_stack.iter().enumerate() {
             // Frames past the leaf are return addresses: their call is the byte before.
             let pc = if i == 0 { ip } else { ip.wrapping_sub(1) };
             if (p.eval.0..p.eval.1).contains(&pc) {
@@ -346,7 +374,6 @@ impl Python {
             self.stats.frames += g.len() as u64;
             out.extend(g);
         }
-        self.stats.placed += 1;
         true
     }
 
@@ -391,9 +418,9 @@ impl Proc {
 /// `-v`: what the Python frame reader did.
 pub fn report(python: &Python) {
     let s = &python.stats;
-    if s.processes > 0 {
+    if !s.processes.is_empty() {
         eprintln!(
-            "record: Python: {} processes, {} samples with Python frames, {} placed ({} frames), \
+            "record: Python: processes {:?}, {} samples with Python frames, {} placed ({} frames), \
              {} left out (stack copied, not unwound in the kernel), {} code objects unreadable; \
              names in {}",
             s.processes,

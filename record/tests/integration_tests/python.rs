@@ -172,6 +172,19 @@ fn python_function_shares_match_the_known_split() {
             k.contains("main_loop (") && k.contains(";_PyEval_EvalFrameDefault;")
         }));
     assert_eq!(evals, 0, "eval frames left among Python frames");
+    // Off-CPU stacks too (GIL waits, the threads' joins): named where they blocked.
+    let offcpu = analyze_folded(&data, &["--event", "offcpu"]);
+    let all: u64 = offcpu.values().sum();
+    let named: u64 = offcpu
+        .iter()
+        .filter(|(k, _)| k.contains("main_loop (") || k.contains("worker_loop ("))
+        .map(|(_, v)| *v)
+        .sum();
+    eprintln!("off-CPU: {named} of {all} ns under main_loop or worker_loop");
+    assert!(
+        named * 100 >= all * 80,
+        "off-CPU: {named} of {all} ns under Python frames"
+    );
     let script_out = perf_script_clean(&data);
     assert!(
         script_out.contains("hot_inner ("),
