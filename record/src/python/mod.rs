@@ -53,6 +53,8 @@ struct Proc {
     /// (code, line) -> its slot's address.
     slots: HashMap<(u64, u32), u64>,
     map: Option<File>,
+    /// Whether the perf map was opened (or failed to).
+    map_tried: bool,
     /// Whether its synthetic mapping was written into the recording.
     mapped: bool,
 }
@@ -208,6 +210,7 @@ impl Python {
                         codes: HashMap::new(),
                         slots: HashMap::new(),
                         map: None,
+                        map_tried: false,
                         mapped: false,
                     },
                 );
@@ -233,6 +236,7 @@ impl Python {
                     codes: HashMap::new(),
                     slots: HashMap::new(),
                     map: None,
+                    map_tried: false,
                     mapped: false,
                 };
                 self.procs.insert(*pid, proc);
@@ -403,7 +407,8 @@ impl Proc {
             Some(c) => format!("{} ({}:{line})", c.name, c.file),
             None => format!("[python code {code:#x}]"),
         };
-        if self.map.is_none() {
+        if !self.map_tried {
+            self.map_tried = true;
             self.map = open_map(&perf_map_path(pid));
         }
         if let Some(m) = &mut self.map {
@@ -442,14 +447,58 @@ pub fn report(python: &Python) {
     }
 }
 
-/// Creates (truncating what an earlier process of that pid left) the perf map, 0644.
+/// Creates the perf map (truncating what an earlier process of that pid left), 0644 and
+/// the invoking sudo user's (perf reads a map only when it is the reader's or root's); never
+/// through a symbolic link (/tmp is everyone's). A failure is said once: that process's
+/// Python frames stay unnamed (their addresses).
 fn open_map(path: &Path) -> Option<File> {
-    File::create(path).ok()
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => {
+            crate::host::chown_to_invoking_user(path);
+            Some(f)
+        }
+        Err(e) => {
+            eprintln!(
+                "record: {}: {e}; its Python frames stay unnamed",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_perf_map_is_never_written_through_a_link() {
+        let dir = std::env::temp_dir().join(format!("bpfperf-pymap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.join("perf-1.map");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(open_map(&link).is_none());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let plain = dir.join("perf-2.map");
+        let mut f = open_map(&plain).unwrap();
+        writeln!(f, "200000000000 10 f (f.py:1)").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&plain).unwrap(),
+            "200000000000 10 f (f.py:1)\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn interpreter_versions_from_paths() {
