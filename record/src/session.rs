@@ -435,6 +435,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
     rec.python.enabled = cfg.python;
+    if !system_wide {
+        rec.python.follow(&initial);
+    }
     rec.aggregate = cfg.aggregate;
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() {

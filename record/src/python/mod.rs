@@ -10,10 +10,11 @@
 mod code;
 mod offsets;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use object::{Object, ObjectSymbol};
 
@@ -49,15 +50,29 @@ struct Proc {
     /// `_PyEval_EvalFrameDefault` in the process.
     eval: (u64, u64),
     mem: Option<File>,
-    codes: HashMap<u64, Option<Code>>,
+    codes: HashMap<u64, KnownCode>,
     /// (code, line) -> its slot's address.
-    slots: HashMap<(u64, u32), u64>,
+    /// (code, its generation, line) -> its slot's address.
+    slots: HashMap<(u64, u32, u32), u64>,
     map: Option<File>,
     /// Whether the perf map was opened (or failed to).
     map_tried: bool,
     /// Whether its synthetic mapping was written into the recording.
     mapped: bool,
 }
+
+/// A code object as last read at its address. The address may be reused by another code
+/// object once this one is freed (code made by exec() or compile() at run time): an address
+/// seen again after [`RECHECK`] is read again, and a different code there starts a new
+/// generation, with slots of its own.
+struct KnownCode {
+    code: Option<Code>,
+    generation: u32,
+    checked: Instant,
+}
+
+/// How long a code object's reading is trusted.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// What record counted, for `-v` and the summary.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +87,8 @@ pub struct Stats {
     pub frames: u64,
     /// Code objects whose memory could not be read.
     pub unreadable: u64,
+    /// Addresses found holding another code object than when first read.
+    pub replaced: u64,
     /// Interpreters of a version the reader does not know.
     pub unknown_versions: Vec<String>,
 }
@@ -80,6 +97,9 @@ pub struct Stats {
 pub struct Python {
     /// false: `--no-python`, nothing is read.
     pub enabled: bool,
+    /// The followed processes the facts are filtered by (the side-band sees every process);
+    /// `None`: all (system-wide).
+    followed: Option<HashSet<u32>>,
     binaries: HashMap<String, Option<Interpreter>>,
     procs: HashMap<u32, Proc>,
     pub stats: Stats,
@@ -154,6 +174,7 @@ impl Default for Python {
     fn default() -> Python {
         Python {
             enabled: true,
+            followed: None,
             binaries: HashMap::new(),
             procs: HashMap::new(),
             stats: Stats::default(),
@@ -162,11 +183,30 @@ impl Default for Python {
 }
 
 impl Python {
+    /// Follows `pids` and their children only (not system-wide).
+    pub fn follow(&mut self, pids: &[u32]) {
+        self.followed = Some(pids.iter().copied().collect());
+    }
+
     /// Learns from a side-band fact: an interpreter mapped (returns what the BPF programs
     /// must be told), a fork (the child runs it too), an exec or exit (forgotten).
     pub fn observe(&mut self, fact: &Fact) -> Option<Watch> {
         if !self.enabled {
             return None;
+        }
+        if let Some(followed) = &mut self.followed {
+            match fact {
+                Fact::Fork { pid, ppid, .. } if pid != ppid && followed.contains(ppid) => {
+                    followed.insert(*pid);
+                }
+                Fact::Exit { pid, tid, .. } if pid == tid => {
+                    followed.remove(pid);
+                }
+                _ => {}
+            }
+            if fact.pid().is_some_and(|p| !followed.contains(&p)) {
+                return None;
+            }
         }
         match fact {
             Fact::Mmap2 {
@@ -220,7 +260,7 @@ impl Python {
                     offsets: offsets.for_bpf(),
                 })
             }
-            Fact::Fork { pid, ppid, tid, .. } if pid == tid && pid != ppid => {
+            Fact::Fork { pid, ppid, .. } if pid != ppid => {
                 // A new process: the parent's interpreter at the same addresses.
                 let parent = self.procs.get(ppid)?;
                 let watch = Watch {
@@ -249,6 +289,7 @@ impl Python {
                 self.procs.remove(pid);
                 None
             }
+
             _ => None,
         }
     }
@@ -271,7 +312,8 @@ impl Python {
             return;
         };
         for f in frames {
-            if p.codes.contains_key(&f.code) {
+            let known = p.codes.get(&f.code);
+            if known.is_some_and(|k| k.checked.elapsed() < RECHECK) {
                 continue;
             }
             if p.mem.is_none() {
@@ -281,8 +323,27 @@ impl Python {
                 .mem
                 .as_ref()
                 .and_then(|m| code::read(m, f.code, p.offsets));
-            self.stats.unreadable += code.is_none() as u64;
-            p.codes.insert(f.code, code);
+            match p.codes.get_mut(&f.code) {
+                Some(k) => {
+                    k.checked = Instant::now();
+                    if code.is_some() && code != k.code {
+                        k.code = code;
+                        k.generation += 1;
+                        self.stats.replaced += 1;
+                    }
+                }
+                None => {
+                    self.stats.unreadable += code.is_none() as u64;
+                    p.codes.insert(
+                        f.code,
+                        KnownCode {
+                            code,
+                            generation: 0,
+                            checked: Instant::now(),
+                        },
+                    );
+                }
+            }
         }
     }
 
@@ -347,7 +408,7 @@ impl Python {
             let line = p
                 .codes
                 .get(&f.code)
-                .and_then(|c| c.as_ref())
+                .and_then(|k| k.code.as_ref())
                 .map(|c| c.line_at(f.lasti).unwrap_or(c.first_line))
                 .unwrap_or(0);
             let addr = p.slot(pid, f.code, line);
@@ -398,12 +459,14 @@ impl Proc {
     /// The address of (code, line)'s slot, named in the perf map when new. The address is
     /// 8 bytes into its slot: as a return address or an instruction pointer it stays in it.
     fn slot(&mut self, pid: u32, code: u64, line: u32) -> u64 {
-        if let Some(&a) = self.slots.get(&(code, line)) {
+        let known = self.codes.get(&code);
+        let key = (code, known.map_or(0, |k| k.generation), line);
+        if let Some(&a) = self.slots.get(&key) {
             return a;
         }
         let index = (self.slots.len() as u64).min(SYNTHETIC_LEN / 16 - 1);
         let start = SYNTHETIC_BASE + index * 16;
-        let name = match self.codes.get(&code).and_then(|c| c.as_ref()) {
+        let name = match known.and_then(|k| k.code.as_ref()) {
             Some(c) => format!("{} ({}:{line})", c.name, c.file),
             None => format!("[python code {code:#x}]"),
         };
@@ -415,7 +478,7 @@ impl Proc {
             // perf-PID.map: START SIZE NAME, hex; a line per slot as it is made.
             let _ = writeln!(m, "{start:x} 10 {name}");
         }
-        self.slots.insert((code, line), start + 8);
+        self.slots.insert(key, start + 8);
         start + 8
     }
 }
@@ -426,7 +489,8 @@ pub fn report(python: &Python) {
     if !s.processes.is_empty() {
         eprintln!(
             "record: Python: processes {:?}, {} samples with Python frames, {} placed ({} frames), \
-             {} left out (stack copied, not unwound in the kernel), {} code objects unreadable; \
+             {} left out (stack copied, not unwound in the kernel), {} code objects unreadable, {} \
+             replaced at their address; \
              names in {}",
             s.processes,
             s.samples,
@@ -434,6 +498,7 @@ pub fn report(python: &Python) {
             s.frames,
             s.copied,
             s.unreadable,
+            s.replaced,
             python
                 .perf_maps()
                 .iter()

@@ -239,10 +239,12 @@ fn python_frames_with_p_match_py_spy() {
         .unwrap();
     let spy = spy.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
+    // py-spy 0.4.1 at times ends with "No child process (os error 10)" (its wait for the
+    // workload races its own reaping) after writing its whole file: that is no failure.
+    let spy_err = String::from_utf8_lossy(&spy.stderr);
     assert!(
-        spy.status.success(),
-        "py-spy: {}",
-        String::from_utf8_lossy(&spy.stderr)
+        spy.status.success() || spy_err.contains("No child process"),
+        "py-spy: {spy_err}"
     );
     let known = known_split(&String::from_utf8_lossy(&spy.stdout));
     let folded = folded_of(&data);
