@@ -99,7 +99,10 @@ fn python_function_shares_match_the_known_split() {
     let dir = TempDir::new("python");
     let data = dir.path("perf.data");
     let script = workload();
-    let out = record(&["-o", data.to_str().unwrap()], &[PYTHON, &script, "4"]);
+    let out = record(
+        &["-v", "-o", data.to_str().unwrap()],
+        &[PYTHON, &script, "4"],
+    );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let ours_known = known_split(&String::from_utf8_lossy(&out.stdout));
     let folded = folded_of(&data);
@@ -196,6 +199,22 @@ fn python_function_shares_match_the_known_split() {
         script_out.contains("hot_inner ("),
         "perf script does not name hot_inner"
     );
+    // The archive keeps the perf map: the names stay once it is gone from /tmp.
+    let stderr = stderr_of(&out);
+    let map = stderr
+        .split("names in ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no perf map named: {stderr}"))
+        .to_string();
+    let archived = analyze(&["archive"], &data);
+    assert!(archived.status.success(), "{}", stderr_of(&archived));
+    std::fs::remove_file(&map).unwrap();
+    let from_archive = analyze_folded(&dir.path("perf.data.tar.zst"), &[]);
+    assert!(
+        from_archive.keys().any(|k| k.contains(";hot_inner (")),
+        "no Python names from the archive"
+    );
 }
 
 /// py-spy starts the workload and samples it all along (pausing it for each sample, as it does
@@ -289,4 +308,5 @@ fn python_frames_with_p_match_py_spy() {
             None => assert!((o - t).abs() <= 3.0, "{f}: {o:.1}% vs py-spy's {t:.1}%"),
         }
     }
+    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
