@@ -19,6 +19,7 @@ const HEADERS: &[&str] = &[
     "stack.bpf.h",
     "unwind.bpf.h",
     "filter.bpf.h",
+    "python.bpf.h",
 ];
 
 fn main() {

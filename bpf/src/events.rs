@@ -5,6 +5,7 @@ use crate::skel::types;
 // SAFETY: generated plain-old-data structs (integers and arrays only).
 unsafe impl plain::Plain for types::sample_event {}
 unsafe impl plain::Plain for types::exit_event {}
+unsafe impl plain::Plain for types::py_proc {}
 unsafe impl plain::Plain for types::offcpu_event {}
 unsafe impl plain::Plain for types::block_io_event {}
 unsafe impl plain::Plain for types::offcpu_copy_event {}
@@ -49,6 +50,20 @@ pub struct OnCpuSample {
     /// DWARF mode: the user registers (ip, sp, bp) and the stack bytes from sp upwards.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+    /// The thread's Python frames, innermost first (empty: not a Python thread).
+    pub python: Vec<PyFrame>,
+}
+
+/// One CPython interpreter frame of a sample ([`crate::Profiler::watch_python`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PyFrame {
+    /// Its code object's address (`PyCodeObject *`) in the process.
+    pub code: u64,
+    /// Byte offset of its last instruction into the code's bytecode (`co_code_adaptive`).
+    pub lasti: u32,
+    /// The first frame its `_PyEval_EvalFrameDefault` call ran: the frames from here
+    /// inwards (to the previous entry frame) belong to one native eval frame.
+    pub entry: bool,
 }
 
 /// On-CPU samples of one thread with the same stacks, counted in the kernel
@@ -106,6 +121,9 @@ pub struct OffCpuInterval {
     /// DWARF mode: the user registers and stack bytes when it blocked.
     pub user_regs: Option<UserRegs>,
     pub stack_copy: Vec<u8>,
+    /// Its Python frames where it blocked, innermost first (off-CPU intervals whose user
+    /// stack was unwound in the kernel; empty otherwise).
+    pub python: Vec<PyFrame>,
 }
 
 /// A tracked process's page-cache use since its counters were last taken, counted in the
@@ -255,8 +273,22 @@ pub enum Event {
     },
 }
 
-/// An interval with frame-pointer stacks (`offcpu_event`'s layout).
-fn interval(data: &[u8]) -> Option<OffCpuInterval> {
+/// Python frames as BPF sends them (code | is_entry in bit 0, lasti).
+fn py_frames(n: u32, code: &[u64], lasti: &[u32]) -> Vec<PyFrame> {
+    code.iter()
+        .zip(lasti)
+        .take(n as usize)
+        .map(|(&c, &lasti)| PyFrame {
+            code: c & !1,
+            lasti,
+            entry: c & 1 != 0,
+        })
+        .collect()
+}
+
+/// An interval with frame-pointer stacks (`offcpu_event`'s layout); `python`: its Python
+/// frames were filled (off-CPU events; dirty events leave them out).
+fn interval(data: &[u8], python: bool) -> Option<OffCpuInterval> {
     let mut e = types::offcpu_event::default();
     plain::copy_from_bytes(&mut e, data).ok()?;
     Some(OffCpuInterval {
@@ -272,6 +304,11 @@ fn interval(data: &[u8]) -> Option<OffCpuInterval> {
         user_stack: stack(&e.ustack, e.ustack_bytes),
         user_regs: None,
         stack_copy: Vec::new(),
+        python: if python {
+            py_frames(e.py_frames, &e.py_code, &e.py_lasti)
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -296,6 +333,7 @@ fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
         user_stack: Vec::new(),
         user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
         stack_copy: copied.to_vec(),
+        python: Vec::new(),
     })
 }
 
@@ -339,11 +377,12 @@ impl Event {
                     user_stack: stack(&e.ustack, e.ustack_bytes),
                     user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
                     stack_copy: copied.to_vec(),
+                    python: py_frames(e.py_frames, &e.py_code, &e.py_lasti),
                 }))
             }
-            EVENT_OFF_CPU => interval(data).map(Event::OffCpu),
+            EVENT_OFF_CPU => interval(data, true).map(Event::OffCpu),
             EVENT_OFF_CPU_COPY => interval_with_copy(data).map(Event::OffCpu),
-            EVENT_DIRTY => interval(data).map(Event::Dirty),
+            EVENT_DIRTY => interval(data, false).map(Event::Dirty),
             EVENT_DIRTY_COPY => interval_with_copy(data).map(Event::Dirty),
             EVENT_BLOCK_IO => {
                 let mut e = types::block_io_event::default();

@@ -49,9 +49,10 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 pub use error::Error;
 pub use events::{
     AggregatedSamples, BlockIoRequest, CacheCounts, Event, NetEvent, NetWhat, OffCpuInterval,
-    OnCpuSample, UserRegs, Wakeup, USER_REGS,
+    OnCpuSample, PyFrame, UserRegs, Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
+pub use programs::python::PyOffsets;
 pub use programs::unwind::{
     Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
     MAPPINGS as UNWIND_MAPPINGS,
@@ -277,6 +278,12 @@ impl Profiler {
     /// that holds it) before the profiler.
     pub fn unwind_tables(&self) -> Result<UnwindTables, Error> {
         UnwindTables::new(self.loaded.skel())
+    }
+
+    /// Reads the Python frames of process `tgid`'s samples from now on: its `_PyRuntime` is
+    /// at `runtime`, laid out as `offsets` say.
+    pub fn watch_python(&self, tgid: u32, runtime: u64, offsets: &PyOffsets) -> Result<(), Error> {
+        programs::python::watch(self.loaded.skel(), tgid, runtime, offsets)
     }
 
     /// Whether process `tgid` has unwind tables installed.

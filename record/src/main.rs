@@ -9,6 +9,7 @@ mod kernel;
 mod known;
 mod phases;
 mod procfs;
+mod python;
 mod recorder;
 mod rotation;
 mod session;
@@ -47,6 +48,11 @@ struct Args {
     /// DWARF mode: never unwind in the kernel; copy every user stack (as perf does).
     #[arg(long)]
     no_kernel_unwind: bool,
+    /// Do not read Python frames: CPython 3.11 processes' stacks keep their
+    /// _PyEval_EvalFrameDefault frames unnamed (by default each Python frame is named
+    /// `function (file.py:line)` in their place).
+    #[arg(long)]
+    no_python: bool,
     /// What to record (comma-separated or repeated; default: record's own events but cache):
     /// cpu-clock (on-CPU samples), offcpu (off-CPU time, with run-queue waits), wakeup (who
     /// woke the blocked threads), runq, fault (page faults that had to read), io (block I/O),
@@ -403,6 +409,7 @@ impl Args {
                 _ => 0,
             },
             unwind_in_kernel: !self.no_kernel_unwind,
+            python: !self.no_python,
             aggregate: self.aggregate,
             interval,
             trace: tracing::Request {

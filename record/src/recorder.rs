@@ -140,6 +140,10 @@ pub struct Recorder {
     /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
     pub dirty_bursts: BTreeMap<(u64, u32), bpf::OffCpuInterval>,
+    /// Python processes: their frames merged into user stacks.
+    pub python: crate::python::Python,
+    /// A user stack with Python frames merged in, reused.
+    pub merged: Vec<u64>,
 }
 
 /// Write bursts kept for their writeback (dirty data waits up to 30 s by default; a burst is
@@ -188,6 +192,8 @@ impl Recorder {
             kernel_text: None,
             known: None,
             callchain: Vec::new(),
+            python: Default::default(),
+            merged: Vec::new(),
         }
     }
 
@@ -234,7 +240,8 @@ impl Recorder {
                 flags,
                 filename,
             } => {
-                if prot & 4 != 0 && filename.starts_with('/') {
+                // (`//anon`: no file; Python frames' synthetic mapping.)
+                if prot & 4 != 0 && filename.starts_with('/') && !filename.starts_with("//") {
                     if !self.mapped_files.contains_key(filename) {
                         let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
                             .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
@@ -423,7 +430,20 @@ impl Recorder {
         match item {
             Item::Sample(s) => {
                 let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
-                self.write_stack_sample(
+                let mut merged = std::mem::take(&mut self.merged);
+                let user = if self.python.merge(s, &mut merged) {
+                    if let Some(fact) = self.python.take_mapping(s.pid) {
+                        self.write_fact(&TimedFact {
+                            time: s.time,
+                            cpu: s.cpu,
+                            fact,
+                        })?;
+                    }
+                    &merged[..]
+                } else {
+                    &s.user_stack[..]
+                };
+                let written = self.write_stack_sample(
                     copy,
                     0,
                     s.pid,
@@ -432,9 +452,11 @@ impl Recorder {
                     s.time,
                     if self.aggregate { 1 } else { s.period },
                     &s.kernel_stack,
-                    &s.user_stack,
+                    user,
                     &[],
-                )?;
+                );
+                self.merged = merged;
+                written?;
                 self.samples += 1;
                 self.copied_stacks += !s.stack_copy.is_empty() as u64;
             }
@@ -460,7 +482,25 @@ impl Recorder {
                     return Ok(());
                 };
                 let copy = o.user_regs.as_ref().map(|r| (r, &o.stack_copy[..]));
-                self.write_stack_sample(
+                let mut merged = std::mem::take(&mut self.merged);
+                let python = self
+                    .python
+                    .merge_stack(o.pid, &o.user_stack, &o.python, &mut merged);
+                if python {
+                    if let Some(fact) = self.python.take_mapping(o.pid) {
+                        self.write_fact(&TimedFact {
+                            time: o.time,
+                            cpu: o.cpu,
+                            fact,
+                        })?;
+                    }
+                }
+                let user = if python {
+                    &merged[..]
+                } else {
+                    &o.user_stack[..]
+                };
+                let written = self.write_stack_sample(
                     copy,
                     attr,
                     o.pid,
@@ -469,9 +509,13 @@ impl Recorder {
                     o.time,
                     o.duration_ns,
                     &o.kernel_stack,
-                    &o.user_stack,
+                    user,
                     &[],
-                )?;
+                );
+                if let Err(e) = written {
+                    self.merged = merged;
+                    return Err(e);
+                }
                 self.off_cpu += 1;
                 // The samples below share the off-CPU sample's stack: in DWARF mode they carry
                 // its registers and no bytes of their own (the stack copies are the bulk of the
@@ -485,7 +529,12 @@ impl Recorder {
                     let Some(attr) = attr else {
                         continue;
                     };
-                    self.write_stack_sample(
+                    let user = if python {
+                        &merged[..]
+                    } else {
+                        &o.user_stack[..]
+                    };
+                    let written = self.write_stack_sample(
                         shared,
                         attr,
                         o.pid,
@@ -494,10 +543,15 @@ impl Recorder {
                         o.time,
                         period,
                         &o.kernel_stack,
-                        &o.user_stack,
+                        user,
                         &[],
-                    )?;
+                    );
+                    if let Err(e) = written {
+                        self.merged = merged;
+                        return Err(e);
+                    }
                 }
+                self.merged = merged;
                 self.runq += runq.is_some() as u64;
                 self.faults += fault.is_some() as u64;
             }

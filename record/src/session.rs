@@ -12,7 +12,7 @@ use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
 use crate::recorder::{Item, Recorder};
 use crate::rotation::Rotation;
-use crate::sideband::TimedFact;
+use crate::sideband::{Fact, TimedFact};
 use crate::{buildid, kernel, procfs, workload};
 
 /// What to record.
@@ -45,6 +45,8 @@ pub struct Config {
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind in the kernel where the tables are built (record/src/unwinding).
     pub unwind_in_kernel: bool,
+    /// Read the Python frames of CPython processes.
+    pub python: bool,
     /// Count on-CPU samples in the kernel and write them per stack, with their count as the
     /// period.
     pub aggregate: bool,
@@ -303,6 +305,16 @@ fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
 /// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
 /// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
 /// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
+/// Tells the BPF programs about a process that runs a Python interpreter (a mapping of one,
+/// or a fork of such a process). A failure costs that process its Python frames only.
+fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &Fact) {
+    if let Some(w) = python.observe(fact) {
+        if let Err(e) = profiler.watch_python(w.pid, w.runtime, &w.offsets) {
+            eprintln!("record: Python frames of pid {}: {e}", w.pid);
+        }
+    }
+}
+
 fn strip_tracing_glue(e: &mut bpf::Event, symbols: &kernel::Symbols) {
     let stack = match e {
         bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
@@ -422,6 +434,10 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
+    rec.python.enabled = cfg.python;
+    if !system_wide {
+        rec.python.follow(&initial);
+    }
     rec.aggregate = cfg.aggregate;
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() {
@@ -466,6 +482,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             if let Some(u) = &mut unwinding {
                 u.observe([&fact]);
             }
+            watch_python(&profiler, &mut rec.python, &fact);
             rec.write_fact(&TimedFact {
                 time: now,
                 cpu: 0,
@@ -488,11 +505,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
+        let python = &mut rec.python;
         let mut child_exited = false;
         profiler.poll(POLL_INTERVAL, |mut e| {
             if let bpf::Event::Exit { pid, .. } = e {
                 child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
             }
+            python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
                 strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
@@ -501,6 +520,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         sideband.drain(&mut facts);
         if let Some(u) = &mut unwinding {
             u.observe(facts.iter().map(|f| &f.fact));
+        }
+        for f in &facts {
+            watch_python(&profiler, &mut rec.python, &f.fact);
         }
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         if cfg.cache && monotonic_ns() >= cache_taken + CACHE_INTERVAL_NS {
@@ -612,7 +634,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // What is left in the ring, a batch at a time (each batch written before the next).
     loop {
         let pending = &mut rec.pending;
+        let python = &mut rec.python;
         let taken = profiler.poll(Duration::ZERO, |mut e| {
+            python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
                 strip_tracing_glue(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
@@ -656,6 +680,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 eprintln!("record: no unwind table: {why}");
             }
         }
+        crate::python::report(&rec.python);
         crate::phases::report_costs(&profiler.run_time(), started.elapsed());
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {

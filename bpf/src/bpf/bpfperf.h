@@ -48,6 +48,14 @@
 #define AGG_COUNTS 16384
 #define AGG_STACKS 16384
 
+/* Python frames read per sample (python.bpf.h), innermost first; processes and threads with
+ * an interpreter known at once. */
+#define MAX_PY_FRAMES 64
+#define PY_PROCS 4096
+#define PY_THREADS 16384
+/* Thread states looked at while looking for the sampled thread's. */
+#define PY_MAX_THREADS 64
+
 /* Entries of the drops map: one per event kind (below), and 0. */
 #define EVENT_KINDS 11
 
@@ -73,6 +81,7 @@ enum bpfperf_limits {
 	BPFPERF_FILTER_PATTERN_LEN = FILTER_PATTERN_LEN,
 	BPFPERF_AGG_COUNTS = AGG_COUNTS,
 	BPFPERF_AGG_STACKS = AGG_STACKS,
+	BPFPERF_MAX_PY_FRAMES = MAX_PY_FRAMES,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */
@@ -112,7 +121,13 @@ struct sample_event {
 	 * this struct in the ring buffer record. */
 	__u64 user_regs[USER_REGS];
 	__u32 stack_bytes;
-	__u32 _pad;
+	/* Python frames of the sampled thread (python.bpf.h), innermost first: py_code is the
+	 * frame's code object (PyCodeObject *) with bit 0 set where the frame is the first one
+	 * its _PyEval_EvalFrameDefault call ran (is_entry: the boundary between two calls of
+	 * it); py_lasti its last instruction's byte offset into the code's bytecode. */
+	__u32 py_frames;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 /* A sample with its user stack copy, assembled in a per-CPU buffer (too big for the BPF
@@ -163,6 +178,11 @@ struct offcpu_event {
 	__u32 in_fault;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+	/* Python frames where it blocked, as in sample_event (0 in dirty events). */
+	__u32 py_frames;
+	__u32 _py_pad;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 /* A block request from issue to completion. pid/tid/comm: the task that issued it; the
@@ -479,6 +499,30 @@ struct net_event {
 	__s32 ustack_bytes;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* ---- Python frames (python.bpf.h): where an interpreter keeps them, per process. ---- */
+
+/* Byte offsets into CPython's structures for one version (record's table per version). */
+struct py_offsets {
+	__u16 runtime_interp_head;     /* _PyRuntimeState.interpreters.head */
+	__u16 interp_threads_head;     /* PyInterpreterState.threads.head */
+	__u16 tstate_next;	       /* PyThreadState.next */
+	__u16 tstate_native_thread_id; /* PyThreadState.native_thread_id */
+	__u16 tstate_cframe;	       /* PyThreadState.cframe */
+	__u16 cframe_current_frame;    /* _PyCFrame.current_frame */
+	__u16 frame_code;	       /* _PyInterpreterFrame.f_code */
+	__u16 frame_previous;	       /* _PyInterpreterFrame.previous */
+	__u16 frame_prev_instr;	       /* _PyInterpreterFrame.prev_instr */
+	__u16 frame_is_entry;	       /* _PyInterpreterFrame.is_entry */
+	__u16 code_code_adaptive;      /* PyCodeObject.co_code_adaptive */
+	__u16 _pad;
+};
+
+/* A process running CPython: its _PyRuntime's address and the offsets of its version. */
+struct py_proc {
+	__u64 runtime;
+	struct py_offsets off;
 };
 
 /* A tracked thread group ended. */

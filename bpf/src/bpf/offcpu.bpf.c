@@ -6,6 +6,7 @@
 #include "common.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
+#include "python.bpf.h"
 
 /* Off-CPU intervals shorter than this are not reported (ns). */
 const volatile __u64 offcpu_min_ns = 1000;
@@ -22,6 +23,10 @@ struct offcpu_start {
 	__u32 in_fault;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+	/* Python frames where it blocked (python.bpf.h). */
+	__u32 py_frames;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 struct {
@@ -124,6 +129,7 @@ static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid,
 	s->state = state & 3;
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
+	read_python_frames(&s->py_frames, s->py_code, s->py_lasti, tgid, tid);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
 	return true;
@@ -185,6 +191,9 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 			e->ustack_bytes = s->ustack_bytes;
 			__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
 			__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
+			e->py_frames = s->py_frames;
+			__builtin_memcpy(e->py_code, s->py_code, sizeof(e->py_code));
+			__builtin_memcpy(e->py_lasti, s->py_lasti, sizeof(e->py_lasti));
 			bpf_ringbuf_submit(e, submit_flags());
 			if (wakeup_enabled)
 				wakeup_emit(next->tgid, tid, now, duration);

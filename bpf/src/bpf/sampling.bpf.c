@@ -5,6 +5,7 @@
 #include "common.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
+#include "python.bpf.h"
 
 /* On-CPU samples taken of tracked tasks, per CPU: each one is either in the ring buffer,
  * counted in the aggregation maps (--aggregate), or counted in drops[EVENT_ON_CPU]. */
@@ -188,6 +189,7 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	e->time_ns = bpf_ktime_get_ns();
 	e->period = ctx->sample_period;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, tid);
 	__u64 size = sizeof(struct sample_event);
 	/* Unwound here where the process has tables: frames, no registers or bytes to send. */
 	__s32 unwound = unwind_user_stack(tgid, e->ustack);
@@ -239,6 +241,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 	e->stack_bytes = 0;
+	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, (__u32)id);
 	bpf_ringbuf_submit(e, submit_flags());
 	return 0;
 }

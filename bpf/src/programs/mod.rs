@@ -8,6 +8,7 @@ pub mod follow;
 pub mod net;
 pub mod offcpu;
 pub mod probes;
+pub mod python;
 pub mod sampling;
 pub mod unwind;
 

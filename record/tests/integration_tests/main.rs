@@ -13,6 +13,7 @@ mod heatmap;
 mod loss;
 mod net;
 mod offcpu_io;
+mod python;
 mod rotation;
 mod runtimes;
 mod sampling;

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Python frames: the interpreter frame chain of a sampled CPython (3.11) thread, read from
+ * its thread state. record installs, per process, the address of `_PyRuntime` and the struct
+ * offsets of the running version (py_procs); the sample then carries each frame's code
+ * object and last instruction, and record names them.
+ *
+ * The thread state is found by walking the main interpreter's list of thread states for the
+ * one whose native_thread_id is the sampled tid (cached per tid, checked at each use): the
+ * list holds every thread that ever ran Python, whether it holds the GIL or not (a thread in
+ * zlib or hashlib with the GIL released keeps its frames there), where the interpreter's
+ * own "current thread state" is only the GIL holder's, and TLS would need glibc's layout. */
+#ifndef PYTHON_BPF_H
+#define PYTHON_BPF_H
+
+#include "common.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PY_PROCS);
+	__type(key, __u32);
+	__type(value, struct py_proc);
+} py_procs SEC(".maps") __weak;
+
+/* tid -> its PyThreadState's address, as last found. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PY_THREADS);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_threads SEC(".maps") __weak;
+
+static __always_inline __u64 py_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u32 tid)
+{
+	__u64 native = 0;
+	if (bpf_probe_read_user(&native, sizeof(native),
+				(void *)(tstate + p->off.tstate_native_thread_id)))
+		return false;
+	return native == tid;
+}
+
+/* The sampled thread's PyThreadState, 0 if it has none (yet). */
+static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
+{
+	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid);
+	if (cached && *cached && py_is_thread(p, *cached, tid))
+		return *cached;
+	__u64 interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
+	if (!interp)
+		return 0;
+	__u64 t = py_read_ptr(interp + p->off.interp_threads_head);
+	for (int i = 0; i < PY_MAX_THREADS && t; i++) {
+		if (py_is_thread(p, t, tid)) {
+			bpf_map_update_elem(&py_threads, &tid, &t, BPF_ANY);
+			return t;
+		}
+		t = py_read_ptr(t + p->off.tstate_next);
+	}
+	return 0;
+}
+
+/* Fills *frames, code[] and lasti[] (MAX_PY_FRAMES each) with the current thread's Python
+ * frames (none: not a Python process, or a thread that runs no Python). */
+static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, __u32 *lasti_out,
+					       __u32 tgid, __u32 tid)
+{
+	*frames = 0;
+	struct py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!p)
+		return;
+	__u64 tstate = py_thread_state(p, tid);
+	if (!tstate)
+		return;
+	__u64 cframe = py_read_ptr(tstate + p->off.tstate_cframe);
+	if (!cframe)
+		return;
+	__u64 frame = py_read_ptr(cframe + p->off.cframe_current_frame);
+	__u32 n = 0;
+	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
+		__u64 code = py_read_ptr(frame + p->off.frame_code);
+		__u64 instr = py_read_ptr(frame + p->off.frame_prev_instr);
+		__u8 entry = 0;
+		bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
+		if (!code)
+			break;
+		code_out[i & (MAX_PY_FRAMES - 1)] = code | (entry ? 1 : 0);
+		lasti_out[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
+		n = i + 1;
+		frame = py_read_ptr(frame + p->off.frame_previous);
+	}
+	*frames = n;
+}
+
+#endif

@@ -1,0 +1,583 @@
+//! Python frames in stacks (CPython 3.11): which processes run an interpreter, what their
+//! samples' code objects are called, and the user stacks with each `_PyEval_EvalFrameDefault`
+//! frame replaced by the Python frames it ran.
+//!
+//! A Python frame is written as an address in a synthetic mapping of its process (an
+//! anonymous one, `//anon`, at [`SYNTHETIC_BASE`]), one 16-byte slot per (code object, line),
+//! named `qualname (file.py:line)` in `/tmp/perf-PID.map`, which perf reads for anonymous
+//! mappings as it does for JIT code; analyze reads it the same way and `archive` keeps it.
+
+mod code;
+mod offsets;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use object::{Object, ObjectSymbol};
+
+use crate::sideband::Fact;
+use code::Code;
+pub use offsets::Offsets;
+
+/// Where the synthetic mapping of Python frames starts in each process: far below where
+/// Linux places mmaps (just under 0x7fff_ffff_ffff) and far above any binary's or heap's
+/// usual place.
+const SYNTHETIC_BASE: u64 = 0x2000_0000_0000;
+/// Its length: room for 16 M (code, line) slots.
+const SYNTHETIC_LEN: u64 = 1 << 28;
+/// Bytes of an interpreter binary read for its symbols.
+const MAX_BINARY: u64 = 512 << 20;
+
+/// An interpreter binary's facts (file addresses).
+#[derive(Debug, Clone)]
+struct Interpreter {
+    minor: u32,
+    /// `_PyRuntime`'s address.
+    runtime: u64,
+    /// `_PyEval_EvalFrameDefault`'s range.
+    eval: (u64, u64),
+    /// p_vaddr - p_offset of each PT_LOAD, with its file range.
+    segments: Vec<(u64, u64, u64)>,
+}
+
+/// A process running one.
+struct Proc {
+    runtime: u64,
+    offsets: &'static Offsets,
+    /// `_PyEval_EvalFrameDefault` in the process.
+    eval: (u64, u64),
+    mem: Option<File>,
+    codes: HashMap<u64, KnownCode>,
+    /// (code, line) -> its slot's address.
+    /// (code, its generation, line) -> its slot's address.
+    slots: HashMap<(u64, u32, u32), u64>,
+    map: Option<File>,
+    /// Whether the perf map was opened (or failed to).
+    map_tried: bool,
+    /// Whether its synthetic mapping was written into the recording.
+    mapped: bool,
+}
+
+/// A code object as last read at its address. The address may be reused by another code
+/// object once this one is freed (code made by exec() or compile() at run time): an address
+/// seen again after [`RECHECK`] is read again, and a different code there starts a new
+/// generation, with slots of its own.
+struct KnownCode {
+    code: Option<Code>,
+    generation: u32,
+    checked: Instant,
+}
+
+/// How long a code object's reading is trusted.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// What record counted, for `-v` and the summary.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// The processes installed (by a mapping of the interpreter, or a fork).
+    pub processes: Vec<u32>,
+    /// Samples with Python frames, and those whose frames went into the stack.
+    pub samples: u64,
+    pub placed: u64,
+    /// Samples whose user stack was copied (not unwound in the kernel): frames left out.
+    pub copied: u64,
+    pub frames: u64,
+    /// Code objects whose memory could not be read.
+    pub unreadable: u64,
+    /// Addresses found holding another code object than when first read.
+    pub replaced: u64,
+    /// Interpreters of a version the reader does not know.
+    pub unknown_versions: Vec<String>,
+}
+
+/// The Python processes of a recording.
+pub struct Python {
+    /// false: `--no-python`, nothing is read.
+    pub enabled: bool,
+    /// The followed processes the facts are filtered by (the side-band sees every process);
+    /// `None`: all (system-wide).
+    followed: Option<HashSet<u32>>,
+    binaries: HashMap<String, Option<Interpreter>>,
+    procs: HashMap<u32, Proc>,
+    pub stats: Stats,
+}
+
+/// A process the BPF programs must read frames of.
+pub struct Watch {
+    pub pid: u32,
+    pub runtime: u64,
+    pub offsets: bpf::PyOffsets,
+}
+
+/// `python3.N` or `libpython3.N.so...`: N.
+fn version_of(path: &str) -> Option<u32> {
+    let base = path.rsplit('/').next()?;
+    let rest = base
+        .strip_prefix("python3.")
+        .or_else(|| base.strip_prefix("libpython3."))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let tail = &rest[digits.len()..];
+    if !(tail.is_empty() || tail.starts_with(".so") || tail == "d" || tail.starts_with("d.so")) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
+    use object::read::elf::ProgramHeader;
+    use std::io::Read;
+    let mut data = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(MAX_BINARY)
+        .read_to_end(&mut data)
+        .ok()?;
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).ok()?;
+    let find = |name: &str| {
+        elf.dynamic_symbols()
+            .chain(elf.symbols())
+            .find(|s| s.name() == Ok(name) && s.address() != 0)
+            .map(|s| (s.address(), s.size()))
+    };
+    let (runtime, _) = find("_PyRuntime")?;
+    let (eval, size) = find("_PyEval_EvalFrameDefault")?;
+    let e = elf.endian();
+    let segments = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|ph| ph.p_type(e) == object::elf::PT_LOAD)
+        .map(|ph| {
+            (
+                ph.p_offset(e),
+                ph.p_offset(e) + ph.p_filesz(e),
+                ph.p_vaddr(e).wrapping_sub(ph.p_offset(e)),
+            )
+        })
+        .collect();
+    Some(Interpreter {
+        minor,
+        runtime,
+        eval: (eval, eval + size.max(1)),
+        segments,
+    })
+}
+
+/// Where `/tmp/perf-PID.map` is.
+pub fn perf_map_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+impl Default for Python {
+    fn default() -> Python {
+        Python {
+            enabled: true,
+            followed: None,
+            binaries: HashMap::new(),
+            procs: HashMap::new(),
+            stats: Stats::default(),
+        }
+    }
+}
+
+impl Python {
+    /// Follows `pids` and their children only (not system-wide).
+    pub fn follow(&mut self, pids: &[u32]) {
+        self.followed = Some(pids.iter().copied().collect());
+    }
+
+    /// Learns from a side-band fact: an interpreter mapped (returns what the BPF programs
+    /// must be told), a fork (the child runs it too), an exec or exit (forgotten).
+    pub fn observe(&mut self, fact: &Fact) -> Option<Watch> {
+        if !self.enabled {
+            return None;
+        }
+        if let Some(followed) = &mut self.followed {
+            match fact {
+                Fact::Fork { pid, ppid, .. } if pid != ppid && followed.contains(ppid) => {
+                    followed.insert(*pid);
+                }
+                Fact::Exit { pid, tid, .. } if pid == tid => {
+                    followed.remove(pid);
+                }
+                _ => {}
+            }
+            if fact.pid().is_some_and(|p| !followed.contains(&p)) {
+                return None;
+            }
+        }
+        match fact {
+            Fact::Mmap2 {
+                pid,
+                start,
+                pgoff,
+                prot,
+                filename,
+                ..
+            } if prot & 4 != 0 => {
+                let minor = version_of(filename)?;
+                if self.procs.contains_key(pid) {
+                    return None;
+                }
+                let interp = self
+                    .binaries
+                    .entry(filename.clone())
+                    .or_insert_with(|| interpreter(filename, minor))
+                    .clone()?;
+                let Some(offsets) = offsets::for_version(interp.minor) else {
+                    let v = format!("{filename} (3.{minor})");
+                    if !self.stats.unknown_versions.contains(&v) {
+                        self.stats.unknown_versions.push(v);
+                    }
+                    return None;
+                };
+                let (_, _, delta) = interp
+                    .segments
+                    .iter()
+                    .find(|(from, to, _)| (*from..*to.max(&(from + 1))).contains(pgoff))?;
+                // The load bias: the mapping's address less the file address it maps.
+                let bias = start.wrapping_sub(pgoff.wrapping_add(*delta));
+                self.stats.processes.push(*pid);
+                self.procs.insert(
+                    *pid,
+                    Proc {
+                        runtime: interp.runtime.wrapping_add(bias),
+                        offsets,
+                        eval: (interp.eval.0 + bias, interp.eval.1 + bias),
+                        mem: None,
+                        codes: HashMap::new(),
+                        slots: HashMap::new(),
+                        map: None,
+                        map_tried: false,
+                        mapped: false,
+                    },
+                );
+                Some(Watch {
+                    pid: *pid,
+                    runtime: interp.runtime.wrapping_add(bias),
+                    offsets: offsets.for_bpf(),
+                })
+            }
+            Fact::Fork { pid, ppid, .. } if pid != ppid => {
+                // A new process: the parent's interpreter at the same addresses.
+                let parent = self.procs.get(ppid)?;
+                let watch = Watch {
+                    pid: *pid,
+                    runtime: parent.runtime,
+                    offsets: parent.offsets.for_bpf(),
+                };
+                let proc = Proc {
+                    runtime: parent.runtime,
+                    offsets: parent.offsets,
+                    eval: parent.eval,
+                    mem: None,
+                    codes: HashMap::new(),
+                    slots: HashMap::new(),
+                    map: None,
+                    map_tried: false,
+                    mapped: false,
+                };
+                self.procs.insert(*pid, proc);
+                self.stats.processes.push(*pid);
+                Some(watch)
+            }
+            Fact::Comm {
+                pid, exec: true, ..
+            } => {
+                self.procs.remove(pid);
+                None
+            }
+
+            _ => None,
+        }
+    }
+
+    /// Reads the code objects of an event's Python frames not met before, while the
+    /// process lives.
+    pub fn observe_event(&mut self, e: &bpf::Event) {
+        match e {
+            bpf::Event::OnCpu(s) => self.observe_frames(s.pid, &s.python),
+            bpf::Event::OffCpu(o) => self.observe_frames(o.pid, &o.python),
+            _ => {}
+        }
+    }
+
+    fn observe_frames(&mut self, pid: u32, frames: &[bpf::PyFrame]) {
+        if frames.is_empty() {
+            return;
+        }
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        for f in frames {
+            let known = p.codes.get(&f.code);
+            if known.is_some_and(|k| k.checked.elapsed() < RECHECK) {
+                continue;
+            }
+            if p.mem.is_none() {
+                p.mem = File::open(format!("/proc/{pid}/mem")).ok();
+            }
+            let code = p
+                .mem
+                .as_ref()
+                .and_then(|m| code::read(m, f.code, p.offsets));
+            match p.codes.get_mut(&f.code) {
+                Some(k) => {
+                    k.checked = Instant::now();
+                    if code.is_some() && code != k.code {
+                        k.code = code;
+                        k.generation += 1;
+                        self.stats.replaced += 1;
+                    }
+                }
+                None => {
+                    self.stats.unreadable += code.is_none() as u64;
+                    p.codes.insert(
+                        f.code,
+                        KnownCode {
+                            code,
+                            generation: 0,
+                            checked: Instant::now(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// The synthetic mapping to write before `pid`'s first sample with Python frames.
+    pub fn take_mapping(&mut self, pid: u32) -> Option<Fact> {
+        let p = self.procs.get_mut(&pid)?;
+        if p.mapped || p.slots.is_empty() {
+            return None;
+        }
+        p.mapped = true;
+        Some(Fact::Mmap2 {
+            pid,
+            tid: pid,
+            start: SYNTHETIC_BASE,
+            len: SYNTHETIC_LEN,
+            pgoff: 0,
+            maj: 0,
+            min: 0,
+            ino: 0,
+            ino_generation: 0,
+            prot: libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
+            flags: libc::MAP_PRIVATE as u32 | libc::MAP_ANONYMOUS as u32,
+            filename: "//anon".into(),
+        })
+    }
+
+    /// The user stack of an on-CPU sample with its Python frames in place of the eval
+    /// frames that ran them, into `out`; false (out untouched) when it has none or they
+    /// cannot be placed. Counted in [`Stats`].
+    pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
+        if sample.python.is_empty() {
+            return false;
+        }
+        self.stats.samples += 1;
+        if sample.user_stack.is_empty() {
+            // A copy for analyze to unwind: no frames to place the Python ones among.
+            self.stats.copied += 1;
+            return false;
+        }
+        let placed = self.merge_stack(sample.pid, &sample.user_stack, &sample.python, out);
+        self.stats.placed += placed as u64;
+        placed
+    }
+
+    /// The same for any stack of process `pid` (off-CPU intervals), not counted.
+    pub fn merge_stack(
+        &mut self,
+        pid: u32,
+        user_stack: &[u64],
+        python: &[bpf::PyFrame],
+        out: &mut Vec<u64>,
+    ) -> bool {
+        if python.is_empty() || user_stack.is_empty() {
+            return false;
+        }
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return false;
+        };
+        // The Python frames, grouped by the eval call that ran them, innermost first.
+        let mut groups: Vec<Vec<u64>> = vec![Vec::new()];
+        for f in python {
+            let line = p
+                .codes
+                .get(&f.code)
+                .and_then(|k| k.code.as_ref())
+                .map(|c| c.line_at(f.lasti).unwrap_or(c.first_line))
+                .unwrap_or(0);
+            let addr = p.slot(pid, f.code, line);
+            groups.last_mut().expect("one group").push(addr);
+            if f.entry {
+                groups.push(Vec::new());
+            }
+        }
+        if groups.last().is_some_and(Vec::is_empty) {
+            groups.pop();
+        }
+        out.clear();
+        let mut next = groups.into_iter();
+        for (i, &ip) in user_stack.iter().enumerate() {
+            // Frames past the leaf are return addresses: their call is the byte before.
+            let pc = if i == 0 { ip } else { ip.wrapping_sub(1) };
+            if (p.eval.0..p.eval.1).contains(&pc) {
+                if let Some(g) = next.next() {
+                    self.stats.frames += g.len() as u64;
+                    out.extend(g);
+                    continue;
+                }
+            }
+            out.push(ip);
+        }
+        // Frames whose eval call the unwinding did not reach: outermost, in order.
+        for g in next {
+            self.stats.frames += g.len() as u64;
+            out.extend(g);
+        }
+        true
+    }
+
+    /// Perf maps written, for the archive and the summary.
+    pub fn perf_maps(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.map.is_some())
+            .map(|(&pid, _)| perf_map_path(pid))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Proc {
+    /// The address of (code, line)'s slot, named in the perf map when new. The address is
+    /// 8 bytes into its slot: as a return address or an instruction pointer it stays in it.
+    fn slot(&mut self, pid: u32, code: u64, line: u32) -> u64 {
+        let known = self.codes.get(&code);
+        let key = (code, known.map_or(0, |k| k.generation), line);
+        if let Some(&a) = self.slots.get(&key) {
+            return a;
+        }
+        let index = (self.slots.len() as u64).min(SYNTHETIC_LEN / 16 - 1);
+        let start = SYNTHETIC_BASE + index * 16;
+        let name = match known.and_then(|k| k.code.as_ref()) {
+            Some(c) => format!("{} ({}:{line})", c.name, c.file),
+            None => format!("[python code {code:#x}]"),
+        };
+        if !self.map_tried {
+            self.map_tried = true;
+            self.map = open_map(&perf_map_path(pid));
+        }
+        if let Some(m) = &mut self.map {
+            // perf-PID.map: START SIZE NAME, hex; a line per slot as it is made.
+            let _ = writeln!(m, "{start:x} 10 {name}");
+        }
+        self.slots.insert(key, start + 8);
+        start + 8
+    }
+}
+
+/// `-v`: what the Python frame reader did.
+pub fn report(python: &Python) {
+    let s = &python.stats;
+    if !s.processes.is_empty() {
+        eprintln!(
+            "record: Python: processes {:?}, {} samples with Python frames, {} placed ({} frames), \
+             {} left out (stack copied, not unwound in the kernel), {} code objects unreadable, {} \
+             replaced at their address; \
+             names in {}",
+            s.processes,
+            s.samples,
+            s.placed,
+            s.frames,
+            s.copied,
+            s.unreadable,
+            s.replaced,
+            python
+                .perf_maps()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    for v in &s.unknown_versions {
+        eprintln!("record: Python frames not read for {v}: only 3.11's layout is known");
+    }
+}
+
+/// Creates the perf map (truncating what an earlier process of that pid left), 0644 and
+/// the invoking sudo user's (perf reads a map only when it is the reader's or root's); never
+/// through a symbolic link (/tmp is everyone's). A failure is said once: that process's
+/// Python frames stay unnamed (their addresses).
+fn open_map(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => {
+            crate::host::chown_to_invoking_user(path);
+            Some(f)
+        }
+        Err(e) => {
+            eprintln!(
+                "record: {}: {e}; its Python frames stay unnamed",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_perf_map_is_never_written_through_a_link() {
+        let dir = std::env::temp_dir().join(format!("bpfperf-pymap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.join("perf-1.map");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(open_map(&link).is_none());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let plain = dir.join("perf-2.map");
+        let mut f = open_map(&plain).unwrap();
+        writeln!(f, "200000000000 10 f (f.py:1)").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&plain).unwrap(),
+            "200000000000 10 f (f.py:1)\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn interpreter_versions_from_paths() {
+        assert_eq!(version_of("/usr/bin/python3.11"), Some(11));
+        assert_eq!(
+            version_of("/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"),
+            Some(12)
+        );
+        assert_eq!(version_of("/usr/bin/python3.11d"), Some(11));
+        assert_eq!(version_of("/usr/bin/python3"), None);
+        assert_eq!(
+            version_of("/usr/lib/python3.11/lib-dynload/_hashlib.cpython-311.so"),
+            None
+        );
+        assert_eq!(version_of("/usr/bin/python3.11-config"), None);
+    }
+}

@@ -1,0 +1,156 @@
+//! Where CPython keeps what the frame reader needs, per version.
+//!
+//! The numbers are `offsetof` and `sizeof` in the headers of Debian 12's python3.11-dev
+//! 3.11.2 (internal headers included), as `fixtures/python/offsets.c` prints them; the test
+//! `offsets_match_the_headers` compiles that program and compares. Other versions are not
+//! read (their layouts differ: 3.12 has no `is_entry` and moved `f_code`; 3.13 has no
+//! `cframe`): a process of one gets no Python frames, and `-v` says so.
+
+/// Byte offsets into one version's structures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    /// `_PyRuntimeState.interpreters.head`.
+    pub runtime_interp_head: u16,
+    /// `PyInterpreterState.threads.head`.
+    pub interp_threads_head: u16,
+    pub tstate_next: u16,
+    pub tstate_native_thread_id: u16,
+    pub tstate_cframe: u16,
+    /// `_PyCFrame.current_frame`.
+    pub cframe_current_frame: u16,
+    /// `_PyInterpreterFrame.f_code`, `.previous`, `.prev_instr`, `.is_entry`.
+    pub frame_code: u16,
+    pub frame_previous: u16,
+    pub frame_prev_instr: u16,
+    pub frame_is_entry: u16,
+    /// `PyCodeObject` fields.
+    pub code_filename: u16,
+    pub code_qualname: u16,
+    pub code_firstlineno: u16,
+    pub code_linetable: u16,
+    pub code_code_adaptive: u16,
+    /// `PyVarObject.ob_size`, `PyBytesObject.ob_sval`.
+    pub var_size: u16,
+    pub bytes_data: u16,
+    /// `PyASCIIObject.length` and `.state`; where a compact ASCII string's characters
+    /// start (`sizeof(PyASCIIObject)`), and a compact non-ASCII one's
+    /// (`sizeof(PyCompactUnicodeObject)`).
+    pub unicode_length: u16,
+    pub unicode_state: u16,
+    pub unicode_ascii_data: u16,
+    pub unicode_compact_data: u16,
+}
+
+/// CPython 3.11 on x86-64.
+const PY_3_11: Offsets = Offsets {
+    runtime_interp_head: 40,
+    interp_threads_head: 16,
+    tstate_next: 8,
+    tstate_native_thread_id: 160,
+    tstate_cframe: 56,
+    cframe_current_frame: 8,
+    frame_code: 32,
+    frame_previous: 48,
+    frame_prev_instr: 56,
+    frame_is_entry: 68,
+    code_filename: 112,
+    code_qualname: 128,
+    code_firstlineno: 72,
+    code_linetable: 136,
+    code_code_adaptive: 184,
+    var_size: 16,
+    bytes_data: 32,
+    unicode_length: 16,
+    unicode_state: 32,
+    unicode_ascii_data: 48,
+    unicode_compact_data: 72,
+};
+
+/// The offsets of Python 3.`minor`, if it is one the reader knows.
+pub fn for_version(minor: u32) -> Option<&'static Offsets> {
+    match minor {
+        11 => Some(&PY_3_11),
+        _ => None,
+    }
+}
+
+impl Offsets {
+    /// What the BPF program is given.
+    pub fn for_bpf(&self) -> bpf::PyOffsets {
+        bpf::PyOffsets {
+            runtime_interp_head: self.runtime_interp_head,
+            interp_threads_head: self.interp_threads_head,
+            tstate_next: self.tstate_next,
+            tstate_native_thread_id: self.tstate_native_thread_id,
+            tstate_cframe: self.tstate_cframe,
+            cframe_current_frame: self.cframe_current_frame,
+            frame_code: self.frame_code,
+            frame_previous: self.frame_previous,
+            frame_prev_instr: self.frame_prev_instr,
+            frame_is_entry: self.frame_is_entry,
+            code_code_adaptive: self.code_code_adaptive,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table against the installed headers (python3.11-dev, which scripts/setup
+    /// installs): `fixtures/python/offsets.c` compiled and run.
+    #[test]
+    fn offsets_match_the_headers() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = std::env::temp_dir().join(format!("bpfperf-pyoffsets-{}", std::process::id()));
+        let built = std::process::Command::new("cc")
+            .arg("-I/usr/include/python3.11")
+            .arg("-o")
+            .arg(&out)
+            .arg(root.join("fixtures/python/offsets.c"))
+            .status()
+            .expect("cc");
+        assert!(
+            built.success(),
+            "offsets.c did not build (python3.11-dev missing?)"
+        );
+        let printed = std::process::Command::new(&out)
+            .output()
+            .expect("run offsets");
+        let _ = std::fs::remove_file(&out);
+        let text = String::from_utf8(printed.stdout).unwrap();
+        let get = |name: &str| -> u16 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+                .unwrap_or_else(|| panic!("{name} not printed"))
+        };
+        let o = for_version(11).unwrap();
+        let pairs = [
+            ("runtime_interpreters_head", o.runtime_interp_head),
+            ("interp_threads_head", o.interp_threads_head),
+            ("tstate_next", o.tstate_next),
+            ("tstate_native_thread_id", o.tstate_native_thread_id),
+            ("tstate_cframe", o.tstate_cframe),
+            ("cframe_current_frame", o.cframe_current_frame),
+            ("frame_code", o.frame_code),
+            ("frame_previous", o.frame_previous),
+            ("frame_prev_instr", o.frame_prev_instr),
+            ("frame_is_entry", o.frame_is_entry),
+            ("code_filename", o.code_filename),
+            ("code_qualname", o.code_qualname),
+            ("code_firstlineno", o.code_firstlineno),
+            ("code_linetable", o.code_linetable),
+            ("code_code_adaptive", o.code_code_adaptive),
+            ("var_size", o.var_size),
+            ("bytes_data", o.bytes_data),
+            ("unicode_length", o.unicode_length),
+            ("unicode_state", o.unicode_state),
+            ("unicode_ascii_data", o.unicode_ascii_data),
+            ("unicode_compact_data", o.unicode_compact_data),
+        ];
+        for (name, ours) in pairs {
+            assert_eq!(get(name), ours, "{name}");
+        }
+    }
+}
