@@ -19,6 +19,8 @@ const HEADERS: &[&str] = &[
     "stack.bpf.h",
     "unwind.bpf.h",
     "filter.bpf.h",
+    "agg.bpf.h",
+    "trace_agg.bpf.h",
 ];
 
 fn main() {
