@@ -32,7 +32,7 @@ pub enum Alone {
 /// How the samples of one aggregated event are laid out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counted {
-    /// Where the count lies in the payload: after the fixed fields, 8-byte aligned.
+    /// Where the count lies in the payload: right after the fixed fields.
     pub count_at: usize,
     /// The `__data_loc` (false) and `__rel_loc` (true) fields: (offset, relative).
     pub data_locs: Vec<(usize, bool)>,
@@ -64,7 +64,9 @@ pub fn prepare(traced: &mut [Traced], hist: Option<&str>) -> anyhow::Result<Vec<
             .map(|f| f.offset + f.size)
             .max()
             .unwrap_or(8);
-        let count_at = end.div_ceil(8) * 8;
+        // Right after the fixed fields, where the dynamic data begins: unaligned maybe (perf
+        // and analyze read fields at any offset), but nothing of the payload in between.
+        let count_at = end;
         let mut c = Counted {
             count_at,
             data_locs: f
@@ -135,16 +137,14 @@ fn with_count_field(text: &str, offset: usize) -> String {
     );
     let mut out = String::with_capacity(text.len() + line.len());
     let mut rest = text;
-    let last = text
-        .match_indices('\n')
-        .map(|(i, _)| i + 1)
-        .filter(|&i| {
-            text[..i]
-                .lines()
-                .last()
-                .is_some_and(|l| l.trim_start().starts_with("field:"))
-        })
-        .last();
+    let mut at = 0;
+    let mut last = None;
+    for l in text.split_inclusive('\n') {
+        at += l.len();
+        if l.trim_start().starts_with("field:") {
+            last = Some(at);
+        }
+    }
     if let Some(at) = last {
         out.push_str(&text[..at]);
         rest = &text[at..];
@@ -158,7 +158,16 @@ impl Counted {
     /// The payload of a sample standing for `count` events of thread `tid` in `bucket` (see
     /// [`bpf::AggregatedEvents::bucket`]).
     pub fn payload(&self, tid: u32, count: u64, bucket: u32) -> Vec<u8> {
-        let mut raw = vec![0u8; self.count_at + ADDED];
+        // One NUL byte after the fields: what every __data_loc field points at (an empty
+        // string; with offset and length 0 perf prints what lies at the record's start).
+        let nul = self.count_at + ADDED;
+        let mut raw = vec![0u8; nul + usize::from(!self.data_locs.is_empty())];
+        for &(off, relative) in &self.data_locs {
+            let start = if relative { nul - (off + 4) } else { nul };
+            if let Some(field) = raw.get_mut(off..off + 4) {
+                field.copy_from_slice(&((start as u32 & 0xffff) | 1 << 16).to_le_bytes());
+            }
+        }
         raw[..2].copy_from_slice(&self.id.to_le_bytes());
         raw[4..8].copy_from_slice(&tid.to_le_bytes());
         raw[self.count_at..self.count_at + 8].copy_from_slice(&count.to_le_bytes());
@@ -242,7 +251,7 @@ mod tests {
     #[test]
     fn alone_moves_dynamic_data() {
         let counted = Counted {
-            count_at: 16,
+            count_at: 12,
             data_locs: vec![(8, false)],
             hist_field: None,
             id: 1,
@@ -250,9 +259,14 @@ mod tests {
         let mut raw = vec![0u8; 12];
         raw[8..12].copy_from_slice(&(12u32 | 3 << 16).to_le_bytes());
         raw.extend_from_slice(b"ab\0");
+        // A counted sample's strings are empty, not what lies at the record's start.
+        let counted_raw = counted.payload(7, 5, 0);
+        let loc = u32::from_le_bytes(counted_raw[8..12].try_into().unwrap());
+        assert_eq!(((loc & 0xffff) as usize, loc >> 16), (28, 1));
+        assert_eq!(counted_raw[28], 0);
         let out = counted.alone(&raw, Alone::NoRoom);
-        assert_eq!(&out[16..24], &1u64.to_le_bytes());
-        assert_eq!(&out[24..32], &2u64.to_le_bytes());
+        assert_eq!(&out[12..20], &1u64.to_le_bytes());
+        assert_eq!(&out[20..28], &2u64.to_le_bytes());
         let loc = u32::from_le_bytes(out[8..12].try_into().unwrap());
         assert_eq!(loc & 0xffff, 28);
         assert_eq!(&out[28..31], b"ab\0");
