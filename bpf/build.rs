@@ -20,6 +20,8 @@ const HEADERS: &[&str] = &[
     "unwind.bpf.h",
     "filter.bpf.h",
     "python.bpf.h",
+    "agg.bpf.h",
+    "trace_agg.bpf.h",
 ];
 
 fn main() {

@@ -13,6 +13,8 @@ unsafe impl plain::Plain for types::wakeup_event {}
 unsafe impl plain::Plain for types::cache_counts {}
 unsafe impl plain::Plain for types::trace_record {}
 unsafe impl plain::Plain for types::agg_key {}
+unsafe impl plain::Plain for types::trace_agg_key {}
+unsafe impl plain::Plain for types::trace_agg_value {}
 unsafe impl plain::Plain for types::net_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
@@ -77,6 +79,27 @@ pub struct AggregatedSamples {
     /// Kernel stack, innermost first (empty when the samples hit user mode).
     pub kernel_stack: Vec<u64>,
     /// User stack, innermost first: frame pointers, or unwound in the kernel (DWARF mode).
+    pub user_stack: Vec<u64>,
+}
+
+/// Traced events of one thread with the same stacks (and histogram bucket), counted in the
+/// kernel ([`crate::Options::trace_aggregate`], [`crate::Profiler::take_aggregated_events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregatedEvents {
+    /// The event's index among [`crate::Options::trace`].
+    pub event: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// With a histogram ([`crate::TraceHist`]): the bucket of the values, 0 negative, 1 zero,
+    /// i >= 2 `[2^(i-2), 2^(i-1))`; else 0.
+    pub bucket: u32,
+    /// How many events since the last take.
+    pub count: u64,
+    /// Their latencies (ns) summed, for a pair's exit.
+    pub latency_ns: u64,
+    /// The thread's name at its first event.
+    pub comm: [u8; 16],
+    pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
 }
 

@@ -48,8 +48,8 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 pub use error::Error;
 pub use events::{
-    AggregatedSamples, BlockIoRequest, CacheCounts, Event, NetEvent, NetWhat, OffCpuInterval,
-    OnCpuSample, PyFrame, UserRegs, Wakeup, USER_REGS,
+    AggregatedEvents, AggregatedSamples, BlockIoRequest, CacheCounts, Event, NetEvent, NetWhat,
+    OffCpuInterval, OnCpuSample, PyFrame, UserRegs, Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 pub use programs::python::PyOffsets;
@@ -57,7 +57,7 @@ pub use programs::unwind::{
     Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
     MAPPINGS as UNWIND_MAPPINGS,
 };
-pub use trace::{TraceEvent, TraceRecord};
+pub use trace::{TraceEvent, TraceHist, TraceRecord};
 
 /// Most bytes of user stack a sample can copy (bpfperf.h's MAX_STACK_COPY).
 pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.0;
@@ -102,6 +102,12 @@ pub struct Options {
     /// Count on-CPU samples in the kernel per thread and stacks instead of sending each
     /// ([`Profiler::take_aggregated`]); DWARF mode sends those it could not unwind.
     pub aggregate: bool,
+    /// Count traced events ([`Options::trace`]) in the kernel per event, thread, stacks and
+    /// histogram bucket instead of sending each ([`Profiler::take_aggregated_events`]).
+    pub trace_aggregate: bool,
+    /// Entries of each aggregation map (None: bpfperf.h's AGG_COUNTS and AGG_STACKS); tests
+    /// make them tiny to see what does not fit.
+    pub aggregate_entries: Option<u32>,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -125,6 +131,8 @@ impl Default for Options {
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             aggregate: false,
+            trace_aggregate: false,
+            aggregate_entries: None,
             ring_bytes: None,
             trace: Vec::new(),
         }
@@ -151,6 +159,8 @@ pub struct Profiler {
     cache_taken: RefCell<programs::cache::Taken>,
     /// The pair of aggregation maps the programs fill (see [`Profiler::take_aggregated`]).
     agg_slot: std::cell::Cell<u32>,
+    /// The same for traced events (see [`Profiler::take_aggregated_events`]).
+    trace_agg_slot: std::cell::Cell<u32>,
 }
 
 /// How often a program ran and for how long, in total.
@@ -242,6 +252,7 @@ impl Profiler {
             run_stats: None,
             cache_taken: RefCell::default(),
             agg_slot: std::cell::Cell::new(0),
+            trace_agg_slot: std::cell::Cell::new(0),
         })
     }
 
@@ -265,6 +276,21 @@ impl Profiler {
         let taken = programs::sampling::take_aggregated(self.loaded.skel(), slot)?;
         self.agg_slot.set(1 - slot);
         Ok(taken)
+    }
+
+    /// The traced events counted in the kernel since the last call
+    /// ([`Options::trace_aggregate`]), as [`Profiler::take_aggregated`] takes on-CPU samples.
+    pub fn take_aggregated_events(&self) -> Result<Vec<AggregatedEvents>, Error> {
+        let slot = self.trace_agg_slot.get();
+        let taken = programs::probes::take_aggregated(self.loaded.skel(), slot)?;
+        self.trace_agg_slot.set(1 - slot);
+        Ok(taken)
+    }
+
+    /// Traced events that did not fit in the aggregation maps, sent one by one instead (as
+    /// [`Event::Trace`]).
+    pub fn missed_event_aggregations(&self) -> u64 {
+        self.sum_per_cpu(&self.loaded.skel().maps.trace_agg_missed, 0)
     }
 
     /// On-CPU samples that did not fit in the aggregation maps, sent one by one instead (as

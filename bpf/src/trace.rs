@@ -44,6 +44,23 @@ pub struct TraceEvent {
     pub entry_only: bool,
     /// The payload's `common_type`: the tracepoint's id, or the id of the probe's format.
     pub common_type: u16,
+    /// With [`crate::Options::trace_aggregate`]: the value whose power-of-two histogram is
+    /// counted in the kernel (the events are counted per bucket as well as per thread and
+    /// stacks).
+    pub hist: Option<TraceHist>,
+}
+
+/// What an event's histogram counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceHist {
+    /// The payload's `size` bytes (1, 2, 4 or 8) at `offset`, signed or not.
+    Field {
+        offset: u32,
+        size: u32,
+        signed: bool,
+    },
+    /// A pair's latency (ns).
+    Latency,
 }
 
 /// Where an event's program is attached.

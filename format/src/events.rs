@@ -303,6 +303,16 @@ pub const CACHESTAT_TRACEPOINT_ID: u64 = 60003;
 /// `sdt_python:function__entry`): record numbers them from here, in the order attached.
 pub const PROBE_TRACEPOINT_ID_BASE: u64 = 60100;
 
+/// The field `record --aggregate` appends to a traced event's format: how many events the
+/// sample stands for (counted in the kernel; 1 for an event written alone). perf script
+/// prints it with the other fields; analyze weighs the sample by it.
+pub const COUNT_FIELD: &str = "bpfperf_count";
+
+/// The field after [`COUNT_FIELD`]: 0 for a sample counted in the kernel, else why its event
+/// was written alone: 1 its user stack was copied (DWARF mode, no unwind tables in the
+/// kernel yet), 2 the kernel's maps had no room for it.
+pub const ALONE_FIELD: &str = "bpfperf_alone";
+
 /// The attr of page-cache statistics samples.
 pub fn cachestat_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
     EventAttr {

@@ -84,15 +84,27 @@ struct Args {
     /// events that happen there are kept. cachestat counts per process: it stays off.
     #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = parse_cpu_list)]
     cpus: Option<CpuList>,
-    /// Count on-CPU samples in the kernel per thread and stacks (as bcc's profile does) and
-    /// write each stack once with its count as the period, at the end and every --interval:
-    /// a much smaller file. DWARF mode: stacks the kernel cannot unwind yet are written one
-    /// by one, as without it.
+    /// Count on-CPU samples and traced events (-e TRACEPOINT, probes, --latency) in the
+    /// kernel per thread and stacks (as bcc's profile and stackcount do) and write each stack
+    /// once with its count, at the end and every --interval: a much smaller file. On-CPU
+    /// samples weigh their count as their period; a traced event's sample holds it in its
+    /// `bpfperf_count` field too (its period: the count, or the latencies summed). DWARF
+    /// mode: stacks the kernel cannot unwind yet are written one by one, as without it.
     #[arg(long)]
     aggregate: bool,
-    /// With --aggregate: write the counts every SECS seconds (default: once, at the end).
-    #[arg(long, value_name = "SECS", requires = "aggregate")]
+    /// With --aggregate (or --hist): write the counts every SECS seconds (default: once, at
+    /// the end).
+    #[arg(long, value_name = "SECS")]
     interval: Option<f64>,
+    /// A power-of-two histogram of FIELD of the traced events (or `latency`, of --latency
+    /// pairs and return probes), counted in the kernel as bpftrace's hist() (implies
+    /// --aggregate): each bucket is written as a sample whose FIELD holds the bucket's lower
+    /// bound (`analyze hist FIELD` prints the table). `-e syscalls:sys_exit_read --hist ret`.
+    #[arg(long, value_name = "FIELD")]
+    hist: Option<String>,
+    /// With --hist: per command (the default: no stacks taken) or per stack.
+    #[arg(long, value_name = "comm|stack", requires = "hist", value_parser = ["comm", "stack"])]
+    by: Option<String>,
     /// Do not record off-CPU time.
     #[arg(long)]
     no_off_cpu: bool,
@@ -337,6 +349,20 @@ impl Args {
             }
             d => d.map(std::time::Duration::from_secs_f64),
         };
+        let aggregate = self.aggregate || self.hist.is_some();
+        if self.interval.is_some() && !aggregate {
+            anyhow::bail!(
+                "--interval: only with --aggregate or --hist (counts written every SECS)"
+            );
+        }
+        if self.hist.is_some() && self.traced.is_empty() && self.latency_pairs.is_empty() {
+            anyhow::bail!(
+                "--hist: no traced event to count (give -e TRACEPOINT, a probe, or --latency ENTRY,EXIT)"
+            );
+        }
+        // A histogram per command needs no stacks.
+        let stacks = self.call_graph != CallGraph::None
+            && (self.hist.is_none() || self.by.as_deref() == Some("stack"));
         let interval = match self.interval {
             Some(i) if !(i > 0.0 && i.is_finite()) => {
                 anyhow::bail!("--interval {i}: expected a number of seconds above 0")
@@ -410,12 +436,13 @@ impl Args {
             },
             unwind_in_kernel: !self.no_kernel_unwind,
             python: !self.no_python,
-            aggregate: self.aggregate,
+            aggregate,
             interval,
+            hist: self.hist,
             trace: tracing::Request {
                 events: self.traced,
                 latency: self.latency_pairs,
-                stacks: self.call_graph != CallGraph::None,
+                stacks,
                 pids: self.pid,
                 command: first_word,
             },
@@ -482,6 +509,18 @@ fn print_summary(s: &session::Summary) {
         eprintln!(
             "record: samples counted in the kernel, written as {} records (period: the count)",
             s.aggregated
+        );
+    }
+    if let Some(records) = s.traced_records {
+        eprintln!(
+            "record: traced events counted in the kernel: {}, written as {records} records (bpfperf_count: the count)",
+            s.traced
+        );
+    }
+    if s.missed_event_aggregations > 0 {
+        eprintln!(
+            "record: traced events that did not fit in the kernel's aggregation maps, written one by one: {}",
+            s.missed_event_aggregations
         );
     }
     if s.missed_aggregations > 0 {

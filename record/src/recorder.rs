@@ -24,6 +24,11 @@ pub enum Item {
     Wakeup(bpf::Wakeup),
     /// Any event (a tracepoint, a probe).
     Trace(bpf::TraceRecord),
+    /// Traced events counted in the kernel over the interval that ends at `time`.
+    AggregatedEvents {
+        events: bpf::AggregatedEvents,
+        time: u64,
+    },
     /// A process's page-cache counts over the interval that ends at `time`.
     Cache {
         counts: bpf::CacheCounts,
@@ -43,6 +48,7 @@ impl Item {
             Item::Net(n) => n.time,
             Item::Wakeup(w) => w.time,
             Item::Trace(t) => t.time,
+            Item::AggregatedEvents { time, .. } => *time,
             Item::Cache { time, .. } => *time,
             Item::Fact(f) => f.time,
         }
@@ -122,6 +128,11 @@ pub struct Recorder {
     pub net_attrs: Option<[usize; 4]>,
     /// How each traced event is written, by its index.
     pub traced_attrs: Vec<crate::events::TracedAttr>,
+    /// --aggregate: each traced event's layout with its count (by its index; empty when
+    /// traced events are written one by one).
+    pub counted: Vec<Option<crate::tracing::aggregate::Counted>>,
+    /// --aggregate: the records the traced events counted in the kernel became.
+    pub traced_records: u64,
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
     /// Files of executable mappings written; for files of other mount namespaces, their
@@ -185,6 +196,8 @@ impl Recorder {
             wakeup_attr: events.wakeup,
             net_attrs: events.net,
             traced_attrs: events.traced.clone(),
+            counted: Vec::new(),
+            traced_records: 0,
             named: HashSet::new(),
             mapped_files: BTreeMap::new(),
             output_files: BTreeSet::new(),
@@ -732,6 +745,22 @@ impl Recorder {
                 };
                 self.name_task(t.pid, t.tid, &t.comm, t.time, t.cpu)?;
                 let copy = t.user_regs.as_ref().map(|r| (r, &t.stack_copy[..]));
+                // --aggregate: an event written alone says so in its payload.
+                let alone = self
+                    .counted
+                    .get(t.event as usize)
+                    .and_then(Option::as_ref)
+                    .map(|c| {
+                        use crate::tracing::aggregate::Alone;
+                        c.alone(
+                            &t.raw,
+                            if copy.is_some() {
+                                Alone::StackCopy
+                            } else {
+                                Alone::NoRoom
+                            },
+                        )
+                    });
                 let kernel = if how.kernel_stack {
                     &t.kernel_stack[..]
                 } else {
@@ -747,9 +776,42 @@ impl Recorder {
                     if how.latency { t.latency_ns } else { 1 },
                     kernel,
                     &t.user_stack,
-                    &t.raw,
+                    alone.as_deref().unwrap_or(&t.raw),
                 )?;
                 self.traced += 1;
+                self.traced_records += 1;
+            }
+            Item::AggregatedEvents { events: a, time } => {
+                let Some(how) = self.traced_attrs.get(a.event as usize).copied() else {
+                    return Ok(());
+                };
+                let (Some(attr), Some(Some(counted))) =
+                    (how.attr, self.counted.get(a.event as usize))
+                else {
+                    return Ok(());
+                };
+                let raw = counted.payload(a.tid, a.count, a.bucket);
+                // The thread's CPU is not counted: CPU 0.
+                self.name_task(a.pid, a.tid, &a.comm, *time, 0)?;
+                let kernel = if how.kernel_stack {
+                    &a.kernel_stack[..]
+                } else {
+                    &[]
+                };
+                self.write_stack_sample(
+                    None,
+                    attr,
+                    a.pid,
+                    a.tid,
+                    0,
+                    *time,
+                    if how.latency { a.latency_ns } else { a.count },
+                    kernel,
+                    &a.user_stack,
+                    &raw,
+                )?;
+                self.traced += a.count;
+                self.traced_records += 1;
             }
             Item::Fact(f) => self.write_fact(f)?,
         }

@@ -50,6 +50,9 @@ pub struct Config {
     /// Count on-CPU samples in the kernel and write them per stack, with their count as the
     /// period.
     pub aggregate: bool,
+    /// With `aggregate`: the power-of-two histogram of this field of the traced events (or
+    /// `latency`), counted in the kernel per bucket.
+    pub hist: Option<String>,
     /// With `aggregate`: write the counts this often (None: at the end only).
     pub interval: Option<Duration>,
     /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
@@ -101,6 +104,11 @@ pub struct Summary {
     pub missed_wakers: u64,
     /// With --aggregate: samples that did not fit in the kernel's maps, written one by one.
     pub missed_aggregations: u64,
+    /// With --aggregate of traced events: the records they became.
+    pub traced_records: Option<u64>,
+    /// With --aggregate: traced events that did not fit in the kernel's maps, written one
+    /// by one.
+    pub missed_event_aggregations: u64,
     pub lost: u64,
     pub duration: Duration,
     /// Bytes written, in all files.
@@ -145,16 +153,40 @@ fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u
 /// interval they were counted in).
 fn take_aggregated(
     profiler: &bpf::Profiler,
+    cfg: &Config,
+    events: bool,
     pending: &mut Vec<Item>,
     time: u64,
 ) -> anyhow::Result<()> {
-    pending.extend(
-        profiler
-            .take_aggregated()?
-            .into_iter()
-            .map(|samples| Item::Aggregated { samples, time }),
-    );
+    if cfg.sampling {
+        pending.extend(
+            profiler
+                .take_aggregated()?
+                .into_iter()
+                .map(|samples| Item::Aggregated { samples, time }),
+        );
+    }
+    if events {
+        pending.extend(
+            profiler
+                .take_aggregated_events()?
+                .into_iter()
+                .map(|events| Item::AggregatedEvents { events, time }),
+        );
+    }
     Ok(())
+}
+
+/// The entries of each aggregation map: `BPFPERF_AGG_ENTRIES` where set (tests make the
+/// maps tiny to see what does not fit), else bpfperf.h's.
+fn aggregate_entries() -> anyhow::Result<Option<u32>> {
+    match std::env::var("BPFPERF_AGG_ENTRIES") {
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => bail!("BPFPERF_AGG_ENTRIES={v}: expected a number of entries above 0"),
+        },
+        Err(_) => Ok(None),
+    }
 }
 
 /// The counts of the files of a rotated recording moved to their names so far.
@@ -342,7 +374,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     host::install_signal_handlers();
     host::mount_tracefs();
     // Any event is resolved before anything runs: a typo is an error, not a recording.
-    let traced = crate::tracing::resolve(&cfg.trace)?;
+    let mut traced = crate::tracing::resolve(&cfg.trace)?;
+    // --aggregate: traced events counted in the kernel; their formats gain the count.
+    let counted = if cfg.aggregate && !traced.is_empty() {
+        crate::tracing::aggregate::prepare(&mut traced, cfg.hist.as_deref())?
+    } else {
+        Vec::new()
+    };
     let started = Instant::now();
     let started_ns = monotonic_ns();
     let child = if cfg.command.is_empty() {
@@ -369,6 +407,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         aggregate: cfg.aggregate && cfg.sampling,
+        trace_aggregate: !counted.is_empty(),
+        aggregate_entries: aggregate_entries()?,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
         trace: traced.iter().map(|t| t.bpf.clone()).collect(),
     };
@@ -439,6 +479,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.python.follow(&initial);
     }
     rec.aggregate = cfg.aggregate;
+    rec.counted = counted;
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() {
         rec.known = Some(Default::default());
@@ -531,7 +572,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         if let Some(every) = cfg.interval.filter(|_| cfg.aggregate) {
             let now = monotonic_ns();
             if now >= aggregated_taken + every.as_nanos() as u64 {
-                take_aggregated(&profiler, &mut rec.pending, now)?;
+                take_aggregated(
+                    &profiler,
+                    cfg,
+                    !rec.counted.is_empty(),
+                    &mut rec.pending,
+                    now,
+                )?;
                 aggregated_taken = now;
             }
         }
@@ -652,8 +699,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     if cfg.cache {
         take_cache_counts(&profiler, &mut rec.pending, cache_taken);
     }
-    if cfg.aggregate && cfg.sampling {
-        take_aggregated(&profiler, &mut rec.pending, monotonic_ns())?;
+    if cfg.aggregate {
+        let events = !rec.counted.is_empty();
+        take_aggregated(&profiler, cfg, events, &mut rec.pending, monotonic_ns())?;
     }
     let drops = profiler.drops();
     if drops > drops_written {
@@ -662,6 +710,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     rec.flush_until(u64::MAX)?;
     let missed_wakers = profiler.missed_wakers();
     let missed_aggregations = profiler.missed_aggregations();
+    let missed_event_aggregations = profiler.missed_event_aggregations();
+    let traced_records = rec.traced_records;
+    let events_counted = !rec.counted.is_empty();
     // The unwind-table thread writes into the profiler's memory: it stops first.
     let unwound = unwinding.take().map(|u| u.finish());
     if cfg.verbose {
@@ -740,6 +791,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         samples,
         aggregated,
         missed_aggregations,
+        traced_records: events_counted.then_some(traced_records),
+        missed_event_aggregations,
         off_cpu,
         runq,
         io,

@@ -65,11 +65,13 @@ impl<'r> Quantity<'r> {
     }
 
     /// Its value in sample `s`; `None` where the payload is too short for the field (or
-    /// lies about where its data is).
+    /// lies about where its data is). A sample standing for several events (counted in the
+    /// kernel, or merged) has their latencies summed as its period: its latency is their
+    /// mean (within one power-of-two bucket, for a histogram counted in the kernel).
     pub fn value(&self, s: &RawSample) -> Option<Value> {
         match self {
             Quantity::Field(f) => f.value(s.raw.as_deref()?),
-            Quantity::Latency => Some(Value::Unsigned(s.period)),
+            Quantity::Latency => Some(Value::Unsigned(s.period / s.count.max(1))),
         }
     }
 

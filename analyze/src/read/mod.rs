@@ -241,8 +241,10 @@ pub fn counted_events(file: &format::linux_perf_data::PerfFile) -> Vec<bool> {
 }
 
 /// Samples of counted events stand for as many samples as their periods say (merged ones:
-/// their periods' sum).
+/// their periods' sum); samples of traced events counted in the kernel, for as many events
+/// as their `bpfperf_count` field says (merged ones: that many times each).
 fn weigh_counted(rec: &mut Recording) {
+    weigh_counted_events(rec);
     if !rec.counted.iter().any(|&c| c) {
         return;
     }
@@ -253,6 +255,30 @@ fn weigh_counted(rec: &mut Recording) {
         }
     }
     rec.counted = counted;
+}
+
+/// Samples of traced events that `record --aggregate` counted in the kernel: their count is
+/// the `bpfperf_count` field of their payload ([`format::events::COUNT_FIELD`]).
+fn weigh_counted_events(rec: &mut Recording) {
+    let fields: Vec<Option<format::Field>> = rec
+        .formats
+        .iter()
+        .map(|f| {
+            f.as_ref()
+                .and_then(|f| f.field(format::events::COUNT_FIELD).cloned())
+        })
+        .collect();
+    if fields.iter().all(Option::is_none) {
+        return;
+    }
+    for s in &mut rec.samples {
+        let (Some(Some(field)), Some(raw)) = (fields.get(s.event), s.raw.as_deref()) else {
+            continue;
+        };
+        if let Some(format::Value::Unsigned(n)) = field.value(raw) {
+            s.count = s.count.saturating_mul(n.max(1));
+        }
+    }
 }
 
 /// The events of `reader` (named `names`) as [`Recording::formats`] and

@@ -23,6 +23,18 @@ pub struct EventSummary {
     /// For samples counted in the kernel (`record --aggregate`: each period is a count of
     /// samples), the samples they stand for.
     pub counted: Option<u64>,
+    /// For a traced event counted in the kernel (its format has `bpfperf_count`): the events
+    /// its samples stand for, and how many were written alone, by why (its stack copied;
+    /// no room in the kernel's maps).
+    pub counted_events: Option<CountedEvents>,
+}
+
+/// What the samples of a traced event counted in the kernel stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CountedEvents {
+    pub events: u64,
+    pub alone_stack_copy: u64,
+    pub alone_no_room: u64,
 }
 
 /// The contents of a perf.data file, counted.
@@ -258,6 +270,7 @@ pub fn summarize_reader(
             fields: None,
             latency: false,
             counted: None,
+            counted_events: None,
         })
         .collect();
     for (e, counted) in s.events.iter_mut().zip(crate::read::counted_events(pf)) {
@@ -265,7 +278,18 @@ pub fn summarize_reader(
     }
     let names: Vec<String> = s.events.iter().map(|e| e.name.clone()).collect();
     let (formats, latency) = crate::read::event_formats(&reader, &names);
+    // The fields that say what a sample counted in the kernel stands for.
+    let mut count_fields = Vec::new();
     for ((e, f), l) in s.events.iter_mut().zip(formats).zip(latency) {
+        let field = |n| f.as_ref().and_then(|f| f.field(n).cloned());
+        let (count, alone) = (
+            field(format::events::COUNT_FIELD),
+            field(format::events::ALONE_FIELD),
+        );
+        if count.is_some() {
+            e.counted_events = Some(CountedEvents::default());
+        }
+        count_fields.push(count.zip(alone));
         e.fields = f.map(|f| f.own_fields().map(|f| f.name.clone()).collect());
         e.latency = l;
     }
@@ -293,6 +317,26 @@ pub fn summarize_reader(
                         if let Some(n) = &mut e.counted {
                             if let Ok(EventRecord::Sample(sample)) = format::parse_record(&record) {
                                 *n += sample.period.unwrap_or(1);
+                            }
+                        }
+                        if let (Some(c), Some(Some((count, alone)))) =
+                            (&mut e.counted_events, count_fields.get(attr_index))
+                        {
+                            if let Ok(EventRecord::Sample(sample)) = format::parse_record(&record) {
+                                let raw = sample.raw.as_ref().map(|r| r.as_slice().to_vec());
+                                let number = |f: &format::Field| match raw
+                                    .as_deref()
+                                    .and_then(|r| f.value(r))
+                                {
+                                    Some(format::Value::Unsigned(n)) => n,
+                                    _ => 0,
+                                };
+                                c.events += number(count).max(1);
+                                match number(alone) {
+                                    1 => c.alone_stack_copy += 1,
+                                    2 => c.alone_no_room += 1,
+                                    _ => {}
+                                }
                             }
                         }
                     }
@@ -449,6 +493,17 @@ impl FileSummary {
                     "  {}: counted in the kernel (record --aggregate): its {} samples stand \
                      for {n}, each weighing its period",
                     e.name, e.samples
+                );
+            }
+        }
+        for e in &self.events {
+            if let Some(c) = e.counted_events {
+                let _ = writeln!(
+                    o,
+                    "  {}: counted in the kernel (record --aggregate): its {} samples stand \
+                     for {} events (bpfperf_count); written alone: {} with a copied stack, {} \
+                     that did not fit in the kernel's maps",
+                    e.name, e.samples, c.events, c.alone_stack_copy, c.alone_no_room
                 );
             }
         }

@@ -1274,3 +1274,168 @@ fn attrs(svg: &str, names: &[&str]) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------
+// histograms counted in the kernel (record --hist)
+
+/// `record --hist FIELD|latency` counts power-of-two histograms in the kernel: `analyze hist`
+/// on its file prints bpftrace 0.17's hist() of the same run, row by row (read's return
+/// values per command, nap()'s return value, and nap()'s latency in a second run), and the
+/// same table as a recording of every event of another run of the same reads.
+#[test]
+fn histograms_counted_in_the_kernel_are_bpftraces_and_the_per_event_ones() {
+    if !can_record() || !bpftrace_ok() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = Tmp::new("trace-hist-kernel");
+    let prefix = format!("bk{}-", std::process::id() % 100_000);
+    let copy = |from: &Path, name: &str| -> PathBuf {
+        let to = dir.0.join(format!("{prefix}{name}"));
+        std::fs::copy(from, &to).unwrap();
+        to
+    };
+    let tracee = copy(&fixture("tracee-fp"), "tracee");
+    let dd = copy(&in_path("dd"), "dd");
+    let (tracee, dd) = (path_str(&tracee), path_str(&dd));
+    let script = dir.0.join(format!("{prefix}drv"));
+    let mut text = format!("#!/bin/sh\n{tracee} 0 0 0 0 5 20\n");
+    for (bs, count) in [(1, 50), (100, 30), (5000, 20), (70000, 10)] {
+        text += &format!("{dd} if=/dev/zero of=/dev/null bs={bs} count={count} 2>/dev/null\n");
+    }
+    text += &format!(
+        "{dd} if={} of=/dev/null 2>/dev/null\nexit 0\n",
+        dir.0.display()
+    );
+    std::fs::write(&script, text).unwrap();
+    let st = Command::new("chmod")
+        .arg("755")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ours = format!("strncmp(comm, \"{prefix}\", {}) == 0", prefix.len());
+    let nap_return = format!("uretprobe:{tracee}:nap");
+    let hist_of = |file: &Path, event: &str, field: &str| -> Vec<(String, MapValue)> {
+        let out = run_ok(&[
+            "hist",
+            "-i",
+            path_str(file),
+            "--by",
+            "comm",
+            "--event",
+            event,
+            field,
+        ]);
+        keys_from(&parse_maps(&out).remove("@").unwrap_or_default(), &prefix)
+    };
+
+    // read's and nap()'s return values, counted in the kernel with bpftrace beside.
+    let program = r#"
+tracepoint:syscalls:sys_exit_read /OURS/ { @reads[comm] = hist(args->ret); }
+uretprobe:TRACEE:nap /OURS/ { @naps[comm] = hist(retval); }
+"#
+    .replace("OURS", &ours)
+    .replace("TRACEE", tracee);
+    let bt = Bpftrace::start(&program);
+    let counted = dir.0.join("counted.data");
+    record_traced(
+        &counted,
+        &[
+            "-e",
+            "syscalls:sys_exit_read",
+            "-e",
+            &nap_return,
+            "--hist",
+            "ret",
+        ],
+        &[path_str(&script)],
+    );
+    let printed = bt.stop();
+    let theirs = parse_maps(&printed);
+    let map = |name: &str| theirs.get(name).cloned().unwrap_or_default();
+    let reads = hist_of(&counted, "syscalls:sys_exit_read", "ret");
+    // The counts are per thread: the one read the script's process made before its exec
+    // (record's signal to start the workload, which bpftrace sees under record's name and a
+    // recording of every event under the pid alone) is counted under the name it has at
+    // the end.
+    let reads = without_start_signal(reads, &format!("{prefix}drv"));
+    assert_eq!(reads, map("@reads"), "\n{printed}");
+    let dd_reads = &by_key(&reads)[&format!("{prefix}dd")];
+    let MapValue::Rows(rows) = dd_reads else {
+        panic!("{dd_reads:?}")
+    };
+    let row = |bucket: &str| rows.iter().find(|r| r.0 == bucket).map(|r| r.1);
+    assert_eq!(row("(..., 0)"), Some(1), "{rows:?}");
+    assert!(
+        row("[1]") >= Some(50) && row("[64K, 128K)") >= Some(10),
+        "{rows:?}"
+    );
+    // Probes are named as perf names them: probe_ + the file's name up to its first '-'.
+    let probe = format!("probe_{}", prefix.trim_end_matches('-'));
+    let naps = hist_of(&counted, &format!("{probe}:nap__return"), "ret");
+    assert_eq!(naps, map("@naps"), "\n{printed}");
+    // The file holds a sample per command and bucket, not per event.
+    let out = run_ok(&["info", "-i", path_str(&counted)]);
+    assert!(
+        out.contains("counted in the kernel (record --aggregate)"),
+        "{out}"
+    );
+
+    // The same reads recorded one by one (another run: the same sizes read).
+    let each = dir.0.join("each.data");
+    record_traced(
+        &each,
+        &["-e", "syscalls:sys_exit_read"],
+        &[path_str(&script)],
+    );
+    assert_eq!(hist_of(&each, "syscalls:sys_exit_read", "ret"), reads);
+
+    // nap()'s latency (20 ms: [16M, 32M) whichever side times it).
+    let program = r#"
+uprobe:TRACEE:nap /OURS/ { @start[tid] = nsecs; }
+uretprobe:TRACEE:nap /OURS && @start[tid]/ { @nap_ns[comm] = hist(nsecs - @start[tid]); delete(@start[tid]); }
+"#
+    .replace("OURS", &ours)
+    .replace("TRACEE", tracee);
+    let bt = Bpftrace::start(&program);
+    let latency = dir.0.join("latency.data");
+    record_traced(
+        &latency,
+        &["-e", &nap_return, "--hist", "latency"],
+        &[tracee, "0", "0", "0", "0", "5", "20"],
+    );
+    let printed = bt.stop();
+    let theirs = parse_maps(&printed);
+    let nap_ns = hist_of(&latency, &format!("{probe}:nap__return"), "latency");
+    assert_eq!(
+        nap_ns,
+        theirs.get("@nap_ns").cloned().unwrap_or_default(),
+        "\n{printed}"
+    );
+    let MapValue::Rows(rows) = &by_key(&nap_ns)[&format!("{prefix}tracee")] else {
+        panic!("{nap_ns:?}")
+    };
+    assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 5, "{rows:?}");
+}
+
+/// The histograms with `key`'s first row taken out where it is `[1]` counted once (the read
+/// of record's start signal), with the empty rows up to the next that counts.
+fn without_start_signal(
+    mut entries: Vec<(String, MapValue)>,
+    key: &str,
+) -> Vec<(String, MapValue)> {
+    for (k, v) in &mut entries {
+        let MapValue::Rows(rows) = v else { continue };
+        if k != key || rows.first().map(|r| (r.0.as_str(), r.1)) != Some(("[1]", 1)) {
+            continue;
+        }
+        let next = rows
+            .iter()
+            .skip(1)
+            .position(|r| r.1 > 0)
+            .map_or(rows.len(), |i| i + 1);
+        rows.drain(..next);
+    }
+    entries
+}

@@ -143,6 +143,9 @@ struct sample_buf {
  * id; the counts are keyed by thread and the two stacks' ids (0: an empty stack). */
 struct agg_frames {
 	__u64 ips[MAX_STACK_DEPTH];
+	/* Bytes of ips filled: a walk's last frames may be 0 (a frame-pointer walk through code
+	 * without them), and they are part of the stack. */
+	__u64 len;
 };
 
 struct agg_key {
@@ -350,6 +353,36 @@ struct trace_config {
 	 * format. (The kernel hands BPF a tracepoint's record with its first 8 bytes, the
 	 * common header, overwritten: the header is written again here.) */
 	__u32 common_type;
+	/* --hist: what the event's histogram counts in the kernel (with --aggregate): HIST_NONE,
+	 * HIST_FIELD (the payload's hist_size bytes at hist_off, hist_signed) or HIST_LATENCY. */
+	__u32 hist;
+	__u32 hist_off;
+	__u32 hist_size;
+	__u32 hist_signed;
+};
+
+enum trace_hist {
+	HIST_NONE = 0,
+	HIST_FIELD = 1,
+	HIST_LATENCY = 2,
+};
+
+/* --aggregate of traced events (trace_agg.bpf.h): events counted per event, thread, stacks
+ * (agg_stacks' ids, as on-CPU samples) and, with --hist, power-of-two bucket of the value:
+ * 0 negative, 1 zero, i >= 2 [2^(i-2), 2^(i-1)) (analyze hist's numbering). */
+struct trace_agg_key {
+	__u32 event;
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u32 bucket;
+	__u64 kstack;
+	__u64 ustack;
+};
+
+struct trace_agg_value {
+	__u64 count;
+	__u64 latency_ns; /* summed, for pairs */
+	char comm[16];    /* the thread's at its first event */
 };
 
 /* One event that passed its filter: this struct up to kstack, then kstack_bytes of kernel

@@ -43,8 +43,13 @@ struct {
 	__type(value, struct trace_start);
 } trace_starts SEC(".maps");
 
+#include "trace_agg.bpf.h"
+
 /* Forces the structs into BTF so the skeleton generates their Rust types. */
 struct trace_record _trace_record = {};
+struct trace_agg_key _trace_agg_key = {};
+struct trace_agg_value _trace_agg_value = {};
+enum trace_hist _trace_hist = 0;
 struct trace_config _trace_config = {};
 struct filter_prog _filter_prog = {};
 enum trace_source _trace_source = 0;
@@ -177,6 +182,9 @@ __noinline int trace_send(void)
 		count_drop(EVENT_TRACE);
 		return 0;
 	}
+	/* --aggregate: counted in the kernel instead, where it can be. */
+	if (trace_agg_count(b))
+		return 0;
 	b->e.cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(b->e.comm, sizeof(b->e.comm));
 	__u32 raw = b->e.raw_bytes & RAW_MASK;

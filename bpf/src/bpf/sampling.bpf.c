@@ -6,6 +6,7 @@
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
 #include "python.bpf.h"
+#include "agg.bpf.h"
 
 /* On-CPU samples taken of tracked tasks, per CPU: each one is either in the ring buffer,
  * counted in the aggregation maps (--aggregate), or counted in drops[EVENT_ON_CPU]. */
@@ -81,8 +82,7 @@ struct {
 	__type(value, __u64);
 } agg_missed SEC(".maps");
 
-/* Stack ids given out, per CPU: an id is (that count + 1) << 16 | the CPU, unique without
- * atomics (clang 14's BPF target has no fetch-and-add whose result can be used). */
+/* Stack ids given out, per CPU (agg_stack_id). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -90,35 +90,13 @@ struct {
 	__type(value, __u64);
 } agg_ids SEC(".maps");
 
-/* A stack's id: 0 when empty; AGG_FULL when its map had no room. */
-#define AGG_FULL (~0ULL)
-static __always_inline __u64 agg_stack_id(void *stacks, struct agg_frames *f, __s32 bytes)
-{
-	if (bytes <= 0)
-		return 0;
-	__u64 *id = bpf_map_lookup_elem(stacks, f);
-	if (id)
-		return *id;
-	__u32 zero = 0;
-	__u64 *given = bpf_map_lookup_elem(&agg_ids, &zero);
-	if (!given)
-		return AGG_FULL;
-	*given += 1;
-	__u64 fresh = *given << 16 | (bpf_get_smp_processor_id() & 0xffff);
-	if (!bpf_map_update_elem(stacks, f, &fresh, BPF_NOEXIST))
-		return fresh;
-	/* Another CPU added it meanwhile, or the map is full. */
-	id = bpf_map_lookup_elem(stacks, f);
-	return id ? *id : AGG_FULL;
-}
-
 /* Counts one sample of (tgid, tid) with the stacks in `s`; false when a map had no room. */
 static __always_inline bool agg_count(void *counts, void *stacks, struct agg_scratch *s,
 				      __s32 kbytes, __s32 ubytes, __u32 tgid, __u32 tid)
 {
 	struct agg_key key = { .pid = tgid, .tid = tid };
-	key.kstack = agg_stack_id(stacks, &s->k, kbytes);
-	key.ustack = agg_stack_id(stacks, &s->u, ubytes);
+	key.kstack = agg_stack_id(stacks, &agg_ids, &s->k, kbytes);
+	key.ustack = agg_stack_id(stacks, &agg_ids, &s->u, ubytes);
 	if (key.kstack == AGG_FULL || key.ustack == AGG_FULL)
 		return false;
 	__u64 *n = bpf_map_lookup_elem(counts, &key);

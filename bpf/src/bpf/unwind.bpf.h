@@ -33,7 +33,7 @@ struct {
 enum uwalk_end {
 	UNWIND_GOING = 0,
 	UNWIND_DONE = 1,     /* the outermost frame, or a rule this unwinder cannot follow */
-	UNWIND_NO_TABLE = 2, /* the first frame lies in no mapping with a table: copy instead */
+	UNWIND_NO_TABLE = 2, /* a frame lies in a file's code without a table (yet): copy instead */
 };
 
 struct uwalk {
@@ -163,6 +163,30 @@ struct unwind_ctx {
 	__u32 last; /* index into proc->maps + 1; 0: none yet */
 };
 
+/* include/linux/mm.h */
+#define VM_EXEC 0x00000004
+
+/* bpf_find_vma's callback: whether the mapping is a file's code (1), else 2. */
+static long file_code_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
+{
+	*(__u32 *)ctx = (vma->vm_flags & VM_EXEC) && vma->vm_file ? 1 : 2;
+	return 0;
+}
+
+/* Whether `ip` may lie in a file's code whose table record has not installed yet (its
+ * mapping came after the process's others: a library ld.so mapped, a dlopen): then the
+ * stack is copied rather than cut there. Anonymous code (a JIT's), or no mapping at all (a
+ * garbage return address), ends the walk. A mapping that cannot be looked up now (its lock
+ * held) counts as a file's. */
+static __always_inline bool maybe_untabled_file(__u64 ip)
+{
+	__u32 found = 0;
+	long err = bpf_find_vma(bpf_get_current_task_btf(), ip, file_code_vma, &found, 0);
+	if (err)
+		return err != -2; /* -ENOENT: no mapping holds ip */
+	return found == 1;
+}
+
 /* One frame: records st->ip, then moves st to the caller. Returns 1 to stop. */
 static long unwind_step(__u64 i, void *ctx)
 {
@@ -183,7 +207,7 @@ static long unwind_step(__u64 i, void *ctx)
 			c->last = (m - p->maps) + 1;
 	}
 	if (!m) {
-		st->end = st->n == 0 ? UNWIND_NO_TABLE : UNWIND_DONE;
+		st->end = st->n == 0 || maybe_untabled_file(st->ip) ? UNWIND_NO_TABLE : UNWIND_DONE;
 		return 1;
 	}
 	__u32 n = st->n;

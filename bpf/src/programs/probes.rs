@@ -5,9 +5,9 @@ use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
 use crate::trace::{
-    TraceAttach, TraceEvent, TracePayload, MAX_DATA_LOC, MAX_TRACE_EVENTS, SYSCALL_SLOTS,
+    TraceAttach, TraceEvent, TraceHist, TracePayload, MAX_DATA_LOC, MAX_TRACE_EVENTS, SYSCALL_SLOTS,
 };
-use crate::{Error, Options};
+use crate::{AggregatedEvents, Error, Options};
 
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     if o.trace.len() > MAX_TRACE_EVENTS {
@@ -39,6 +39,24 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     p.on_sys_exit.set_autoload(uses(|a| {
         matches!(a, TraceAttach::Syscall { exit: true, .. })
     }));
+    super::rodata(open).trace_aggregate = o.trace_aggregate && !o.trace.is_empty();
+    let entries = if o.trace_aggregate {
+        o.aggregate_entries
+    } else {
+        Some(1)
+    };
+    if let Some(n) = entries {
+        let m = &mut open.maps;
+        for map in [
+            &mut m.trace_agg_counts0,
+            &mut m.trace_agg_counts1,
+            &mut m.trace_agg_stacks0,
+            &mut m.trace_agg_stacks1,
+        ] {
+            map.set_max_entries(n.max(1))
+                .map_err(Error::bpf("size the event aggregation maps"))?;
+        }
+    }
     if o.trace.is_empty() {
         // Nothing attached: no room for configs and filters (1.6 MB of filters).
         let m = &mut open.maps;
@@ -70,6 +88,20 @@ fn config(e: &TraceEvent, filter: u32) -> types::trace_config {
         TraceAttach::Syscall { .. } => types::trace_source::TRACE_SYSCALL,
     }
     .0;
+    match e.hist {
+        None => {}
+        Some(TraceHist::Latency) => c.hist = types::trace_hist::HIST_LATENCY.0,
+        Some(TraceHist::Field {
+            offset,
+            size,
+            signed,
+        }) => {
+            c.hist = types::trace_hist::HIST_FIELD.0;
+            c.hist_off = offset;
+            c.hist_size = size;
+            c.hist_signed = signed as u32;
+        }
+    }
     match &e.payload {
         TracePayload::Record {
             fixed_size,
@@ -217,4 +249,54 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         })?);
     }
     Ok(())
+}
+
+/// Moves the programs to the other pair of event aggregation maps, then reads and empties
+/// pair `slot` (as `sampling::take_aggregated` does for on-CPU samples).
+pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<AggregatedEvents>, Error> {
+    let m = &skel.maps;
+    let zero = 0u32.to_ne_bytes();
+    m.trace_agg_slot
+        .update(&zero, &(1 - slot).to_ne_bytes(), MapFlags::ANY)
+        .map_err(Error::bpf("switch event aggregation maps"))?;
+    std::thread::sleep(super::sampling::SLOT_GRACE);
+    let (counts, stacks) = if slot == 0 {
+        (&m.trace_agg_counts0, &m.trace_agg_stacks0)
+    } else {
+        (&m.trace_agg_counts1, &m.trace_agg_stacks1)
+    };
+    let (stack_keys, by_id) = super::sampling::read_stacks(stacks);
+    let count_keys: Vec<Vec<u8>> = counts.keys().collect();
+    let mut out = Vec::with_capacity(count_keys.len());
+    for key in &count_keys {
+        let Ok(Some(value)) = counts.lookup(key, MapFlags::ANY) else {
+            continue;
+        };
+        let mut k = types::trace_agg_key::default();
+        let mut v = types::trace_agg_value::default();
+        if plain::copy_from_bytes(&mut k, key).is_err()
+            || plain::copy_from_bytes(&mut v, &value).is_err()
+        {
+            continue;
+        }
+        let stack = |id: u64| by_id.get(&id).cloned().unwrap_or_default();
+        out.push(AggregatedEvents {
+            event: k.event,
+            pid: k.pid,
+            tid: k.tid,
+            bucket: k.bucket,
+            count: v.count,
+            latency_ns: v.latency_ns,
+            comm: v.comm.map(|c| c as u8),
+            kernel_stack: stack(k.kstack),
+            user_stack: stack(k.ustack),
+        });
+    }
+    for key in &count_keys {
+        let _ = counts.delete(key);
+    }
+    for key in &stack_keys {
+        let _ = stacks.delete(key);
+    }
+    Ok(out)
 }

@@ -13,7 +13,12 @@ use crate::{perf_event, AggregatedSamples, Error, Options};
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) -> Result<(), Error> {
     open.progs.on_cpu_sample.set_autoload(o.sampling);
     super::rodata(open).aggregate = o.aggregate;
-    if !o.aggregate {
+    let entries = if o.aggregate {
+        o.aggregate_entries
+    } else {
+        Some(1)
+    };
+    if let Some(n) = entries {
         let m = &mut open.maps;
         for map in [
             &mut m.agg_counts0,
@@ -21,7 +26,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
             &mut m.agg_stacks0,
             &mut m.agg_stacks1,
         ] {
-            map.set_max_entries(1)
+            map.set_max_entries(n.max(1))
                 .map_err(Error::bpf("size aggregation maps"))?;
         }
     }
@@ -60,7 +65,7 @@ pub fn attach(
 /// How long a program that read the old slot may still be counting into its maps: a
 /// perf_event program runs to its end with interrupts off, in microseconds (a 127-frame
 /// unwinding included); this is a thousand times that.
-const SLOT_GRACE: Duration = Duration::from_millis(10);
+pub(super) const SLOT_GRACE: Duration = Duration::from_millis(10);
 
 /// Moves the programs to the other pair of maps, then reads and empties pair `slot`.
 pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<AggregatedSamples>, Error> {
@@ -75,17 +80,7 @@ pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<Aggregat
     } else {
         (&m.agg_counts1, &m.agg_stacks1)
     };
-    let stack_keys: Vec<Vec<u8>> = stacks.keys().collect();
-    let mut by_id: HashMap<u64, Vec<u64>> = HashMap::with_capacity(stack_keys.len());
-    for key in &stack_keys {
-        let Ok(Some(id)) = stacks.lookup(key, MapFlags::ANY) else {
-            continue;
-        };
-        let Ok(id) = id[..].try_into().map(u64::from_ne_bytes) else {
-            continue;
-        };
-        by_id.insert(id, frames(key));
-    }
+    let (stack_keys, by_id) = read_stacks(stacks);
     let count_keys: Vec<Vec<u8>> = counts.keys().collect();
     let mut out = Vec::with_capacity(count_keys.len());
     for key in &count_keys {
@@ -117,15 +112,32 @@ pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<Aggregat
     Ok(out)
 }
 
-/// A stack key's frames: up to the last that is not zero (the key is zero-padded).
+/// The stacks of an aggregation map (frames -> id): its keys, and each id's frames.
+pub(super) fn read_stacks(stacks: &libbpf_rs::Map<'_>) -> (Vec<Vec<u8>>, HashMap<u64, Vec<u64>>) {
+    let stack_keys: Vec<Vec<u8>> = stacks.keys().collect();
+    let mut by_id: HashMap<u64, Vec<u64>> = HashMap::with_capacity(stack_keys.len());
+    for key in &stack_keys {
+        let Ok(Some(id)) = stacks.lookup(key, MapFlags::ANY) else {
+            continue;
+        };
+        let Ok(id) = id[..].try_into().map(u64::from_ne_bytes) else {
+            continue;
+        };
+        by_id.insert(id, frames(key));
+    }
+    (stack_keys, by_id)
+}
+
+/// A stack key's frames: as many as its `len` (the last u64) says, the frames past them zero.
 fn frames(key: &[u8]) -> Vec<u64> {
-    let mut ips: Vec<u64> = key
+    let words: Vec<u64> = key
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
-    let n = ips.iter().rposition(|&ip| ip != 0).map_or(0, |i| i + 1);
-    ips.truncate(n);
-    ips
+    let Some((&len, ips)) = words.split_last() else {
+        return Vec::new();
+    };
+    ips[..(len as usize / 8).min(ips.len())].to_vec()
 }
 
 #[cfg(test)]
@@ -133,11 +145,12 @@ mod tests {
     use super::frames;
 
     #[test]
-    fn stack_keys_end_at_their_last_frame() {
-        let mut key = vec![0u8; 8 * 127];
+    fn stack_keys_hold_their_length() {
+        let mut key = vec![0u8; 8 * 128];
         key[..8].copy_from_slice(&0x401000u64.to_ne_bytes());
         key[16..24].copy_from_slice(&0x402000u64.to_ne_bytes());
-        assert_eq!(frames(&key), [0x401000, 0, 0x402000]);
-        assert!(frames(&[0u8; 8 * 127]).is_empty());
+        key[8 * 127..].copy_from_slice(&32u64.to_ne_bytes());
+        assert_eq!(frames(&key), [0x401000, 0, 0x402000, 0]);
+        assert!(frames(&[0u8; 8 * 128]).is_empty());
     }
 }

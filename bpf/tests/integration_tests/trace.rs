@@ -34,6 +34,7 @@ fn sys_enter_write(filter: Option<Filter>) -> TraceEvent {
         stacks: true,
         entry: None,
         entry_only: false,
+        hist: None,
     }
 }
 

@@ -61,6 +61,7 @@ impl<'h> Builder<'h> {
             entry: None,
             entry_only: false,
             common_type: common_type as u16,
+            hist: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! does and [`formats`] writes their format files; [`filter`] compiles `--filter`; [`build`]
 //! assembles the events, [`syscalls`] attaching syscall tracepoints the cheaper way.
 
+pub mod aggregate;
 mod build;
 mod closest;
 mod filter;

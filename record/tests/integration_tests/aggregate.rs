@@ -260,3 +260,286 @@ fn aggregated_counts_are_written_every_interval() {
         "expected the counts of ~3 intervals: {weight_at:#?}"
     );
 }
+
+/// tracee's calls (`tracee 40 10 7 13 30 2`): 40 openat (10 failing), 7 getaddrinfo, 13
+/// USDT ticks, 30 naps of 2 ms (the naps come last: by then the kernel has tracee's unwind
+/// tables, so that in DWARF mode those are unwound and counted in the kernel).
+const TRACEE_ARGS: [&str; 6] = ["40", "10", "7", "13", "30", "2"];
+
+/// The traced events of the tests below, for the tracee at `t`: (event name in the file,
+/// record's -e and --filter words).
+fn traced_events(t: &str) -> Vec<(String, Vec<String>)> {
+    let s = |v: &[&str]| v.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    vec![
+        (
+            "syscalls:sys_enter_openat".into(),
+            s(&["-e", "syscalls:sys_enter_openat"]),
+        ),
+        (
+            "syscalls:sys_exit_openat".into(),
+            s(&["-e", "syscalls:sys_exit_openat", "--filter", "ret < 0"]),
+        ),
+        (
+            "probe_libc:getaddrinfo__return".into(),
+            s(&["-e", "uretprobe:libc:getaddrinfo"]),
+        ),
+        (
+            "sdt_bpfperf_test:tick".into(),
+            s(&["-e", &format!("usdt:{t}:bpfperf_test:tick")]),
+        ),
+        (
+            "probe_tracee:nap__return".into(),
+            s(&["-e", &format!("uretprobe:{t}:nap")]),
+        ),
+    ]
+}
+
+/// Records tracee's traced events (`extra`: --aggregate, ...); returns record's stderr.
+fn record_tracee(
+    bin: &str,
+    file: &Path,
+    call_graph: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> String {
+    let tracee = fixture(bin);
+    let t = tracee.to_str().unwrap();
+    let mut args: Vec<String> = ["--call-graph", call_graph, "-o", file.to_str().unwrap()]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    for (_, words) in traced_events(t) {
+        args.extend(words);
+    }
+    args.extend(extra.iter().map(|w| w.to_string()));
+    let out = Command::new(env!("CARGO_BIN_EXE_record"))
+        .env_remove("LD_LIBRARY_PATH")
+        .envs(env.iter().copied())
+        .args(&args)
+        .arg("--")
+        .arg(t)
+        .args(TRACEE_ARGS)
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "record {args:?}: {stderr}");
+    stderr
+}
+
+/// `analyze count`'s table: events per event name.
+fn counts(file: &Path) -> BTreeMap<String, u64> {
+    let out = analyze(&["count"], file);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let (k, v) = l.trim().rsplit_once(' ')?;
+            Some((k.trim().to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// What analyze info says of each event counted in the kernel: (events, written alone with a
+/// copied stack, written alone for want of room).
+fn counted_in_info(file: &Path) -> BTreeMap<String, (u64, u64, u64)> {
+    let out = analyze(&["info"], file);
+    let info = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut by_event = BTreeMap::new();
+    for line in info.lines() {
+        // "  E: counted in the kernel (record --aggregate): its 3 samples stand for 42 events
+        // (bpfperf_count); written alone: 0 with a copied stack, 0 that did not fit ..."
+        let Some((name, rest)) = line.trim().split_once(": counted in the kernel") else {
+            continue;
+        };
+        let Some((_, n)) = rest.split_once("stand for ") else {
+            continue;
+        };
+        let number = |s: &str| s.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+        let (_, alone) = rest.split_once("written alone: ").unwrap();
+        let (copied, no_room) = alone.split_once(", ").unwrap();
+        by_event.insert(
+            name.to_string(),
+            (number(n), number(copied), number(no_room)),
+        );
+    }
+    by_event
+}
+
+/// Each traced event recorded one by one and counted in the kernel (two runs of tracee):
+/// the same counts (known totals), and the same folded stacks, each within a point of the
+/// event's weight.
+fn traced_events_counted_as_written(tag: &str, bin: &str, call_graph: &str) {
+    let dir = TempDir::new(tag);
+    let (each, counted) = (dir.path("each.data"), dir.path("counted.data"));
+    record_tracee(bin, &each, call_graph, &[], &[]);
+    let stderr = record_tracee(bin, &counted, call_graph, &["--aggregate"], &[]);
+    eprintln!("{}", stderr.trim());
+    let (a, b) = (counts(&each), counts(&counted));
+    eprintln!("one by one: {a:?}\ncounted: {b:?}");
+    assert_eq!(a, b, "the same counts");
+    for (name, n) in [
+        ("syscalls:sys_exit_openat", 10),
+        ("probe_libc:getaddrinfo__return", 7),
+        ("sdt_bpfperf_test:tick", 13),
+        ("probe_tracee:nap__return", 30),
+    ] {
+        assert_eq!(b.get(name), Some(&n), "{name}: {b:?}");
+    }
+    assert!(b["syscalls:sys_enter_openat"] >= 40, "{b:?}");
+    for (name, _) in traced_events(bin) {
+        let each = analyze_folded(&each, &["--event", &name, "--no-inline"]);
+        let counted = analyze_folded(&counted, &["--event", &name, "--no-inline"]);
+        let (sa, sb) = (shares(&each).1, shares(&counted).1);
+        let keys: std::collections::BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
+        for k in keys {
+            let (x, y) = (
+                sa.get(k).copied().unwrap_or(0.0),
+                sb.get(k).copied().unwrap_or(0.0),
+            );
+            eprintln!("{tag} {name}: {k}: one by one {x:.2}%, counted {y:.2}%");
+            assert!(
+                (x - y).abs() <= 1.0,
+                "{name}: {k}: {x:.2}% one by one, {y:.2}% counted\n{each:#?}\n{counted:#?}"
+            );
+        }
+    }
+    // The file says what its samples stand for; every event was counted in the kernel or
+    // written alone for a copied stack (DWARF mode, before the kernel had the tables).
+    let info = counted_in_info(&counted);
+    eprintln!("analyze info: {info:?}");
+    for (name, n) in &b {
+        let (events, _, no_room) = info[name];
+        assert_eq!((events, no_room), (*n, 0), "{name}");
+    }
+    let (_, copied, _) = info["probe_tracee:nap__return"];
+    assert!(copied < 30, "no nap counted in the kernel: {info:?}");
+}
+
+#[test]
+fn traced_events_counted_in_the_kernel_fold_as_written_one_by_one_fp() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    traced_events_counted_as_written("aggregate-traced-fp", "tracee-fp", "fp");
+}
+
+#[test]
+fn traced_events_counted_in_the_kernel_fold_as_written_one_by_one_dwarf() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    traced_events_counted_as_written("aggregate-traced-dwarf", "tracee-nofp", "dwarf");
+}
+
+/// `perf report --sort sym` of each event of a file: per event, each symbol's share.
+fn perf_symbol_shares_by_event(file: &Path) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let out = Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+            "-i",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf report: {stderr}");
+    assert!(stderr.trim().is_empty(), "perf report wrote: {stderr}");
+    let mut by_event: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut event = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // "# Samples: 3  of event 'syscalls:sys_enter_openat'"
+        if let Some((_, e)) = line.split_once("of event '") {
+            event = e.trim_end_matches('\'').to_string();
+            continue;
+        }
+        let t = line.trim();
+        let Some((pct, rest)) = t.split_once("%  ") else {
+            continue;
+        };
+        let Ok(pct) = pct.parse::<f64>() else {
+            continue;
+        };
+        let sym = rest.split_once("] ").map_or(rest, |(_, s)| s).trim();
+        *by_event
+            .entry(event.clone())
+            .or_default()
+            .entry(sym.to_string())
+            .or_insert(0.0) += pct;
+    }
+    by_event
+}
+
+/// perf report weighs the samples of traced events counted in the kernel (period: the
+/// count; a latency pair's: the latencies summed) as analyze does: each event's symbols
+/// with the same shares.
+#[test]
+fn perf_weighs_traced_events_counted_in_the_kernel_as_analyze_does() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("aggregate-traced-perf");
+    let file = dir.path("counted.data");
+    record_tracee("tracee-fp", &file, "fp", &["--aggregate"], &[]);
+    perf_script_clean(&file);
+    let theirs = perf_symbol_shares_by_event(&file);
+    for (name, _) in traced_events("tracee-fp") {
+        let (mine, _) = shares(&analyze_folded(&file, &["--event", &name, "--no-inline"]));
+        let perf = &theirs[&name];
+        for (sym, &ours) in mine.iter().filter(|(_, &s)| s >= 1.0) {
+            let p = perf.get(sym).copied().unwrap_or(0.0);
+            eprintln!("{name}: {sym}: analyze {ours:.2}%, perf report {p:.2}%");
+            // perf prints two decimals.
+            assert!(
+                (ours - p).abs() <= 0.006,
+                "{name}: {sym}: {ours} vs {p}\n{perf:#?}"
+            );
+        }
+    }
+}
+
+/// Aggregation maps of 2 entries (BPFPERF_AGG_ENTRIES): the events that do not fit are
+/// written one by one, nothing is lost, and the file says how many did not fit (analyze
+/// info: as many as record's summary).
+#[test]
+fn traced_events_that_do_not_fit_are_written_alone_and_said() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("aggregate-traced-full");
+    let file = dir.path("full.data");
+    let stderr = record_tracee(
+        "tracee-fp",
+        &file,
+        "fp",
+        &["--aggregate"],
+        &[("BPFPERF_AGG_ENTRIES", "2")],
+    );
+    let missed: u64 = stderr
+        .lines()
+        .find_map(|l| l.split_once("written one by one: ")?.1.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count of what did not fit: {stderr}"));
+    let info = counted_in_info(&file);
+    eprintln!("record: {missed} did not fit; analyze info: {info:?}");
+    let no_room: u64 = info.values().map(|&(_, _, n)| n).sum();
+    assert_eq!(no_room, missed);
+    // 103 events, of which 2 map entries' worth at most were counted.
+    assert!(missed >= 90, "{missed}");
+    let c = counts(&file);
+    assert_eq!(c["sdt_bpfperf_test:tick"], 13);
+    assert_eq!(c["probe_tracee:nap__return"], 30);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* --aggregate's stack ids, shared by the programs that count in the kernel (on-CPU samples,
+ * traced events): a stack is kept once per map, keyed by its frames, and named by an id. */
+#pragma once
+
+#include "common.bpf.h"
+
+/* A stack's id: 0 when empty; AGG_FULL when its map had no room. */
+#define AGG_FULL (~0ULL)
+
+/* The id of the stack `f` (`bytes` of frames, zero after them; its len set here) in `stacks`, given it one
+ * from the per-CPU counter `ids` if it is new: (that count + 1) << 16 | the CPU, unique
+ * without atomics (clang 14's BPF target has no fetch-and-add whose result can be used). */
+static __always_inline __u64 agg_stack_id(void *stacks, void *ids, struct agg_frames *f,
+					  __s32 bytes)
+{
+	if (bytes <= 0)
+		return 0;
+	f->len = bytes;
+	__u64 *id = bpf_map_lookup_elem(stacks, f);
+	if (id)
+		return *id;
+	__u32 zero = 0;
+	__u64 *given = bpf_map_lookup_elem(ids, &zero);
+	if (!given)
+		return AGG_FULL;
+	*given += 1;
+	__u64 fresh = *given << 16 | (bpf_get_smp_processor_id() & 0xffff);
+	if (!bpf_map_update_elem(stacks, f, &fresh, BPF_NOEXIST))
+		return fresh;
+	/* Another CPU added it meanwhile, or the map is full. */
+	id = bpf_map_lookup_elem(stacks, f);
+	return id ? *id : AGG_FULL;
+}
