@@ -9,7 +9,7 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
-    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net",
+    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net", "netsend",
 ];
 
 /// The headers every program file includes.
@@ -19,6 +19,7 @@ const HEADERS: &[&str] = &[
     "stack.bpf.h",
     "unwind.bpf.h",
     "filter.bpf.h",
+    "net.bpf.h",
 ];
 
 fn main() {
