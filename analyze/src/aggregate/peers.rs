@@ -106,3 +106,75 @@ pub fn label(sym: &mut Symbolized, rec: &Recording, offcpu: u32) -> u64 {
     }
     labelled
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::testing::sample;
+    use crate::symbolize::SymbolizedStack;
+    use format::events::{Net, OFFCPU_EVENT, SOCK_WAIT_EVENT, SOCK_WAIT_TRACEPOINT_ID};
+
+    fn stack(tid: i32, time: u64) -> SymbolizedStack {
+        SymbolizedStack {
+            comm: 0,
+            pid: tid,
+            tid,
+            time,
+            cpu: 0,
+            event: 0,
+            period: 10,
+            weight: 10,
+            count: 1,
+            frames: vec![0, 1],
+            user_len: 1,
+            addrs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn off_cpu_stacks_of_a_wait_get_its_peer_at_the_root() {
+        let mut wait = Net {
+            event: SOCK_WAIT_TRACEPOINT_ID,
+            family: 2,
+            rport: 8080,
+            start_ns: 100,
+            ..Default::default()
+        };
+        wait.daddr[..4].copy_from_slice(&[10, 0, 0, 2]);
+        let rec = Recording {
+            events: vec![OFFCPU_EVENT.into(), SOCK_WAIT_EVENT.into()],
+            samples: vec![sample(1, 7, 300, 150, &[], Some(wait.to_raw(7).to_vec()))],
+            ..Default::default()
+        };
+        let frame = |name: &str| FrameInfo {
+            function: name.into(),
+            dso: String::new(),
+            srcline: None,
+            inlined: false,
+            by_address: false,
+        };
+        let mut sym = Symbolized {
+            events: rec.events.clone(),
+            frames: vec![frame("main"), frame("schedule")],
+            // Before the wait, its first and last intervals, after it, another thread's.
+            stacks: vec![
+                stack(7, 50),
+                stack(7, 100),
+                stack(7, 300),
+                stack(7, 400),
+                stack(8, 200),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(label(&mut sym, &rec, 0), 2);
+        let peer = sym
+            .frames
+            .iter()
+            .position(|f| f.function == "peer:10.0.0.2:8080")
+            .unwrap() as u32;
+        let roots: Vec<u32> = sym.stacks.iter().map(|s| s.frames[0]).collect();
+        assert_eq!(roots, [0, peer, peer, 0, 0]);
+        assert_eq!(sym.stacks[1].user_len, 2);
+        assert_eq!(sym.stacks[1].frames, [peer, 0, 1]);
+    }
+}

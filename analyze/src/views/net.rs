@@ -254,9 +254,12 @@ impl Sends {
     }
 }
 
-/// [`Sends`] of every connection ((pid, comm, local, remote) keys), and of all together.
-pub fn sends(samples: &[NetSample]) -> (BTreeMap<(i32, String, String, String), Sends>, Sends) {
-    let mut by: BTreeMap<(i32, String, String, String), Sends> = BTreeMap::new();
+/// A connection's sends: (pid, comm, local `ADDR:PORT`, remote `ADDR:PORT`).
+pub type SendKey = (i32, String, String, String);
+
+/// [`Sends`] of every connection, and of all together.
+pub fn sends(samples: &[NetSample]) -> (BTreeMap<SendKey, Sends>, Sends) {
+    let mut by: BTreeMap<SendKey, Sends> = BTreeMap::new();
     let mut all = Sends::default();
     for s in samples.iter().filter(|s| s.is(NET_SEND_TRACEPOINT_ID)) {
         let n = &s.net;
