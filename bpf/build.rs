@@ -9,7 +9,7 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
-    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net",
+    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net", "netsend",
 ];
 
 /// The headers every program file includes.
@@ -22,6 +22,7 @@ const HEADERS: &[&str] = &[
     "python.bpf.h",
     "agg.bpf.h",
     "trace_agg.bpf.h",
+    "net.bpf.h",
 ];
 
 fn main() {

@@ -221,6 +221,14 @@ pub enum NetWhat {
     ReceiveReset,
     /// An skb of the socket was freed as dropped (`reason`: `skb_drop_reason`).
     Drop,
+    /// A socket call of `tid` returned after blocking: `tx_bytes` ns off the CPU in
+    /// `rx_bytes` intervals, the first ending at `start_time`; the socket's peer is the one
+    /// waited on (`reason`: 0 a receive, 1 a send). The stacks are the call's.
+    Wait,
+    /// An skb of a send call of `tid` reached the device: `start_time` the call's start,
+    /// `tx_bytes` the skb's length, `rx_bytes` ns from the call to net_dev_queue, `reason`
+    /// ns in the qdisc; the event's time is net_dev_xmit's. The stacks are the call's.
+    Send,
 }
 
 impl NetWhat {
@@ -232,6 +240,8 @@ impl NetWhat {
             x if x == w::NET_SEND_RESET.0 => NetWhat::SendReset,
             x if x == w::NET_RECV_RESET.0 => NetWhat::ReceiveReset,
             x if x == w::NET_DROP.0 => NetWhat::Drop,
+            x if x == w::NET_WAIT.0 => NetWhat::Wait,
+            x if x == w::NET_SEND.0 => NetWhat::Send,
             _ => return None,
         })
     }

@@ -262,6 +262,13 @@ impl Profiler {
         programs::offcpu::look_for_faults(self.loaded.skel(), start, end);
     }
 
+    /// Off-CPU intervals from now on tell whether they blocked inside a socket call, and
+    /// the call's return names its peer (with `-e net`): `fns` are the kernel functions such
+    /// calls block in (start, end).
+    pub fn look_for_socket_waits(&self, fns: &[(u64, u64)]) {
+        programs::offcpu::look_for_socket_waits(self.loaded.skel(), fns);
+    }
+
     /// Each process's page-cache counts since the last call (and the counters restart):
     /// (tgid, accesses, added, dirtied), processes with nothing counted left out.
     pub fn take_cache_counts(&self) -> Vec<CacheCounts> {

@@ -396,13 +396,30 @@ pub const TCP_RESET_EVENT: &str = "bpfperf:tcp_reset";
 pub const TCP_RESET_TRACEPOINT_ID: u64 = 60006;
 pub const SKB_DROP_EVENT: &str = "bpfperf:skb_drop";
 pub const SKB_DROP_TRACEPOINT_ID: u64 = 60007;
+/// A socket call that blocked: the thread's off-CPU time in it (tx_bytes, ns; rx_bytes:
+/// intervals; the period too) and the peer it waited on; its off-CPU samples from start_ns
+/// to the sample's time are the call's.
+pub const SOCK_WAIT_EVENT: &str = "bpfperf:sock_wait";
+pub const SOCK_WAIT_TRACEPOINT_ID: u64 = 60008;
+/// An skb of a send call reached the device (net_dev_xmit): tx_bytes its length, start_ns
+/// the send call's start, duration_ns from it to net_dev_xmit (the period too), rx_bytes
+/// ns from the call to net_dev_queue, reason ns in the qdisc; the rest is the driver's.
+pub const NET_SEND_EVENT: &str = "bpfperf:net_send";
+pub const NET_SEND_TRACEPOINT_ID: u64 = 60009;
+
+/// The kernel's events whose reason enums the network events carry (system, name):
+/// skb_drop's `skb_drop_reason` and tcp_reset's `sk_rst_reason`, named in their formats'
+/// `__print_symbolic` tables, which record copies into TRACING_DATA.
+pub const NET_REASON_EVENTS: [(&str, &str); 2] = [("skb", "kfree_skb"), ("tcp", "tcp_send_reset")];
 
 /// The network events: (name, tracepoint id).
-pub const NET_EVENTS: [(&str, u64); 4] = [
+pub const NET_EVENTS: [(&str, u64); 6] = [
     (TCP_CONN_EVENT, TCP_CONN_TRACEPOINT_ID),
     (TCP_RETRANSMIT_EVENT, TCP_RETRANSMIT_TRACEPOINT_ID),
     (TCP_RESET_EVENT, TCP_RESET_TRACEPOINT_ID),
     (SKB_DROP_EVENT, SKB_DROP_TRACEPOINT_ID),
+    (SOCK_WAIT_EVENT, SOCK_WAIT_TRACEPOINT_ID),
+    (NET_SEND_EVENT, NET_SEND_TRACEPOINT_ID),
 ];
 
 /// The attr of one of the [`NET_EVENTS`] (by tracepoint id).
@@ -441,10 +458,12 @@ pub struct Net {
     /// (what TcpRetransSegs adds when reason is 0).
     pub tx_bytes: u64,
     pub rx_bytes: u64,
-    /// tcp_conn: first seen to close (0: opened before the recording).
+    /// tcp_conn: first seen to close (0: opened before the recording); sock_wait: from the
+    /// end of the first blocked interval to the call's return.
     pub duration_ns: u64,
     /// skb_drop: the kernel's skb_drop_reason; tcp_reset: 0 received, else 1 + the
-    /// sk_rst_reason of a reset sent; tcp_retransmit: what sending returned (0: sent).
+    /// sk_rst_reason of a reset sent; tcp_retransmit: what sending returned (0: sent);
+    /// sock_wait: 0 a receive, 1 a send.
     pub reason: u32,
     /// The owner's thread (connect or close) and name.
     pub owner_tid: i32,

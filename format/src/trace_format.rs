@@ -167,6 +167,40 @@ impl TraceFormat {
         Ok(f)
     }
 
+    /// The names the print format gives the values of field `name` through
+    /// `__print_symbolic(REC->name, { 2, "NOT_SPECIFIED" }, ...)` (kfree_skb's drop reasons,
+    /// tcp_send_reset's reset reasons): value -> name. Pairs whose value is not a number (a
+    /// macro's name) are left out; none if the print format has no such table.
+    pub fn symbols(&self, name: &str) -> std::collections::BTreeMap<u64, String> {
+        let mut out = std::collections::BTreeMap::new();
+        let head = format!("__print_symbolic(REC->{name},");
+        let Some(at) = self.print_fmt.find(&head) else {
+            return out;
+        };
+        let mut rest = &self.print_fmt[at + head.len()..];
+        // Pairs until the table's closing parenthesis.
+        loop {
+            rest = rest.trim_start();
+            let Some(pair) = rest.strip_prefix('{') else {
+                break;
+            };
+            let Some(end) = pair.find('}') else {
+                break;
+            };
+            let (value, text) = pair[..end].split_once(',').unwrap_or(("", ""));
+            let text = text.trim().trim_matches('"');
+            if let Ok(v) = value.trim().parse::<u64>() {
+                out.insert(v, text.to_string());
+            }
+            rest = pair[end + 1..].trim_start();
+            match rest.strip_prefix(',') {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        out
+    }
+
     /// The field called `name`.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
@@ -245,6 +279,22 @@ fn parse_field(line: &str) -> Result<Field, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn print_symbolic_tables_give_names_by_value() {
+        let f = super::TraceFormat {
+            name: "kfree_skb".into(),
+            print_fmt: "\"reason: %s state=%s\", __print_symbolic(REC->state, { TCP_CLOSE, \"TCP_CLOSE\" }), \
+                        __print_symbolic(REC->reason, { 2, \"NOT_SPECIFIED\" }, { 12, \"NETFILTER_DROP\" }, { 13, \"OTHERHOST\" })"
+                .into(),
+            ..Default::default()
+        };
+        let r = f.symbols("reason");
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[&12], "NETFILTER_DROP");
+        assert!(f.symbols("state").is_empty(), "macro names are not numbers");
+        assert!(f.symbols("protocol").is_empty());
+    }
+
     use super::*;
 
     const EXEC: &str = "name: sched_process_exec

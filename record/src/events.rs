@@ -15,7 +15,7 @@ const WAKEUP_ID: u64 = 4;
 const RUNQ_ID: u64 = 5;
 const FAULT_ID: u64 = 6;
 const CACHESTAT_ID: u64 = 7;
-/// Ids of the network events: this and the next three (NET_EVENTS' order).
+/// Ids of the network events: this and the next five (NET_EVENTS' order).
 const NET_ID: u64 = 8;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
@@ -114,7 +114,7 @@ pub struct Events {
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
     /// The network events, in [`format::events::NET_EVENTS`]' order.
-    pub net: Option<[usize; 4]>,
+    pub net: Option<[usize; 6]>,
     /// Each traced event (any event), by its index among them.
     pub traced: Vec<TracedAttr>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -180,6 +180,13 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
                     for (_, id) in format::events::NET_EVENTS {
                         td.events.push(format::events::net_format(id));
                     }
+                    // The kernel's own formats of the events whose reasons the network
+                    // events carry: their print formats name each reason (analyze net
+                    // reads them there, on any machine). Without them, numbers.
+                    let tracefs = Path::new("/sys/kernel/tracing");
+                    for (system, name) in format::events::NET_REASON_EVENTS {
+                        let _ = td.add_tracefs_event(tracefs, system, name);
+                    }
                 }
                 // Each written event's format once (a glob's events, a pair's exit and a
                 // plain -e of its entry may share one).
@@ -228,7 +235,7 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
     // Network events keep frame-pointer user stacks (a thread of the owner may not be the
     // one current: no registers to unwind from).
     let net_attrs = (tracing_data.is_some() && cfg.net).then(|| {
-        let mut at = [0; 4];
+        let mut at = [0; 6];
         for (i, (_, id)) in format::events::NET_EVENTS.iter().enumerate() {
             attrs.push(format::events::net_attr(
                 *id,

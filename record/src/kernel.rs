@@ -10,10 +10,20 @@ pub struct Symbols {
     pub text: Option<(u64, u64)>,
     /// `handle_mm_fault`, from its address to the next symbol's.
     pub fault_fn: Option<(u64, u64)>,
+    /// [`SOCK_WAIT_FNS`] found, each from its address to the next symbol's.
+    pub sock_wait_fns: Vec<(u64, u64)>,
     /// The functions that run a tracepoint's BPF programs ([`GLUE_PREFIXES`]), sorted: see
     /// [`Symbols::glue_frames`].
     pub glue: Vec<(u64, u64)>,
 }
+
+/// The functions a socket call blocks in, under schedule(): TCP receive, TCP send (no
+/// room in the send buffer), datagram receive (UDP, unix datagrams).
+const SOCK_WAIT_FNS: &[&[u8]] = &[
+    b" T sk_wait_data",
+    b" T sk_stream_wait_memory",
+    b" T __skb_wait_for_more_packets",
+];
 
 /// Names of the functions that run tracepoint programs: tp_btf's (`__traceiter_*`,
 /// `__bpf_trace_*`, `bpf_trace_run*`) and those of programs attached through perf, as any
@@ -77,10 +87,14 @@ pub fn symbols() -> Symbols {
         _ => None,
     };
     // The function ends where the next symbol starts (kallsyms lists no sizes).
-    let fault_fn = address_of(b" T handle_mm_fault").and_then(|start| {
-        let end = lines().filter_map(address).filter(|&a| a > start).min()?;
-        Some((start, end))
-    });
+    let function = |name: &[u8]| {
+        address_of(name).and_then(|start| {
+            let end = lines().filter_map(address).filter(|&a| a > start).min()?;
+            Some((start, end))
+        })
+    };
+    let fault_fn = function(b" T handle_mm_fault");
+    let sock_wait_fns = SOCK_WAIT_FNS.iter().filter_map(|n| function(n)).collect();
     // Every symbol's address, sorted: where each glue function ends.
     let mut addresses: Vec<u64> = lines().filter_map(address).filter(|&a| a != 0).collect();
     addresses.sort_unstable();
@@ -104,6 +118,7 @@ pub fn symbols() -> Symbols {
     Symbols {
         text: text_range,
         fault_fn,
+        sock_wait_fns,
         glue,
     }
 }
@@ -148,6 +163,7 @@ mod tests {
         let s = Symbols {
             text: Some((0xffff_ffff_8100_0000, 0xffff_ffff_8300_0000)),
             fault_fn: None,
+            sock_wait_fns: Vec::new(),
             glue: vec![
                 (0xffff_ffff_8139_bb30, 0xffff_ffff_8139_bc00), // __traceiter_sched_switch
                 (0xffff_ffff_814b_a870, 0xffff_ffff_814b_aa00), // bpf_trace_run4

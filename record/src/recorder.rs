@@ -125,7 +125,7 @@ pub struct Recorder {
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
     /// Attr index of each network event, in [`format::events::NET_EVENTS`]'s order.
-    pub net_attrs: Option<[usize; 4]>,
+    pub net_attrs: Option<[usize; 6]>,
     /// How each traced event is written, by its index.
     pub traced_attrs: Vec<crate::events::TracedAttr>,
     /// --aggregate: each traced event's layout with its count (by its index; empty when
@@ -668,12 +668,15 @@ impl Recorder {
                     bpf::NetWhat::SendReset => (2, n.reason + 1),
                     bpf::NetWhat::ReceiveReset => (2, 0),
                     bpf::NetWhat::Drop => (3, n.reason),
+                    bpf::NetWhat::Wait => (4, n.reason),
+                    bpf::NetWhat::Send => (5, n.reason),
                 };
                 if n.pid != 0 {
                     self.name_task(n.pid, n.tid, &n.comm, n.time, n.cpu)?;
                 }
                 let conn = n.what == bpf::NetWhat::Conn;
-                let duration_ns = if conn && n.start_time != 0 {
+                let spans = matches!(n.what, bpf::NetWhat::Wait | bpf::NetWhat::Send);
+                let duration_ns = if (conn || spans) && n.start_time != 0 {
                     n.time.saturating_sub(n.start_time)
                 } else {
                     0
@@ -703,7 +706,14 @@ impl Recorder {
                     n.tid,
                     n.cpu,
                     n.time,
-                    if conn { duration_ns.max(1) } else { 1 },
+                    // A connection weighs its life; a socket wait, the time blocked.
+                    match n.what {
+                        bpf::NetWhat::Conn => duration_ns.max(1),
+                        bpf::NetWhat::Wait => n.tx_bytes.max(1),
+                        // A send's latency to the device.
+                        bpf::NetWhat::Send => duration_ns.max(1),
+                        _ => 1,
+                    },
                     &n.kernel_stack,
                     &n.user_stack,
                     &raw,

@@ -505,6 +505,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             profiler.look_for_faults(start, end);
         }
     }
+    if cfg.net && cfg.off_cpu_min_ns.is_some() {
+        profiler.look_for_socket_waits(&symbols.sock_wait_fns);
+    }
     rec.write_kernel_map(symbols.text)?;
     // Synthesized facts carry the start time: older than every event the probes saw.
     let now = started_ns;

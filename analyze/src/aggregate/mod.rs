@@ -1,9 +1,12 @@
 //! Stage 5, aggregate: [`Symbolized`] stacks in, a [`Profile`] out: identical stacks of one
 //! thread merged, their weights summed; and off-CPU stacks joined with their wakers'
-//! ([`wakeups`], for `--event wakeup`).
+//! ([`wakeups`], for `--event wakeup`); off-CPU stacks labelled with the peer a socket call
+//! waited on ([`peers`]).
 
+mod peers;
 mod wakeups;
 
+pub use peers::{has_socket_waits, label as label_peers, PEER_PREFIX};
 pub use wakeups::{join as join_wakers, INTERRUPT, SEPARATOR};
 
 use rustc_hash::FxHashMap;

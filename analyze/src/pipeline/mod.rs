@@ -44,6 +44,17 @@ fn progress_bar(o: &Options, len: u64) -> Option<indicatif::ProgressBar> {
 /// Reads nothing: turns the samples of `rec` that `o` selects into symbolized stacks
 /// (select -> unwind -> resolve -> symbolize -> stacks).
 pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbolized, Error> {
+    // Off-CPU stacks labelled by peer are matched to their socket waits by time: kept apart.
+    let each;
+    let o = if o.labels_peers(&rec.events) && !o.keeps_each_sample() {
+        each = Options {
+            per_sample: true,
+            ..o.clone()
+        };
+        &each
+    } else {
+        o
+    };
     let resolved = resolve(rec, o, loader)?;
     let symbols = symbolize_addresses(rec, &resolved, o, loader);
     Ok(stacks::symbolized(rec, resolved, &symbols, o))

@@ -41,6 +41,17 @@ impl Options {
         self.per_sample || (self.addresses && !self.timeline) || self.event == EventSel::Wakeup
     }
 
+    /// Whether off-CPU stacks get their socket waits' peers (`peer:ADDR:PORT` at the root):
+    /// off-CPU and wakeup views of a recording with `bpfperf:sock_wait` events (`events`:
+    /// its event names), whose samples must then be read and kept one by one (their times
+    /// say which wait covers them). Not with addresses (script shows the samples as they
+    /// are).
+    pub fn labels_peers(&self, events: &[String]) -> bool {
+        matches!(self.event, EventSel::OffCpu | EventSel::Wakeup)
+            && !self.addresses
+            && crate::aggregate::has_socket_waits(events)
+    }
+
     /// What the weights count: `samples`, `ns`, or the field `--weight` names.
     pub fn unit(&self) -> String {
         match &self.weight {

@@ -227,6 +227,15 @@ pub(super) fn symbolized(
         b.finish_and_clear();
     }
     out.stats = stats;
+    if o.labels_peers(&out.events) {
+        if let Some(offcpu) = out
+            .events
+            .iter()
+            .position(|e| e == format::events::OFFCPU_EVENT)
+        {
+            crate::aggregate::label_peers(&mut out, rec, offcpu as u32);
+        }
+    }
     if o.event == EventSel::Wakeup {
         let index = |name: &str| out.events.iter().position(|e| e == name);
         if let (Some(offcpu), Some(wakeup)) = (

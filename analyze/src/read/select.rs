@@ -32,6 +32,9 @@ pub enum EventSel {
     /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1
     /// (bpfperf's own timed events: their ns).
     Named(String),
+    /// `bpfperf:net_send` samples (record -e net): skbs of send calls timed to the device;
+    /// weight = nanoseconds from the send call's start to net_dev_xmit, at the call's stack.
+    NetSend,
     /// Every sample of every event, weight 1 (what an archive must cover).
     All,
     /// Every sample of every traced event (those whose payloads have a format: tracepoints,
@@ -55,6 +58,8 @@ impl EventSel {
             "retransmit" => EventSel::Named(format::events::TCP_RETRANSMIT_EVENT.into()),
             "reset" => EventSel::Named(format::events::TCP_RESET_EVENT.into()),
             "drop" => EventSel::Named(format::events::SKB_DROP_EVENT.into()),
+            "net-send" => EventSel::NetSend,
+            "sock-wait" => EventSel::Named(format::events::SOCK_WAIT_EVENT.into()),
             other => EventSel::Named(other.to_string()),
         }
     }
@@ -68,6 +73,7 @@ impl EventSel {
             EventSel::Runq => "runq",
             EventSel::Fault => "fault",
             EventSel::Io => "io",
+            EventSel::NetSend => "net-send",
             EventSel::Wall => "wall",
         }
     }
@@ -238,6 +244,13 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
         EventSel::Runq => (of_kind(Kind::Runq), "run-queue".into()),
         EventSel::Fault => (of_kind(Kind::Fault), "page faults".into()),
         EventSel::Io => (of_kind(Kind::Io), "block I/O".into()),
+        EventSel::NetSend => {
+            let i = named(format::events::NET_SEND_EVENT)?;
+            (
+                Box::new(move |e, s| (e == i).then_some(s.period)),
+                "sends to the device (ns)".into(),
+            )
+        }
         EventSel::Wakeup => (
             Box::new(|e, s| {
                 matches!(kinds.get(e), Some(Kind::OffCpu | Kind::Wakeup)).then_some(s.period)

@@ -64,13 +64,18 @@ pub(super) fn keeps_raw(attr: &PerfEventAttr) -> bool {
 
 /// Whether an event of this name holds latencies (see the module's doc).
 pub(super) fn is_latency_name(name: &str, by_bpfperf: bool) -> bool {
-    use format::events::{BLOCK_IO_EVENT, FAULT_EVENT, OFFCPU_EVENT, RUNQ_EVENT, WAKEUP_EVENT};
+    use format::events::{
+        BLOCK_IO_EVENT, FAULT_EVENT, NET_SEND_EVENT, OFFCPU_EVENT, RUNQ_EVENT, SOCK_WAIT_EVENT,
+        WAKEUP_EVENT,
+    };
     [
         OFFCPU_EVENT,
         RUNQ_EVENT,
         FAULT_EVENT,
         BLOCK_IO_EVENT,
         WAKEUP_EVENT,
+        SOCK_WAIT_EVENT,
+        NET_SEND_EVENT,
     ]
     .contains(&name)
         || name.contains("->")

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use format::events::{
-    Net, NET_EVENTS, SKB_DROP_TRACEPOINT_ID, TCP_CONN_TRACEPOINT_ID, TCP_RESET_TRACEPOINT_ID,
-    TCP_RETRANSMIT_TRACEPOINT_ID,
+    Net, NET_EVENTS, NET_SEND_TRACEPOINT_ID, SKB_DROP_TRACEPOINT_ID, SOCK_WAIT_TRACEPOINT_ID,
+    TCP_CONN_TRACEPOINT_ID, TCP_RESET_TRACEPOINT_ID, TCP_RETRANSMIT_TRACEPOINT_ID,
 };
 use format::linux_perf_data::linux_perf_event_reader::EventRecord;
 use format::linux_perf_data::PerfFileRecord;
@@ -29,11 +29,64 @@ impl NetSample {
     fn is(&self, id: u64) -> bool {
         self.net.event == id
     }
+
+    /// A retransmit, reset or drop.
+    fn is_trouble(&self) -> bool {
+        matches!(
+            self.net.event,
+            TCP_RETRANSMIT_TRACEPOINT_ID | TCP_RESET_TRACEPOINT_ID | SKB_DROP_TRACEPOINT_ID
+        )
+    }
 }
 
-/// Every network sample of a recording, in time order.
-pub fn read_samples(path: &Path) -> Result<Vec<NetSample>, format::Error> {
+/// Names of the reasons the network events carry, from the kernel's format files the
+/// recording keeps (format's `NET_REASON_EVENTS`); a reason without a name prints as its
+/// number.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reasons {
+    /// skb_drop_reason (kfree_skb's `reason`).
+    pub drop: BTreeMap<u64, String>,
+    /// sk_rst_reason (tcp_send_reset's `reason`).
+    pub reset: BTreeMap<u64, String>,
+}
+
+impl Reasons {
+    /// From a TRACING_DATA blob.
+    pub fn from_tracing_data(blob: &[u8]) -> Reasons {
+        let mut r = Reasons::default();
+        for (system, f) in format::tracing_formats(blob) {
+            match (system.as_str(), f.name.as_str()) {
+                ("skb", "kfree_skb") => r.drop = f.symbols("reason"),
+                ("tcp", "tcp_send_reset") => r.reset = f.symbols("reason"),
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// A sample's reason as text: `NETFILTER_DROP (12)`, or the number.
+    fn name(&self, s: &NetSample) -> String {
+        let (table, value) = match s.net.event {
+            SKB_DROP_TRACEPOINT_ID => (&self.drop, s.net.reason as u64),
+            // 0: received; else 1 + the reason of the reset sent.
+            TCP_RESET_TRACEPOINT_ID if s.net.reason > 0 => (&self.reset, s.net.reason as u64 - 1),
+            TCP_RESET_TRACEPOINT_ID => return "received".into(),
+            _ => return s.net.reason.to_string(),
+        };
+        match table.get(&value) {
+            Some(n) => format!("{n} ({value})"),
+            None => value.to_string(),
+        }
+    }
+}
+
+/// Every network sample of a recording, in time order, and the names of their reasons.
+pub fn read_samples(path: &Path) -> Result<(Vec<NetSample>, Reasons), format::Error> {
     let mut reader = crate::files::input::open(path)?.reader;
+    let reasons = reader
+        .tracing_data()
+        .map(Reasons::from_tracing_data)
+        .unwrap_or_default();
     let net_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
         .map(|i| NET_EVENTS.iter().any(|(n, _)| reader.event_name(i) == *n))
         .collect();
@@ -58,7 +111,7 @@ pub fn read_samples(path: &Path) -> Result<Vec<NetSample>, format::Error> {
             time: s.timestamp.unwrap_or(0),
         });
     }
-    Ok(out)
+    Ok((out, reasons))
 }
 
 /// A connection as its two ends name it: (local address, port, remote address, port).
@@ -82,7 +135,7 @@ pub struct ConnTroubles {
 /// Retransmits, resets and drops per connection.
 pub fn troubles(samples: &[NetSample]) -> BTreeMap<ConnKey, ConnTroubles> {
     let mut out: BTreeMap<ConnKey, ConnTroubles> = BTreeMap::new();
-    for s in samples.iter().filter(|s| !s.is(TCP_CONN_TRACEPOINT_ID)) {
+    for s in samples.iter().filter(|s| s.is_trouble()) {
         let t = out.entry(key(&s.net)).or_default();
         // Events after the close (a late reset) no longer know the owner.
         if s.pid > 0 {
@@ -127,7 +180,10 @@ pub struct Talker {
 /// Processes by bytes moved (sent + received), most first.
 pub fn talkers(samples: &[NetSample]) -> Vec<(i32, Talker)> {
     let mut by: BTreeMap<i32, Talker> = BTreeMap::new();
-    for s in samples {
+    for s in samples
+        .iter()
+        .filter(|s| !s.is(SOCK_WAIT_TRACEPOINT_ID) && !s.is(NET_SEND_TRACEPOINT_ID))
+    {
         let t = by.entry(s.pid).or_default();
         if t.comm.is_empty() {
             t.comm = s.net.comm_str();
@@ -148,8 +204,145 @@ pub fn talkers(samples: &[NetSample]) -> Vec<(i32, Talker)> {
     v
 }
 
+/// Time blocked in socket calls of one process on one peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerWait {
+    pub comm: String,
+    /// Calls that blocked, their blocked intervals, and the time.
+    pub calls: u64,
+    pub intervals: u64,
+    pub blocked_ns: u64,
+}
+
+/// Socket waits (`bpfperf:sock_wait`) per (pid, peer `ADDR:PORT`).
+pub fn waits(samples: &[NetSample]) -> BTreeMap<(i32, String), PeerWait> {
+    let mut out: BTreeMap<(i32, String), PeerWait> = BTreeMap::new();
+    for s in samples.iter().filter(|s| s.is(SOCK_WAIT_TRACEPOINT_ID)) {
+        let peer = format!("{}:{}", s.net.remote_addr(), s.net.rport);
+        let w = out.entry((s.pid, peer)).or_default();
+        if w.comm.is_empty() {
+            w.comm = s.net.comm_str();
+        }
+        w.calls += 1;
+        w.intervals += s.net.rx_bytes;
+        w.blocked_ns += s.net.tx_bytes;
+    }
+    out
+}
+
+/// Sends followed to the device (`bpfperf:net_send`), per (pid, comm, local, remote): the
+/// skbs, their bytes, and the time of each layer (ns): send call to net_dev_queue (the
+/// socket and TCP/IP), in the qdisc, in the driver; and send call to net_dev_xmit in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sends {
+    pub bytes: u64,
+    pub total: Vec<u64>,
+    pub stack: Vec<u64>,
+    pub qdisc: Vec<u64>,
+    pub driver: Vec<u64>,
+}
+
+impl Sends {
+    fn add(&mut self, n: &Net) {
+        let (stack, qdisc) = (n.rx_bytes, n.reason as u64);
+        self.bytes += n.tx_bytes;
+        self.total.push(n.duration_ns);
+        self.stack.push(stack);
+        self.qdisc.push(qdisc);
+        self.driver
+            .push(n.duration_ns.saturating_sub(stack).saturating_sub(qdisc));
+    }
+}
+
+/// A connection's sends: (pid, comm, local `ADDR:PORT`, remote `ADDR:PORT`).
+pub type SendKey = (i32, String, String, String);
+
+/// [`Sends`] of every connection, and of all together.
+pub fn sends(samples: &[NetSample]) -> (BTreeMap<SendKey, Sends>, Sends) {
+    let mut by: BTreeMap<SendKey, Sends> = BTreeMap::new();
+    let mut all = Sends::default();
+    for s in samples.iter().filter(|s| s.is(NET_SEND_TRACEPOINT_ID)) {
+        let n = &s.net;
+        let key = (
+            s.pid,
+            n.comm_str(),
+            format!("{}:{}", n.local_addr(), n.lport),
+            format!("{}:{}", n.remote_addr(), n.rport),
+        );
+        by.entry(key).or_default().add(n);
+        all.add(n);
+    }
+    (by, all)
+}
+
+fn sends_report(o: &mut String, samples: &[NetSample]) {
+    use super::latency::{histogram_us, render_histogram, summary, us};
+    let (by, all) = sends(samples);
+    if all.total.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nsends to the device: {} skbs of TCP data, {} KB (from the send call's start to \
+         net_dev_xmit; layers: socket/TCP/IP to net_dev_queue, qdisc to \
+         net_dev_start_xmit, driver to net_dev_xmit; report --event net-send: by stack)",
+        all.total.len(),
+        all.bytes / 1024
+    );
+    let _ = writeln!(
+        o,
+        "{:<7} {:<16} {:<21} {:<21} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "PID",
+        "COMM",
+        "LOCAL",
+        "REMOTE",
+        "SKBS",
+        "KB",
+        "P50_US",
+        "P99_US",
+        "STACK_P50",
+        "QDISC_P50",
+        "DRV_P50"
+    );
+    let row = |o: &mut String, pid: &str, comm: &str, l: &str, r: &str, s: &Sends| {
+        let (t, st, q, d) = (
+            summary(s.total.iter().copied()),
+            summary(s.stack.iter().copied()),
+            summary(s.qdisc.iter().copied()),
+            summary(s.driver.iter().copied()),
+        );
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:<21} {:<21} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            pid,
+            comm,
+            l,
+            r,
+            t.count,
+            s.bytes / 1024,
+            us(t.p50_ns),
+            us(t.p99_ns),
+            us(st.p50_ns),
+            us(q.p50_ns),
+            us(d.p50_ns)
+        );
+    };
+    for ((pid, comm, l, r), s) in &by {
+        row(o, &pid.to_string(), comm, l, r, s);
+    }
+    if by.len() > 1 {
+        row(o, "all", "", "", "", &all);
+    }
+    let _ = writeln!(o);
+    render_histogram(
+        o,
+        "send latency to the device (send call to net_dev_xmit):",
+        &histogram_us(all.total.iter().copied()),
+    );
+}
+
 /// The whole `analyze net` report.
-pub fn report(samples: &[NetSample]) -> String {
+pub fn report(samples: &[NetSample], reasons: &Reasons) -> String {
     let mut o = String::new();
     if samples.is_empty() {
         let _ = writeln!(
@@ -216,20 +409,48 @@ pub fn report(samples: &[NetSample]) -> String {
                 t.drops
             );
         }
-        let mut reasons: BTreeMap<(&str, u32), u64> = BTreeMap::new();
-        for s in samples.iter().filter(|s| !s.is(TCP_CONN_TRACEPOINT_ID)) {
+        let mut by: BTreeMap<(&str, u32), (String, u64)> = BTreeMap::new();
+        for s in samples.iter().filter(|s| s.is_trouble()) {
             let what = match s.net.event {
                 TCP_RETRANSMIT_TRACEPOINT_ID => "retransmit (send result)",
-                TCP_RESET_TRACEPOINT_ID => "reset (0 received, else 1 + sk_rst_reason)",
+                TCP_RESET_TRACEPOINT_ID => "reset (sk_rst_reason)",
                 _ => "drop (skb_drop_reason)",
             };
-            *reasons.entry((what, s.net.reason)).or_default() += 1;
+            by.entry((what, s.net.reason))
+                .or_insert_with(|| (reasons.name(s), 0))
+                .1 += 1;
         }
         let _ = writeln!(o, "\nby reason:");
-        for ((what, reason), n) in reasons {
-            let _ = writeln!(o, "  {what:<44} {reason:>4} {n:>8}");
+        for ((what, _), (name, n)) in by {
+            let _ = writeln!(o, "  {what:<26} {name:<40} {n:>8}");
         }
     }
+    let waits = waits(samples);
+    if !waits.is_empty() {
+        let _ = writeln!(
+            o,
+            "\ntime blocked in socket calls, by peer (off-CPU; report --event offcpu shows \
+             it under peer:ADDR:PORT frames):"
+        );
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:<21} {:>6} {:>8} {:>12}",
+            "PID", "COMM", "PEER", "CALLS", "BLOCKS", "MS"
+        );
+        for ((pid, peer), w) in &waits {
+            let _ = writeln!(
+                o,
+                "{:<7} {:<16} {:<21} {:>6} {:>8} {:>12.3}",
+                pid,
+                w.comm,
+                peer,
+                w.calls,
+                w.intervals,
+                w.blocked_ns as f64 / 1e6
+            );
+        }
+    }
+    sends_report(&mut o, samples);
     let _ = writeln!(o, "\ntop talkers:");
     let _ = writeln!(
         o,
@@ -283,13 +504,22 @@ mod tests {
             sample(TCP_CONN_TRACEPOINT_ID, 7, 40000, 4096 * 3),
             sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
             sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
-            sample(SKB_DROP_TRACEPOINT_ID, 7, 40000, 0),
+            {
+                let mut d = sample(SKB_DROP_TRACEPOINT_ID, 7, 40000, 0);
+                d.net.reason = 12;
+                d
+            },
         ];
         let t = troubles(&s);
         let c = &t[&("10.0.0.1".into(), 40000, "10.0.0.2".into(), 80)];
         assert_eq!((c.retransmits, c.drops), (2, 1));
         assert_eq!(talkers(&s)[0].1.tx_bytes, 4096 * 3);
-        let r = report(&s);
+        let reasons = Reasons {
+            drop: [(12, "NETFILTER_DROP".to_string())].into(),
+            ..Default::default()
+        };
+        let r = report(&s, &reasons);
+        assert!(r.contains("NETFILTER_DROP (12)"), "{r}");
         assert!(
             r.contains("7       curl             10.0.0.1        40000 10.0.0.2           80       12        0       2.50"),
             "{r}"

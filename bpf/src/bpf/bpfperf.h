@@ -233,6 +233,8 @@ struct offcpu_copy_event {
 	__u64 user_regs[USER_REGS];
 	__u32 stack_bytes;
 	__u32 in_fault; /* as in offcpu_event */
+	__u32 in_sock;	/* 1: blocked inside a socket call (see struct sock_wait) */
+	__u32 _pad;
 };
 
 /* What a DWARF-mode switch-out keeps until switch-in: the event to send, and the stack. */
@@ -502,7 +504,21 @@ enum net_what {
 	NET_SEND_RESET = 3, /* tcp:tcp_send_reset */
 	NET_RECV_RESET = 4, /* tcp:tcp_receive_reset */
 	NET_DROP = 5,	    /* skb:kfree_skb of a socket's skb */
+	NET_WAIT = 6,	    /* a socket call returned after blocking: the peer it waited on */
+	NET_SEND = 7,	    /* an skb of a send call reached the device (netsend.bpf.c) */
 };
+
+/* Socket waits (net.bpf.c, offcpu.bpf.c): the off-CPU intervals of one thread blocked
+ * inside a socket call (sk_wait_data, sk_stream_wait_memory... on its kernel stack), from
+ * the end of the first until the call returns (sock_recv_length, sock_send_length), which
+ * names the socket and sends them as one NET_WAIT. */
+struct sock_wait {
+	__u64 first_ns;	  /* the first interval's end (its off-CPU sample's time) */
+	__u64 blocked_ns; /* the intervals' total */
+	__u64 intervals;
+};
+/* Kernel functions a socket call blocks in (their address ranges, from kallsyms). */
+#define SOCK_WAIT_FNS 4
 
 /* A TCP connection's life, or something that happened to it. pid/tid/comm: the owner (the
  * thread current at connect, or for an accepted one at its first send or receive, else its
@@ -515,11 +531,17 @@ struct net_event {
 	__u32 pid;
 	__u32 tid;
 	__u64 time_ns;
-	__u64 start_ns; /* when the connection was first seen (0: before recording began) */
-	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: segments */
-	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close */
+	__u64 start_ns; /* when the connection was first seen (0: before recording began);
+			 * NET_WAIT: the end of the call's first blocked interval; NET_SEND: the
+			 * send call's start */
+	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: segments;
+			 * NET_WAIT: ns blocked; NET_SEND: the skb's length */
+	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close; NET_WAIT: intervals;
+			 * NET_SEND: ns from the send call to net_dev_queue */
 	__u32 what;	/* enum net_what */
-	__u32 reason;	/* NET_DROP: enum skb_drop_reason; NET_SEND_RESET: sk_rst_reason */
+	__u32 reason;	/* NET_DROP: enum skb_drop_reason; NET_SEND_RESET: sk_rst_reason;
+			 * NET_WAIT: 0 a receive, 1 a send; NET_SEND: ns in the qdisc
+			 * (net_dev_queue to net_dev_start_xmit) */
 	__u16 family;	/* AF_INET or AF_INET6 */
 	__u16 lport;
 	__u16 rport;

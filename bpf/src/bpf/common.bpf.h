@@ -48,6 +48,16 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps") __weak;
 
+/* Socket waits under way, by tid (struct sock_wait): offcpu.bpf.c adds the intervals, the
+ * socket call's return in net.bpf.c sends and removes them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BLOCKED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct sock_wait);
+} sock_waits SEC(".maps") __weak;
+
 /* A cache of `pids` that costs an array index, not a hash lookup (which was a fifth of a
  * filtered-out event's cost): slot tgid % TRACKED_SLOTS holds tgid once it was found
  * tracked. A slot never names a process that is not tracked: the exit of a group clears

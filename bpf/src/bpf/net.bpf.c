@@ -9,16 +9,13 @@
 #include "common.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
-#include <bpf/bpf_endian.h>
+#include "net.bpf.h"
 
 const volatile bool net_enabled = true;
 
 /* Forces the event struct into BTF so the skeleton generates its Rust type. */
 struct net_event _net_event = {};
 enum net_what _net_what = 0;
-
-#define AF_INET 2
-#define AF_INET6 10
 
 /* A connection seen opening, or owned by a process seen closing it. */
 struct conn {
@@ -58,48 +55,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct conn_stacks);
 } conn_scratch SEC(".maps");
-
-/* The current thread's stacks: kernel, and user (unwound where there are tables). */
-static __always_inline void take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u64 *kstack,
-					__s32 *ubytes, __u64 *ustack)
-{
-	*kbytes = bpf_get_stack(ctx, kstack, MAX_STACK_DEPTH * 8, TP_BTF_SKIP);
-	struct task_struct *task = bpf_get_current_task_btf();
-	__s32 unwound = -1;
-	if (task->flags & PF_KTHREAD)
-		*ubytes = 0;
-	else if ((unwound = unwind_user_stack(pid, ustack)) >= 0)
-		*ubytes = unwound;
-	else
-		*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
-}
-
-/* The socket's addresses and ports. */
-static __always_inline void fill_addrs(struct net_event *e, const struct sock *sk)
-{
-	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
-	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
-	e->family = 0;
-	e->lport = 0;
-	e->rport = 0;
-	e->oldstate = 0;
-	if (!sk)
-		return;
-	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	/* inet_sport: skc_num is 0 once the socket left its hash (at close). */
-	e->lport = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
-	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	e->oldstate = BPF_CORE_READ(sk, __sk_common.skc_state);
-	if (e->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
-	} else {
-		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-		__builtin_memcpy(e->saddr, &s, 4);
-		__builtin_memcpy(e->daddr, &d, 4);
-	}
-}
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_sock_state, const struct sock *sk, int oldstate, int newstate)
@@ -233,19 +188,6 @@ static __always_inline void claim(void *ctx, const struct sock *sk)
 	}
 }
 
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
-{
-	claim(ctx, sk);
-	return 0;
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
-{
-	claim(ctx, sk);
-	return 0;
-}
 
 /* Sends `what` about socket `sk` (may be NULL with -a), charged to its owner, with the
  * current stacks where the current thread is one of the owner's. */
@@ -290,6 +232,65 @@ static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 wha
 		e->ustack_bytes = 0;
 	}
 	bpf_ringbuf_submit(e, submit_flags());
+}
+
+/* A socket call of the current thread returns: if it blocked (offcpu.bpf.c added its
+ * intervals to sock_waits), one NET_WAIT names the socket's peer for them, with the call's
+ * stacks. analyze labels the thread's off-CPU samples from first_ns to now with it. */
+static __always_inline void sock_wait_end(void *ctx, const struct sock *sk, __u32 send)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, pid = id >> 32;
+	struct sock_wait *w = bpf_map_lookup_elem(&sock_waits, &tid);
+	if (!w)
+		return;
+	struct sock_wait got = *w;
+	bpf_map_delete_elem(&sock_waits, &tid);
+	if (!pid || !tracked(pid))
+		return;
+	struct net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(EVENT_NET);
+		return;
+	}
+	__u64 key = (__u64)sk;
+	struct conn *c = sk ? bpf_map_lookup_elem(&conns, &key) : 0;
+	e->kind = EVENT_NET;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = pid;
+	e->tid = tid;
+	e->time_ns = bpf_ktime_get_ns();
+	e->start_ns = got.first_ns;
+	e->tx_bytes = got.blocked_ns;
+	e->rx_bytes = got.intervals;
+	e->what = NET_WAIT;
+	e->reason = send;
+	fill_addrs(e, sk);
+	e->active = c ? c->active : 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes, e->ustack);
+	bpf_ringbuf_submit(e, submit_flags());
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
+	sock_wait_end(ctx, sk, 1);
+	/* The send call is over: the next tcp_sendmsg_locked starts another. */
+	__u64 key = (__u64)sk;
+	struct send_call *c = bpf_map_lookup_elem(&send_calls, &key);
+	if (c)
+		c->in_call = 0;
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+{
+	claim(ctx, sk);
+	sock_wait_end(ctx, sk, 0);
+	return 0;
 }
 
 SEC("tp_btf/tcp_retransmit_skb")

@@ -21,6 +21,8 @@ struct offcpu_start {
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
 	__u32 in_fault;
+	__u32 in_sock;
+	__u32 _pad;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
 	/* Python frames where it blocked (python.bpf.h). */
@@ -106,6 +108,52 @@ static __always_inline __u32 in_page_fault(const __u64 *kstack, __s32 bytes)
 	return 0;
 }
 
+/* Where the functions a socket call blocks in lie (sk_wait_data, sk_stream_wait_memory,
+ * __skb_wait_for_more_packets; from kallsyms, set by record with -e net; start 0: none). */
+__u64 sock_fn_start[SOCK_WAIT_FNS] = {};
+__u64 sock_fn_end[SOCK_WAIT_FNS] = {};
+/* Frames of a blocked kernel stack looked at for them (they lie a few frames under
+ * schedule()). */
+#define SOCK_WAIT_DEPTH 12
+
+static __always_inline __u32 in_socket_wait(const __u64 *kstack, __s32 bytes)
+{
+	if (!sock_fn_start[0])
+		return 0;
+	for (int i = 0; i < SOCK_WAIT_DEPTH; i++) {
+		if (i * 8 >= bytes)
+			break;
+		for (int f = 0; f < SOCK_WAIT_FNS; f++) {
+			if (kstack[i] >= sock_fn_start[f] && kstack[i] < sock_fn_end[f])
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* A tracked thread blocked (state not 0): outside a socket call, a socket wait it had under
+ * way is over (the call returned some way sock_recv_length does not see: accept, splice):
+ * forgotten, so that it never labels another call. */
+static __always_inline void sock_wait_forget(__u32 tid, __u32 state, __u32 in_sock)
+{
+	if (sock_fn_start[0] && state && !in_sock)
+		bpf_map_delete_elem(&sock_waits, &tid);
+}
+
+/* An interval inside a socket call ended `now` after `duration`: added to the thread's socket
+ * wait (the call's return sends it). */
+static __always_inline void sock_wait_add(__u32 tid, __u64 now, __u64 duration)
+{
+	struct sock_wait *w = bpf_map_lookup_elem(&sock_waits, &tid);
+	if (w) {
+		w->blocked_ns += duration;
+		w->intervals += 1;
+		return;
+	}
+	struct sock_wait n = { .first_ns = now, .blocked_ns = duration, .intervals = 1 };
+	bpf_map_update_elem(&sock_waits, &tid, &n, BPF_ANY);
+}
+
 /* Keeps the stacks of the thread that blocks: its user stack by frame pointers, or (DWARF
  * mode, `unwind`) unwound with the tables. false when there is no table for it (the caller
  * takes a stack copy). */
@@ -130,6 +178,8 @@ static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid,
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
 	read_python_frames(&s->py_frames, s->py_code, s->py_lasti, tgid, tid);
+	s->in_sock = s->state ? in_socket_wait(s->kstack, s->kstack_bytes) : 0;
+	sock_wait_forget(tid, s->state, s->in_sock);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
 	return true;
@@ -201,6 +251,8 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 			count_drop(EVENT_OFF_CPU);
 		}
 	}
+	if (s->in_sock)
+		sock_wait_add(tid, now, duration);
 	bpf_map_delete_elem(&offcpu_starts, &tid);
 	if (wakeup_enabled)
 		bpf_map_delete_elem(&wakers, &tid);
@@ -221,6 +273,8 @@ static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev
 	e->state = state & 3;
 	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
 	e->in_fault = e->state ? in_page_fault(e->kstack, e->kstack_bytes) : 0;
+	e->in_sock = e->state ? in_socket_wait(e->kstack, e->kstack_bytes) : 0;
+	sock_wait_forget(tid, e->state, e->in_sock);
 	keep_user_copy(prev, b);
 	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
 		count_drop(EVENT_OFF_CPU_COPY);
@@ -248,6 +302,8 @@ static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid
 		else if (wakeup_enabled)
 			wakeup_emit(next->tgid, tid, now, duration);
 	}
+	if (e->in_sock)
+		sock_wait_add(tid, now, duration);
 	bpf_map_delete_elem(&offcpu_copies, &tid);
 	if (wakeup_enabled)
 		bpf_map_delete_elem(&wakers, &tid);

@@ -1,5 +1,6 @@
 //! net.bpf.c: TCP connections (inet_sock_set_state), retransmits, resets and drops charged
-//! to the socket's owner.
+//! to the socket's owner, socket waits named by peer; netsend.bpf.c: sends followed to the
+//! device.
 
 use libbpf_rs::Link;
 
@@ -10,6 +11,7 @@ use crate::{Error, Options};
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     let rodata = super::rodata(open);
     rodata.net_enabled = o.net;
+    rodata.netsend_enabled = o.net;
     for prog in [
         &mut open.progs.on_sock_state,
         &mut open.progs.on_tcp_retransmit,
@@ -18,6 +20,10 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_kfree_skb,
         &mut open.progs.on_sock_send,
         &mut open.progs.on_sock_recv,
+        &mut open.progs.on_tcp_sendmsg,
+        &mut open.progs.on_net_dev_queue,
+        &mut open.progs.on_net_dev_start_xmit,
+        &mut open.progs.on_net_dev_xmit,
     ] {
         prog.set_autoload(o.net);
     }
@@ -33,6 +39,10 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_kfree_skb, "attach kfree_skb", links)?;
         attach_one(&p.on_sock_send, "attach sock_send_length", links)?;
         attach_one(&p.on_sock_recv, "attach sock_recv_length", links)?;
+        attach_one(&p.on_tcp_sendmsg, "attach tcp_sendmsg_locked", links)?;
+        attach_one(&p.on_net_dev_queue, "attach net_dev_queue", links)?;
+        attach_one(&p.on_net_dev_start_xmit, "attach net_dev_start_xmit", links)?;
+        attach_one(&p.on_net_dev_xmit, "attach net_dev_xmit", links)?;
     }
     Ok(())
 }

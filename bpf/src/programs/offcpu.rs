@@ -31,6 +31,23 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
     Ok(())
 }
 
+/// Off-CPU intervals from now on tell whether the thread blocked inside a socket call:
+/// whether one of `fns` (start, end: sk_wait_data... from kallsyms) is near the top of its
+/// kernel stack. At most `SOCK_WAIT_FNS` are looked for.
+pub fn look_for_socket_waits(skel: &BpfperfSkel<'_>, fns: &[(u64, u64)]) {
+    if let Some(bss) = skel.maps.bss_data.as_deref() {
+        let bss = bss as *const types::bss as *mut types::bss;
+        // SAFETY: as in look_for_faults; start[0] last: the programs look only once it is set.
+        unsafe {
+            let n = fns.len().min((*bss).sock_fn_start.len());
+            for (i, &(start, end)) in fns[..n].iter().enumerate().rev() {
+                std::ptr::write_volatile(&mut (*bss).sock_fn_end[i], end);
+                std::ptr::write_volatile(&mut (*bss).sock_fn_start[i], start);
+            }
+        }
+    }
+}
+
 /// Off-CPU intervals from now on tell whether the thread blocked inside a page fault:
 /// whether `start..end` (`handle_mm_fault`, from kallsyms) is on its kernel stack.
 pub fn look_for_faults(skel: &BpfperfSkel<'_>, start: u64, end: u64) {

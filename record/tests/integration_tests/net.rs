@@ -585,6 +585,13 @@ fn retransmits_and_drops_under_loss() {
         text.contains("retransmits, resets and drops per connection"),
         "{text}"
     );
+    // The drop reason by the name the kernel's kfree_skb format gives it (kept in the file).
+    let named = text
+        .lines()
+        .find(|l| l.contains(&format!("NETFILTER_DROP ({netfilter})")))
+        .unwrap_or_else(|| panic!("no NETFILTER_DROP row: {text}"));
+    let n: u64 = named.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(n >= drops, "{named}: {drops} drops of the rule");
     for event in ["retransmit", "drop"] {
         let r = analyze(&["report", "--event", event, "--stdio"], &out);
         assert!(
@@ -634,4 +641,287 @@ fn following_the_client_keeps_its_connections_only() {
         .filter(|s| s.frames.iter().any(|(f, _)| f.contains("connect")))
         .count();
     assert_eq!(under_connect, n, "{text}");
+}
+
+/// A request/response client: one connection to HOST:PORT, N one-byte requests, each
+/// answered by the server before the next; it waits for each answer in recv().
+const REQUESTER: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.create_connection((host, port))
+for i in range(n):
+    s.sendall(b"q")
+    assert s.recv(1) == b"r"
+s.close()
+"#;
+
+/// Its server: answers each request after sleeping DELAY seconds, and prints the delays it
+/// measured itself, in total (ns), from its recv()'s return to its send: a loaded machine
+/// sleeps longer than asked.
+const RESPONDER: &str = r#"
+import socket, sys, time
+port, n, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port))
+srv.listen(1)
+print("ready", flush=True)
+c, _ = srv.accept()
+total = 0
+for i in range(n):
+    assert c.recv(1) == b"q"
+    t0 = time.monotonic_ns()
+    time.sleep(delay)
+    t1 = time.monotonic_ns()
+    c.sendall(b"r")
+    total += t1 - t0
+c.close()
+print("delayed", total, flush=True)
+"#;
+
+/// The weight of the folded stacks whose peer frame (at the root, after the command) names
+/// `peer`, and of those with any peer frame.
+fn peer_weight(folded: &BTreeMap<String, u64>, peer: &str) -> (u64, u64) {
+    let frame = format!(";peer:{peer};");
+    let mine = folded
+        .iter()
+        .filter(|(k, _)| k.contains(&frame))
+        .map(|(_, v)| v)
+        .sum();
+    let any = folded
+        .iter()
+        .filter(|(k, _)| k.contains(";peer:"))
+        .map(|(_, v)| v)
+        .sum();
+    (mine, any)
+}
+
+#[test]
+fn offcpu_waits_grouped_by_peer() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-waits");
+    let ns = Netns::new();
+    let (n, delay) = (10, 0.1);
+    let script = dir.path("responder.py");
+    std::fs::write(&script, RESPONDER).unwrap();
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &ns.b, "python3"])
+        .arg(&script)
+        .args([PORT.to_string(), n.to_string(), delay.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let client = dir.path("requester.py");
+    std::fs::write(&client, REQUESTER).unwrap();
+    for mode in ["dwarf", "fp"] {
+        let file = dir.path(&format!("waits-{mode}.data"));
+        if mode == "fp" {
+            // A second round for the second recording: the server serves one connection.
+            let _ = server.wait();
+            server = Command::new("ip")
+                .args(["netns", "exec", &ns.b, "python3"])
+                .arg(&script)
+                .args([PORT.to_string(), n.to_string(), delay.to_string()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            out = std::io::BufReader::new(server.stdout.take().unwrap());
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready");
+        }
+        let rec = record(
+            &[
+                "-e",
+                "offcpu,wakeup,net",
+                "--call-graph",
+                mode,
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            &[
+                "ip",
+                "netns",
+                "exec",
+                &ns.a,
+                "python3",
+                client.to_str().unwrap(),
+                SERVER_ADDR,
+                &PORT.to_string(),
+                &n.to_string(),
+            ],
+        );
+        assert!(rec.status.success(), "{}", stderr_of(&rec));
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let delayed: u64 = line
+            .trim()
+            .strip_prefix("delayed ")
+            .unwrap_or_else(|| panic!("server said {line:?}"))
+            .parse()
+            .unwrap();
+        let peer = format!("{SERVER_ADDR}:{PORT}");
+        let offcpu = analyze_folded(&file, &["--event", "offcpu"]);
+        let (mine, any) = peer_weight(&offcpu, &peer);
+        let ratio = mine as f64 / delayed as f64;
+        eprintln!(
+            "{mode}: off-CPU under peer:{peer} {mine} ns, server's measured delays {delayed} \
+             ns: ratio {ratio:.4}"
+        );
+        assert!((0.98..=1.02).contains(&ratio), "{offcpu:#?}");
+        assert_eq!(mine, any, "only the server is waited on: {offcpu:#?}");
+        // Under the requester's recv (user frames: the interpreter's socket module).
+        let under_recv: u64 = offcpu
+            .iter()
+            .filter(|(k, _)| k.contains(&format!(";peer:{peer};")) && k.contains("recv"))
+            .map(|(_, v)| v)
+            .sum();
+        assert!(under_recv * 100 >= mine * 99, "{offcpu:#?}");
+        // The wakeup view: the same time under the peer, each wait joined with its waker.
+        let wakeup = analyze_folded(&file, &["--event", "wakeup"]);
+        let (woken, _) = peer_weight(&wakeup, &peer);
+        assert_eq!(woken, mine, "{wakeup:#?}");
+        // analyze net: the requester's waits on the server.
+        let net = analyze(&["net"], &file);
+        let text = String::from_utf8_lossy(&net.stdout);
+        let row = text
+            .lines()
+            .find(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.len() == 6 && w[1] == "python3" && w[2] == peer
+            })
+            .unwrap_or_else(|| panic!("no wait row for {peer}: {text}"));
+        let calls: u64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert_eq!(calls, n as u64, "{text}");
+    }
+    let _ = server.wait();
+}
+
+/// An nft counter's packets in namespace `ns`, table inet bpfperf, by the counter's rule
+/// comment.
+fn nft_counter(ns: &str, comment: &str) -> u64 {
+    let json = in_ns(ns, &["nft", "-j", "list", "table", "inet", "bpfperf"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["nftables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["rule"]["comment"].as_str() == Some(comment))
+        .find_map(|o| {
+            o["rule"]["expr"]
+                .as_array()?
+                .iter()
+                .find_map(|e| e["counter"]["packets"].as_u64())
+        })
+        .unwrap_or_else(|| panic!("no counter {comment}: {json}"))
+}
+
+#[test]
+fn sends_followed_to_the_device() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-send");
+    let ns = Netns::new();
+    // Counters on the client's way out: every packet, and those that carry data (IPv4 and
+    // TCP headers with timestamps are 52 bytes; a SYN's options make it longer).
+    let rules = format!(
+        "table inet bpfperf {{\n chain out {{\n  type filter hook postrouting priority 0; policy accept;\n  \
+         oifname \"{dev}\" counter comment \"all\"\n  \
+         oifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
+        dev = ns.veth_a
+    );
+    let rules_file = dir.path("rules.nft");
+    std::fs::write(&rules_file, rules).unwrap();
+    in_ns(&ns.a, &["nft", "-f", rules_file.to_str().unwrap()]);
+    let (n, size, reply) = (3, 1_000_000u64, 100u64);
+    let mut server = ns.server(&dir, n, reply as usize);
+    let out = dir.path("send.data");
+    let (_, tx_before) = ns.tx(&ns.a, &ns.veth_a);
+    let rec = ns.record_client(&dir, &["-e", "net"], &out, n, size);
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, tx_after) = ns.tx(&ns.a, &ns.veth_a);
+    let packets = tx_after - tx_before;
+    let (all, data) = (nft_counter(&ns.a, "all"), nft_counter(&ns.a, "data"));
+    let lines = perf_script_net(&out);
+    let sends: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:net_send")
+        .collect();
+    let client_pid = lines
+        .iter()
+        .find(|l| l.event == "bpfperf:tcp_conn")
+        .map(|l| l.pid)
+        .unwrap();
+    eprintln!(
+        "veth tx packets {packets} (nft: {all}, {data} with data); skbs followed to the \
+         device {}",
+        sends.len()
+    );
+    assert_eq!(all, packets, "the counter sees what the veth sends");
+    assert_eq!(
+        sends.len() as u64,
+        data,
+        "every data packet followed, none else"
+    );
+    assert!(
+        packets - data >= (2 * n) as u64,
+        "SYN and ACKs at least: {packets} - {data}"
+    );
+    assert!(sends.iter().all(|l| l.pid == client_pid), "{sends:#?}");
+    // The payload followed is what the client sent (the veth's bytes less the headers).
+    let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
+    assert_eq!(payload, n as u64 * size, "{sends:#?}");
+    // Each under the client's send call.
+    let text = perf_script_clean(&out);
+    let samples = parse_script(&text);
+    let under_send = samples
+        .iter()
+        .filter(|s| s.event.contains("net_send"))
+        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("tcp_sendmsg")))
+        .count();
+    assert_eq!(under_send, sends.len(), "{text}");
+    // analyze net: the sends' latencies; report and heatmap by send latency.
+    let a = analyze(&["net"], &out);
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    // One row per connection.
+    let rows: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 11 && w[1] == "python3" && w[3] == format!("{SERVER_ADDR}:{PORT}"))
+                .then(|| w[4].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(rows.len(), n, "{text}");
+    assert_eq!(rows.iter().sum::<u64>(), sends.len() as u64, "{text}");
+    assert!(text.contains("send latency to the device"), "{text}");
+    let folded = analyze_folded(&out, &["--event", "net-send"]);
+    let total: u64 = folded.values().sum();
+    let durations: u64 = sends.iter().map(|l| l.fields["duration"]).sum();
+    assert_eq!(total, durations, "{folded:#?}");
+    let svg = dir.path("send.svg");
+    let h = analyze(
+        &[
+            "heatmap",
+            "--event",
+            "net-send",
+            "-o",
+            svg.to_str().unwrap(),
+        ],
+        &out,
+    );
+    assert!(h.status.success(), "{}", stderr_of(&h));
 }

@@ -36,8 +36,12 @@ pub struct Filter {
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (page faults that had to
     /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
-    /// time, ns), or the name of any event in the file (e.g. task-clock, sched:sched_switch,
-    /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise).
+    /// time, ns), net-send (TCP sends, ns from the send call to the device, at its stack),
+    /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), or the name
+    /// of any event in the file (e.g. task-clock, sched:sched_switch,
+    /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise). With -e
+    /// net recordings, offcpu and wakeup stacks blocked in a socket call start with a
+    /// `peer:ADDR:PORT` frame: the connection waited on.
     #[arg(
         short,
         long,
@@ -304,7 +308,8 @@ pub enum Command {
         slowest: usize,
     },
     /// TCP connections (as tcplife), retransmits, resets and drops per connection and
-    /// reason, top talkers per process (record with -e net).
+    /// reason, time blocked in socket calls by peer, top talkers per process (record with
+    /// -e net).
     Net {
         #[arg(short, long, default_value = "perf.data")]
         input: PathBuf,

@@ -134,8 +134,12 @@ fn run(args: Args) -> anyhow::Result<()> {
             write!(stdout, "{}", analyze::views::io::report(&reqs, slowest))?;
         }
         Command::Net { input } => {
-            let samples = analyze::views::net::read_samples(&input)?;
-            write!(stdout, "{}", analyze::views::net::report(&samples))?;
+            let (samples, reasons) = analyze::views::net::read_samples(&input)?;
+            write!(
+                stdout,
+                "{}",
+                analyze::views::net::report(&samples, &reasons)
+            )?;
         }
         Command::Cache { input } => {
             let intervals = analyze::views::cache::read_intervals(&input)?;

@@ -80,7 +80,11 @@ pub fn with_recording_files<T>(
                     }
                 });
             }
-            let merge = !options.reads_each_sample();
+            // Off-CPU samples matched to socket waits by time are read one by one.
+            let names: Vec<String> = (0..input.reader.perf_file().event_attributes().len())
+                .map(|i| input.reader.event_name(i))
+                .collect();
+            let merge = !options.reads_each_sample() && !options.labels_peers(&names);
             analyze::read::read_with(input.reader, merge, &mut files_known)
         })?;
         for n in &rec.notes {

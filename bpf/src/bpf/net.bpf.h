@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* What the network programs share (net.bpf.c, netsend.bpf.c): the current thread's stacks
+ * and a socket's addresses in a net_event. Include after stack.bpf.h and unwind.bpf.h. */
+#ifndef NET_BPF_H
+#define NET_BPF_H
+
+#include <bpf/bpf_endian.h>
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* The send call under way, or the last one, on each socket of a tracked process
+ * (netsend.bpf.c): when it began and its stacks; the skbs it produced are charged to it, also
+ * when the device sends them later from softirq or another thread. */
+struct send_call {
+	__u64 send_ns;
+	__u32 pid;
+	__u32 tid;
+	__u32 in_call; /* 1: between the call's first tcp_sendmsg_locked and its return */
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	char comm[16];
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u64); /* struct sock * */
+	__type(value, struct send_call);
+} send_calls SEC(".maps") __weak;
+
+/* The current thread's stacks: kernel, and user (unwound where there are tables). */
+static __always_inline void take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u64 *kstack,
+					__s32 *ubytes, __u64 *ustack)
+{
+	*kbytes = bpf_get_stack(ctx, kstack, MAX_STACK_DEPTH * 8, TP_BTF_SKIP);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__s32 unwound = -1;
+	if (task->flags & PF_KTHREAD)
+		*ubytes = 0;
+	else if ((unwound = unwind_user_stack(pid, ustack)) >= 0)
+		*ubytes = unwound;
+	else
+		*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+}
+
+/* The socket's addresses and ports. */
+static __always_inline void fill_addrs(struct net_event *e, const struct sock *sk)
+{
+	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
+	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
+	e->family = 0;
+	e->lport = 0;
+	e->rport = 0;
+	e->oldstate = 0;
+	if (!sk)
+		return;
+	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	/* inet_sport: skc_num is 0 once the socket left its hash (at close). */
+	e->lport = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
+	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	e->oldstate = BPF_CORE_READ(sk, __sk_common.skc_state);
+	if (e->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(e->saddr, &s, 4);
+		__builtin_memcpy(e->daddr, &d, 4);
+	}
+}
+
+#endif
