@@ -70,6 +70,8 @@ pub struct Flagger {
     offsets: HashMap<String, Result<u64, String>>,
     /// JVMs seen, and when each is next due (`None`: done).
     due: BTreeMap<u32, (Option<Instant>, u8)>,
+    /// Where record turned the flag on (it read 0), to turn it off again at the end.
+    set: BTreeMap<u32, u64>,
 }
 
 impl Flagger {
@@ -114,7 +116,27 @@ impl Flagger {
             .entry(path.clone())
             .or_insert_with(|| flag_offset(pid, &path))
             .clone()?;
-        set_flag(pid, base.wrapping_add(offset))
+        let addr = base.wrapping_add(offset);
+        if set_flag(pid, addr)? {
+            self.set.insert(pid, addr);
+        }
+        Ok(())
+    }
+
+    /// Turns the flag off again in the JVMs still running where record turned it on: the
+    /// recording is over (their maps were asked for with jcmd), and a JVM that lives on must
+    /// not write a map at its exit because it was once recorded.
+    pub fn restore(&self) -> Vec<String> {
+        self.set
+            .iter()
+            .filter(|(&pid, _)| !crate::procfs::has_exited(pid))
+            .filter_map(|(&pid, &addr)| {
+                reset_flag(pid, addr)
+                    .err()
+                    .filter(|_| !crate::procfs::has_exited(pid))
+                    .map(|why| format!("JVM {pid}: {why}"))
+            })
+            .collect()
     }
 }
 
@@ -163,7 +185,19 @@ fn flag_offset(pid: u32, path: &str) -> Result<u64, String> {
 
 /// Sets the `DumpPerfMapAtExit` byte at `addr` in the running JVM `pid`, so that it writes its
 /// perf map when it exits. The byte must read 0 or 1 first (a bool), else nothing is written.
-fn set_flag(pid: u32, addr: u64) -> Result<(), String> {
+/// Whether record turned it on (it read 0).
+fn set_flag(pid: u32, addr: u64) -> Result<bool, String> {
+    swap_flag(pid, addr, 0, 1)
+}
+
+/// Turns the byte at `addr` off again if it still reads 1 (what [`set_flag`] turned on).
+fn reset_flag(pid: u32, addr: u64) -> Result<bool, String> {
+    swap_flag(pid, addr, 1, 0)
+}
+
+/// Writes `to` over the flag byte at `addr` of `pid` if it reads `from`; `Ok(false)` if it
+/// reads `to` already, an error if it reads anything else (not the bool it should be).
+fn swap_flag(pid: u32, addr: u64, from: u8, to: u8) -> Result<bool, String> {
     use std::os::unix::fs::FileExt;
     let mem = std::fs::OpenOptions::new()
         .read(true)
@@ -174,9 +208,10 @@ fn set_flag(pid: u32, addr: u64) -> Result<(), String> {
     mem.read_exact_at(&mut b, addr)
         .map_err(|e| format!("reading DumpPerfMapAtExit at {addr:#x}: {e}"))?;
     match b[0] {
-        1 => Ok(()),
-        0 => mem
-            .write_all_at(&[1], addr)
+        v if v == to => Ok(false),
+        v if v == from => mem
+            .write_all_at(&[to], addr)
+            .map(|()| true)
             .map_err(|e| format!("writing DumpPerfMapAtExit at {addr:#x}: {e}")),
         v => Err(format!(
             "DumpPerfMapAtExit at {addr:#x} reads {v}, not a bool"

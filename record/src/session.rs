@@ -497,6 +497,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         c.release().with_context(|| format!("cannot run {name}"))?;
     }
     phases.mark("workload released");
+    // --duration counts from here, as perf's does from its workload's start: the seconds
+    // asked for are all recorded, however long the BPF programs took to load.
+    let recording_began = Instant::now();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
     phases.mark("kernel symbols read");
@@ -654,7 +657,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             (Target::Pids(pids), None) => pids.iter().all(|&p| procfs::has_exited(p)),
             _ => false,
         };
-        let timed_out = cfg.duration.is_some_and(|d| started.elapsed() >= d);
+        let timed_out = cfg.duration.is_some_and(|d| recording_began.elapsed() >= d);
         if done || timed_out || rec.writer.is_full() {
             break;
         }
@@ -745,6 +748,9 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     drop(profiler);
     phases.mark("last events written, probes detached");
     ask_jvm_maps(cfg, &rec.jvms);
+    for why in flagger.restore() {
+        eprintln!("record: {why}: DumpPerfMapAtExit left on");
+    }
     phases.mark("JVMs' perf maps asked for");
 
     let net = rec.net;

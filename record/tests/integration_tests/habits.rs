@@ -124,7 +124,9 @@ fn duration_stops_the_recording() {
         .find_map(|l| l.strip_prefix("time span:"))
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no time span:\n{text}"));
-    assert!((0.5..2.0).contains(&span), "a second recorded: {span} s");
+    // The second counts from when recording began, not from record's start (loading the BPF
+    // programs takes 0.3-0.7 s, more on a busy machine).
+    assert!((0.95..2.0).contains(&span), "a second recorded: {span} s");
 
     // With a workload that runs longer: the recording stops, the workload goes on.
     // (Its output into a file: the workload, still running, holds record's stderr open.)

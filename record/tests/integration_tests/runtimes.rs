@@ -152,6 +152,37 @@ fn javac(dir: &Path) {
     assert!(st.success(), "javac failed");
 }
 
+/// The `DumpPerfMapAtExit` byte of the running JVM `pid` (jcmd's VM.flags hides diagnostic
+/// flags): libjvm.so's symbol (nm) at its load base (lowest segment at 0), read from
+/// /proc/PID/mem.
+fn dump_perf_map_at_exit(pid: u32) -> u8 {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let (base, lib) = maps
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 6 && f[2] == "00000000" && f[5].ends_with("/libjvm.so")).then(|| {
+                let start = f[0].split_once('-').unwrap().0;
+                (u64::from_str_radix(start, 16).unwrap(), f[5].to_string())
+            })
+        })
+        .expect("libjvm.so mapped");
+    let nm = Command::new("nm").arg(&lib).output().unwrap();
+    let sym = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == "DumpPerfMapAtExit")
+                .then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .expect("DumpPerfMapAtExit in libjvm.so's symbols");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = [0u8];
+    mem.read_exact_at(&mut b, base + sym).unwrap();
+    b[0]
+}
+
 #[test]
 fn jvm_jit_code_is_named_without_flags_at_exit_and_by_jcmd() {
     if !can_record() {
@@ -230,6 +261,9 @@ fn jvm_jit_code_is_named_without_flags_at_exit_and_by_jcmd() {
             Path::new(&map).exists(),
             "record -p {pid}: no {map} while the JVM runs"
         );
+        // The flag record turned on while it recorded is off again: a JVM that lives on
+        // does not write a map at its exit because it was once recorded.
+        assert_eq!(dump_perf_map_at_exit(pid), 0, "after record -p {pid}");
         jvm.kill().unwrap();
         jvm.wait().unwrap();
         check_jit_names(
