@@ -26,6 +26,16 @@ fn frames<'a>(svg: &'a str, name: &str) -> Vec<(&'a str, (u8, u8, u8))> {
         .collect()
 }
 
+/// The share of the samples a frame's title gives: `hash_loop (61 samples, 27.48%; +13.21%)`.
+fn share(title: &str) -> f64 {
+    title
+        .split(", ")
+        .nth(1)
+        .and_then(|s| s.split('%').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no share in {title}"))
+}
+
 fn check(dir: &Tmp, before: &Path, after: &Path, how: &str) {
     let svg = dir.0.join(format!("{how}.svg"));
     let out = analyze(&[
@@ -66,7 +76,13 @@ fn check(dir: &Tmp, before: &Path, after: &Path, how: &str) {
 
     // The flame graph: hash_loop red with a + change, spin_inner blue with a - change.
     let svg = std::fs::read_to_string(&svg).unwrap();
-    let hash = frames(&svg, "hash_loop");
+    // The frames that carry the function (5% of the samples or more) are red; a stray stack
+    // of a sample or two (taken while the machine was busy: an early stack copy, say) may
+    // change by too little to be colored.
+    let hash: Vec<_> = frames(&svg, "hash_loop")
+        .into_iter()
+        .filter(|(title, _)| share(title) >= 5.0)
+        .collect();
     assert!(!hash.is_empty(), "{how}: no hash_loop frame");
     for (title, (r, g, b)) in &hash {
         assert!(title.contains("; +"), "{how}: {title}");
@@ -75,7 +91,12 @@ fn check(dir: &Tmp, before: &Path, after: &Path, how: &str) {
             "{how}: {title} is not red: {r},{g},{b}"
         );
     }
-    for (title, (r, g, b)) in frames(&svg, "spin_inner") {
+    let spin: Vec<_> = frames(&svg, "spin_inner")
+        .into_iter()
+        .filter(|(title, _)| share(title) >= 5.0)
+        .collect();
+    assert!(!spin.is_empty(), "{how}: no spin_inner frame");
+    for (title, (r, g, b)) in spin {
         assert!(title.contains("; -"), "{how}: {title}");
         assert!(
             b == 255 && r < 200 && r == g,
@@ -103,12 +124,16 @@ fn check(dir: &Tmp, before: &Path, after: &Path, how: &str) {
     };
     let sums =
         |rows: &[(String, u64, u64)]| rows.iter().fold((0, 0), |(b, a), r| (b + r.1, a + r.2));
-    let (nb, na) = sums(&folded(&[]));
+    let normalized = folded(&[]);
+    let (nb, na) = sums(&normalized);
     let (rb, ra) = sums(&folded(&["--no-normalize"]));
     assert_eq!(na, ra, "{how}: AFTER's counts as they are");
+    // Each line's normalized count is rounded: the total is off by up to half a sample a
+    // line (on a busy machine few samples spread over many lines), else within 2%.
     assert!(
-        nb.abs_diff(na) * 50 <= na,
-        "{how}: BEFORE normalized: {nb} vs {na}"
+        nb.abs_diff(na) * 50 <= na || nb.abs_diff(na) * 2 <= normalized.len() as u64,
+        "{how}: BEFORE normalized: {nb} vs {na} ({} lines)",
+        normalized.len()
     );
     eprintln!("{how}: before {rb} samples (normalized {nb}), after {ra}");
 }

@@ -98,8 +98,9 @@ fn attaches_to_a_running_process_and_records_system_wide() {
     let dir = TempDir::new("attach");
     let busy = fixture("busy-fp");
     // -p: a process that runs before recording starts; recording ends when it exits.
+    // (3 s: loading the BPF programs takes 0.3-0.7 s of it, more on a busy machine.)
     let mut child = Command::new(&busy)
-        .args(["1.5", "1"])
+        .args(["3", "1"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

@@ -162,16 +162,18 @@ fn analyze_offcpu_io_and_wall_views() {
     // default call graph), taken when the thread blocks.
     let sleeper = fixture("sleeper-nofp");
     let (threads, iters, usecs) = (2u64, 30u64, 10_000u64);
+    // Under /usr/bin/time: the burn's CPU time in this very run bounds its wall share.
+    let (threads_s, iters_s, usecs_s) = (threads.to_string(), iters.to_string(), usecs.to_string());
     let out = record(
         &["-o", file.to_str().unwrap()],
-        &[
+        &timed(&[
             sleeper.to_str().unwrap(),
-            &threads.to_string(),
-            &iters.to_string(),
-            &usecs.to_string(),
+            &threads_s,
+            &iters_s,
+            &usecs_s,
             "6",
             "/var/tmp",
-        ],
+        ]),
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let sum = |lines: &std::collections::BTreeMap<String, u64>, needle: &str| -> u64 {
@@ -210,23 +212,9 @@ fn analyze_offcpu_io_and_wall_views() {
     let wall = analyze_folded(&file, &["--event", "wall"]);
     let burn = sum(&wall, ";burn");
     let sleeping = sum(&wall, "sleeper_thread;");
-    let cpu_secs = {
-        let t = std::process::Command::new("/usr/bin/time")
-            .args(["-f", "%U"])
-            .arg(&sleeper)
-            .args(["1", "0", "0", "0", "/var/tmp"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&t.stderr)
-            .trim()
-            .lines()
-            .last()
-            .unwrap()
-            .parse::<f64>()
-            .unwrap()
-    };
+    let cpu_secs = cpu_seconds(&stderr_of(&out));
     let burn_ratio = burn as f64 / (cpu_secs * 1e9);
-    eprintln!("analyze --event wall: burn {burn} ns (time says {cpu_secs} s user, ratio {burn_ratio:.2}), sleeping {sleeping} ns");
+    eprintln!("analyze --event wall: burn {burn} ns (time says {cpu_secs} s of CPU, ratio {burn_ratio:.2}), sleeping {sleeping} ns");
     assert!(
         (0.6..=1.5).contains(&burn_ratio),
         "burn's wall share {burn} ns vs {cpu_secs} s of CPU"
