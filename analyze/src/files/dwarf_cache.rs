@@ -161,7 +161,10 @@ mod tests {
         assert_eq!(back.section(".debug_info"), Some(&info[..]));
         assert_eq!(back.section(".debug_line"), Some(&line[..]));
         assert_eq!(back.section(".debug_str"), None);
-        assert!(decode(Bytes::Owned(b[..b.len() - 1].to_vec())).is_none(), "cut");
+        assert!(
+            decode(Bytes::Owned(b[..b.len() - 1].to_vec())).is_none(),
+            "cut"
+        );
         let mut longer = b.clone();
         longer.push(0);
         assert!(decode(Bytes::Owned(longer)).is_none(), "padded");
