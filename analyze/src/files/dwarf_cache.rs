@@ -5,9 +5,11 @@
 //!
 //! One file per build id, `dwarf/<build id>` in the cache directory of
 //! [`super::kallsyms_cache`] (created 0700; files 0600, written whole then renamed into
-//! place, never changed in place): a header naming each section and its length, then the
-//! sections one after another. The reader checks that the lengths agree with what the debug
-//! file's own compression headers say; a file that does not is ignored.
+//! place, never changed in place): a fingerprint of the compressed sections it came from,
+//! a header naming each section and its length, then the sections one after another. Files
+//! with one build id can differ (an archive's reduced copy of a debug file keeps its build
+//! id): the reader gives the sections only for the same fingerprint, and its caller checks
+//! the lengths against the debug file's own compression headers.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -53,17 +55,17 @@ fn path(build_id: &str) -> Option<PathBuf> {
 
 /// The cached sections of the debug file with `build_id` (hex), mapped, if there are any
 /// and they are whole.
-pub fn load(build_id: &str) -> Option<DwarfCache> {
+pub fn load(build_id: &str, fingerprint: u64) -> Option<DwarfCache> {
     let file = std::fs::File::open(path(build_id)?).ok()?;
     // SAFETY: the file is the user's own (0600 in a 0700 directory) and only ever replaced
     // by rename, never written in place, so the mapping does not change under us.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    decode(Bytes::Mapped(map))
+    decode(Bytes::Mapped(map), fingerprint)
 }
 
 /// Caches `sections` (name, inflated bytes) of the debug file with `build_id` (hex). Failing
 /// to write is not an error (the cache only saves time).
-pub fn store(build_id: &str, sections: &[(&str, &[u8])]) {
+pub fn store(build_id: &str, fingerprint: u64, sections: &[(&str, &[u8])]) {
     static SERIAL: AtomicU64 = AtomicU64::new(0);
     let Some(at) = path(build_id) else {
         return;
@@ -92,7 +94,7 @@ pub fn store(build_id: &str, sections: &[(&str, &[u8])]) {
         .mode(0o600)
         .open(&tmp)
         .and_then(|mut f| {
-            f.write_all(&header(sections))?;
+            f.write_all(&header(fingerprint, sections))?;
             for (_, bytes) in sections {
                 f.write_all(bytes)?;
             }
@@ -103,10 +105,11 @@ pub fn store(build_id: &str, sections: &[(&str, &[u8])]) {
     }
 }
 
-/// Magic, count, then each section's name (length-prefixed) and length.
-fn header(sections: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(12 + sections.len() * 32);
+/// Magic, fingerprint, count, then each section's name (length-prefixed) and length.
+fn header(fingerprint: u64, sections: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20 + sections.len() * 32);
     b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&fingerprint.to_le_bytes());
     b.extend_from_slice(&(sections.len() as u32).to_le_bytes());
     for (name, bytes) in sections {
         b.push(name.len().min(MAX_NAME) as u8);
@@ -117,15 +120,15 @@ fn header(sections: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 /// Reads what [`store`] wrote; `None` if it is not that, whole.
-fn decode(b: Bytes) -> Option<DwarfCache> {
-    if b.get(..8)? != MAGIC {
+fn decode(b: Bytes, fingerprint: u64) -> Option<DwarfCache> {
+    if b.get(..8)? != MAGIC || b.get(8..16)? != fingerprint.to_le_bytes() {
         return None;
     }
-    let count = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as usize;
+    let count = u32::from_le_bytes(b.get(16..20)?.try_into().ok()?) as usize;
     if count > MAX_SECTIONS {
         return None;
     }
-    let mut at = 12;
+    let mut at = 20;
     let mut lengths = Vec::with_capacity(count);
     for _ in 0..count {
         let len = *b.get(at)? as usize;
@@ -154,26 +157,25 @@ mod tests {
         let info = vec![7u8; 1000];
         let line = b"line program".to_vec();
         let sections = [(".debug_info", &info[..]), (".debug_line", &line[..])];
-        let mut b = header(&sections);
+        let mut b = header(5, &sections);
         b.extend_from_slice(&info);
         b.extend_from_slice(&line);
-        let back = decode(Bytes::Owned(b.clone())).unwrap();
+        let decode = |b: &[u8], fingerprint| decode(Bytes::Owned(b.to_vec()), fingerprint);
+        let back = decode(&b, 5).unwrap();
         assert_eq!(back.section(".debug_info"), Some(&info[..]));
         assert_eq!(back.section(".debug_line"), Some(&line[..]));
         assert_eq!(back.section(".debug_str"), None);
-        assert!(
-            decode(Bytes::Owned(b[..b.len() - 1].to_vec())).is_none(),
-            "cut"
-        );
+        assert!(decode(&b, 6).is_none(), "another file with that build id");
+        assert!(decode(&b[..b.len() - 1], 5).is_none(), "cut");
         let mut longer = b.clone();
         longer.push(0);
-        assert!(decode(Bytes::Owned(longer)).is_none(), "padded");
+        assert!(decode(&longer, 5).is_none(), "padded");
         let mut bad = b.clone();
-        bad[8] = 0xff; // 255 sections
-        assert!(decode(Bytes::Owned(bad)).is_none(), "count");
+        bad[16] = 0xff; // 255 sections
+        assert!(decode(&bad, 5).is_none(), "count");
         let mut huge = b;
-        huge[12 + 1 + 11..12 + 1 + 11 + 8].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(decode(Bytes::Owned(huge)).is_none(), "length");
+        huge[20 + 1 + 11..20 + 1 + 11 + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode(&huge, 5).is_none(), "length");
     }
 
     #[test]

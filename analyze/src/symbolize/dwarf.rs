@@ -89,8 +89,8 @@ fn cached(file: &ElfData) -> Option<&DwarfCache> {
         .get::<Inflated>()
         .cached
         .get_or_init(|| {
-            let cache = dwarf_cache::load(&file.build_id_hex()?)?;
             let obj = object::File::parse(&*file.bytes).ok()?;
+            let cache = dwarf_cache::load(&file.build_id_hex()?, fingerprint(&obj))?;
             let mut compressed = 0;
             for id in ALL {
                 if let Section::Zlib { size, .. } = Section::open(&obj, id) {
@@ -105,18 +105,46 @@ fn cached(file: &ElfData) -> Option<&DwarfCache> {
         .as_ref()
 }
 
-/// Puts the sections of `file` inflated so far into the cache (when it has a build id and
-/// something was compressed).
+/// Puts the sections of `file` inflated into the cache, when it has a build id, something was
+/// compressed, and each compressed section inflated to the length its header gives (not a
+/// damaged or reduced file's).
 fn store(file: &ElfData) {
-    let Some(id) = file.build_id_hex() else {
+    let (Some(id), Ok(obj)) = (file.build_id_hex(), object::File::parse(&*file.bytes)) else {
         return;
     };
-    let sections: Vec<(&str, &[u8])> = (0..ALL.len())
-        .filter_map(|i| Some((ALL[i].name(), inflated(file, i)?)))
-        .collect();
-    if !sections.is_empty() {
-        dwarf_cache::store(&id, &sections);
+    let mut sections: Vec<(&str, &[u8])> = Vec::new();
+    for (i, &section) in ALL.iter().enumerate() {
+        if let Section::Zlib { size, .. } = Section::open(&obj, section) {
+            match inflated(file, i) {
+                Some(bytes) if bytes.len() == size => sections.push((section.name(), bytes)),
+                _ => return,
+            }
+        }
     }
+    if !sections.is_empty() {
+        dwarf_cache::store(&id, fingerprint(&obj), &sections);
+    }
+}
+
+/// What tells apart files with one build id (a debug file and an archive's reduced copy of
+/// it): each compressed section's name, sizes and the ends of its compressed bytes.
+fn fingerprint(obj: &object::File<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for id in ALL {
+        let Some(c) = obj
+            .section_by_name(id.name())
+            .and_then(|s| s.compressed_data().ok())
+            .filter(|c| c.format == object::CompressionFormat::Zlib)
+        else {
+            continue;
+        };
+        let ends = 256.min(c.data.len());
+        (id.name(), c.data.len(), c.uncompressed_size).hash(&mut h);
+        c.data[..ends].hash(&mut h);
+        c.data[c.data.len() - ends..].hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Section `ALL[i]` of `file` inflated whole, if it is compressed (from the cache, if it has
