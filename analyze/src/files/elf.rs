@@ -79,7 +79,7 @@ pub struct ElfData {
 }
 
 impl ElfData {
-    pub(super) fn parse(name: String, bytes: Bytes) -> Result<ElfData, String> {
+    pub(crate) fn parse(name: String, bytes: Bytes) -> Result<ElfData, String> {
         let obj =
             object::File::parse(&*bytes).map_err(|e| format!("{name}: not an ELF file: {e}"))?;
         let segments = obj

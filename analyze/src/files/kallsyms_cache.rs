@@ -21,7 +21,7 @@ use super::kallsyms::Kallsyms;
 const MAGIC: &[u8; 8] = b"BPKSYMS2";
 
 /// Where the cache lives, if a directory is known.
-fn dir() -> Option<PathBuf> {
+pub(super) fn dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("BPFPERF_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }

@@ -11,6 +11,7 @@
 
 pub mod archive;
 pub mod debuginfod;
+pub mod dwarf_cache;
 mod elf;
 pub mod input;
 mod jit;

@@ -23,14 +23,28 @@ pub fn owners(paths: &[&str]) -> BTreeMap<String, String> {
     owners_in(Path::new("/var/lib/dpkg/info"), paths)
 }
 
+/// Where Debian packages install (the FHS's system directories); a path elsewhere (a build
+/// directory, a home) is nobody's, and is not looked up in the thousands of file lists.
+const SYSTEM_DIRS: [&str; 8] = [
+    "/usr/", "/lib", "/bin/", "/sbin/", "/opt/", "/etc/", "/var/", "/boot/",
+];
+
 fn owners_in(info: &Path, paths: &[&str]) -> BTreeMap<String, String> {
     let mut found = BTreeMap::new();
+    let paths: Vec<&str> = paths
+        .iter()
+        .copied()
+        .filter(|p| SYSTEM_DIRS.iter().any(|d| p.starts_with(d)))
+        .collect();
+    if paths.is_empty() {
+        return found;
+    }
     let Ok(dir) = std::fs::read_dir(info) else {
         return found;
     };
     // Each path as dpkg may list it: as it is, and without /usr (usrmerge).
     let mut wanted: Vec<(String, &str)> = Vec::new();
-    for &p in paths {
+    for &p in &paths {
         wanted.push((p.to_string(), p));
         if let Some(short) = p.strip_prefix("/usr").filter(|s| s.starts_with('/')) {
             wanted.push((short.to_string(), p));
@@ -81,7 +95,8 @@ mod tests {
             "/.\n/lib\n/lib/x86_64-linux-gnu/liblzma.so.5.4.1\n",
         )
         .unwrap();
-        std::fs::write(dir.join("xz-utils.list"), "/usr/bin/xz\n").unwrap();
+        // A list naming a path outside the system directories: such paths are not looked up.
+        std::fs::write(dir.join("xz-utils.list"), "/usr/bin/xz\n/home/me/prog\n").unwrap();
         std::fs::write(dir.join("xz-utils.md5sums"), "/usr/bin/tar\n").unwrap();
         let found = owners_in(
             &dir,
@@ -89,6 +104,7 @@ mod tests {
                 "/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1",
                 "/usr/bin/xz",
                 "/usr/bin/tar",
+                "/home/me/prog",
             ],
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -98,6 +114,7 @@ mod tests {
         );
         assert_eq!(found.get("/usr/bin/xz"), Some(&"xz-utils".to_string()));
         assert_eq!(found.get("/usr/bin/tar"), None);
+        assert_eq!(found.get("/home/me/prog"), None);
         assert_eq!(debug_package("xz-utils"), "xz-utils-dbgsym");
         assert_eq!(debug_package("libc6"), "libc6-dbg");
     }

@@ -15,6 +15,7 @@ use addr2line::gimli::{self, Reader as _};
 use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
+use crate::files::dwarf_cache::{self, DwarfCache};
 use crate::files::ElfData;
 
 /// The DWARF sections addr2line reads for inline frames and lines, besides `.debug_info`.
@@ -50,6 +51,8 @@ const ALL: [gimli::SectionId; 10] = {
 
 /// A file's compressed DWARF sections inflated whole, when the driver asked for them early
 /// ([`prefetch`]): loaded while the recording is read, they cost the lookups nothing later.
+/// Inflated once, they are kept in the cache of inflated DWARF ([`dwarf_cache`]) by build id,
+/// and later runs map them from there instead.
 ///
 /// One slot per section, filled once by whichever job gets there first, the others waiting.
 /// Filling one is sequential code: a rayon job that waits for a slot whose filler is itself
@@ -57,6 +60,8 @@ const ALL: [gimli::SectionId; 10] = {
 #[derive(Default)]
 struct Inflated {
     requested: AtomicBool,
+    /// The sections from the cache, looked up once ([`cached`]).
+    cached: OnceLock<Option<DwarfCache>>,
     /// `None` in a slot: the section is not compressed (or absent).
     sections: [OnceLock<Option<Vec<u8>>>; ALL.len()],
 }
@@ -68,13 +73,86 @@ pub(super) fn prefetch(file: &ElfData) {
         .get::<Inflated>()
         .requested
         .store(true, Ordering::Release);
+    if cached(file).is_some() {
+        return;
+    }
     (0..ALL.len()).into_par_iter().for_each(|i| {
         inflated(file, i);
     });
+    store(file);
 }
 
-/// Section `ALL[i]` of `file` inflated whole, if it is compressed.
+/// The compressed sections of `file` inflated, from the cache, if it holds exactly those, each
+/// as long as the file's compression header says.
+fn cached(file: &ElfData) -> Option<&DwarfCache> {
+    file.derived
+        .get::<Inflated>()
+        .cached
+        .get_or_init(|| {
+            let obj = object::File::parse(&*file.bytes).ok()?;
+            let cache = dwarf_cache::load(&file.build_id_hex()?, fingerprint(&obj))?;
+            let mut compressed = 0;
+            for id in ALL {
+                if let Section::Zlib { size, .. } = Section::open(&obj, id) {
+                    if cache.section(id.name()).map(<[u8]>::len) != Some(size) {
+                        return None;
+                    }
+                    compressed += 1;
+                }
+            }
+            (compressed > 0 && compressed == cache.lengths().count()).then_some(cache)
+        })
+        .as_ref()
+}
+
+/// Puts the sections of `file` inflated into the cache, when it has a build id, something was
+/// compressed, and each compressed section inflated to the length its header gives (not a
+/// damaged or reduced file's).
+fn store(file: &ElfData) {
+    let (Some(id), Ok(obj)) = (file.build_id_hex(), object::File::parse(&*file.bytes)) else {
+        return;
+    };
+    let mut sections: Vec<(&str, &[u8])> = Vec::new();
+    for (i, &section) in ALL.iter().enumerate() {
+        if let Section::Zlib { size, .. } = Section::open(&obj, section) {
+            match inflated(file, i) {
+                Some(bytes) if bytes.len() == size => sections.push((section.name(), bytes)),
+                _ => return,
+            }
+        }
+    }
+    if !sections.is_empty() {
+        dwarf_cache::store(&id, fingerprint(&obj), &sections);
+    }
+}
+
+/// What tells apart files with one build id (a debug file and an archive's reduced copy of
+/// it): each compressed section's name, sizes and the ends of its compressed bytes.
+fn fingerprint(obj: &object::File<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for id in ALL {
+        let Some(c) = obj
+            .section_by_name(id.name())
+            .and_then(|s| s.compressed_data().ok())
+            .filter(|c| c.format == object::CompressionFormat::Zlib)
+        else {
+            continue;
+        };
+        let ends = 256.min(c.data.len());
+        (id.name(), c.data.len(), c.uncompressed_size).hash(&mut h);
+        c.data[..ends].hash(&mut h);
+        c.data[c.data.len() - ends..].hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Section `ALL[i]` of `file` inflated whole, if it is compressed (from the cache, if it has
+/// the file's).
 fn inflated(file: &ElfData, i: usize) -> Option<&[u8]> {
+    if let Some(cache) = cached(file) {
+        return cache.section(ALL[i].name());
+    }
     file.derived.get::<Inflated>().sections[i]
         .get_or_init(|| {
             let obj = object::File::parse(&*file.bytes).ok()?;
@@ -116,12 +194,12 @@ impl<'a> Loaded<'a> {
 
     fn load_units(file: &'a ElfData, svmas: Option<&[u64]>) -> Option<Loaded<'a>> {
         let obj = object::File::parse(&*file.bytes).ok()?;
-        if file
+        let requested = file
             .derived
             .get::<Inflated>()
             .requested
-            .load(Ordering::Acquire)
-        {
+            .load(Ordering::Acquire);
+        if requested || cached(file).is_some() {
             return Some(Loaded::from_whole(file, &obj, svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
@@ -608,6 +686,35 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_of_inflated_sections_gives_the_frames_inflating_gives() {
+        let Some(debug) = libc_debug() else {
+            eprintln!("skipped: no libc debug file");
+            return;
+        };
+        let svmas = some_functions(&debug);
+        // A copy without a build id: never cached, inflated here.
+        let mut plain = ElfData::parse(
+            debug.name.clone(),
+            crate::files::Bytes::Owned(debug.bytes.to_vec()),
+        )
+        .unwrap();
+        plain.build_id = None;
+        assert!(cached(&plain).is_none());
+        let frames_of = |file: &ElfData| -> Vec<Vec<String>> {
+            let loaded = Loaded::load(file, &svmas).unwrap();
+            let frames = Frames::new(&loaded).unwrap();
+            svmas.iter().map(|&a| show(frames.find(a))).collect()
+        };
+        let expected = frames_of(&plain);
+        // Inflates and stores (or finds the cache an earlier run stored).
+        prefetch(&debug);
+        let again = libc_debug().unwrap();
+        let cache = cached(&again).expect("libc's inflated DWARF is cached");
+        assert!(cache.section(".debug_info").unwrap().len() > 1 << 20);
+        assert_eq!(frames_of(&again), expected);
+    }
+
+    #[test]
     fn sections_inflated_early_give_the_same_frames() {
         let Some(debug) = libc_debug() else {
             eprintln!("skipped: no libc debug file");
@@ -620,8 +727,8 @@ mod tests {
             svmas.iter().map(|&a| show(frames.find(a))).collect()
         };
         prefetch(&debug);
-        let info = debug.derived.get::<Inflated>().sections[0].get();
-        assert!(info.is_some_and(|s| s.as_ref().is_some_and(|b| b.len() > 1 << 20)));
+        // Inflated now, or mapped from the cache of an earlier run.
+        assert!(inflated(&debug, 0).is_some_and(|b| b.len() > 1 << 20));
         let loaded = Loaded::load(&debug, &svmas).unwrap();
         assert!(
             loaded.narrowed_units().is_some(),

@@ -11,7 +11,34 @@ use crate::files::ElfData;
 /// A function symbol table, sorted by start.
 pub(super) struct SymbolTable {
     /// (start, end, name); `end == start` where the size is unknown (then it runs to the next).
-    pub(super) syms: Vec<(u64, u64, String)>,
+    pub(super) syms: Vec<(u64, u64, Name)>,
+}
+
+/// A symbol's name, demangled on first use: a static C++ program has tens of thousands of
+/// symbols, a profile names a few dozen (demangling them all was a third of a small report).
+pub(super) struct Name {
+    raw: Box<str>,
+    demangled: OnceLock<String>,
+}
+
+impl Name {
+    fn raw(raw: &str) -> Name {
+        Name {
+            raw: raw.into(),
+            demangled: OnceLock::new(),
+        }
+    }
+
+    fn demangled(name: String) -> Name {
+        Name {
+            raw: Box::default(),
+            demangled: OnceLock::from(name),
+        }
+    }
+
+    pub(super) fn get(&self) -> &str {
+        self.demangled.get_or_init(|| demangle(&self.raw))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,7 +103,7 @@ impl SymbolTable {
     /// of `.plt` (after its 16-byte header), or of `.plt.sec` where there is one, jumps
     /// through relocation `i` of `.rela.plt`, named by its dynamic symbol (empty for
     /// IRELATIVE). x86-64 entries are 16 bytes.
-    pub(super) fn plt(elf: &ElfData) -> Vec<(u64, u64, String)> {
+    pub(super) fn plt(elf: &ElfData) -> Vec<(u64, u64, Name)> {
         const ENTRY: u64 = 16;
         let Ok(obj) = object::File::parse(&*elf.bytes) else {
             return Vec::new();
@@ -111,7 +138,7 @@ impl SymbolTable {
                     .map(demangle)
                     .unwrap_or_default();
                 let start = first + i as u64 * ENTRY;
-                (start, start + ENTRY, format!("{name}@plt"))
+                (start, start + ENTRY, Name::demangled(format!("{name}@plt")))
             })
             .collect()
     }
@@ -126,13 +153,13 @@ impl SymbolTable {
         } else {
             *end
         };
-        (svma < end).then(|| (name.clone(), *start, end))
+        (svma < end).then(|| (name.get().to_string(), *start, end))
     }
 
     pub(super) fn lookup(&self, svma: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
         let (start, end, name) = &self.syms[i];
-        (end == start || svma < *end).then_some((name.as_str(), *start))
+        (end == start || svma < *end).then(|| (name.get(), *start))
     }
 }
 
@@ -142,12 +169,11 @@ impl SymbolTable {
 /// demangled names: two Rust v0 aliases of equal mangled length,
 /// `..3impyNtB9_7Display3fmt` and `..3impjNtB9_7Display3fmt`, are
 /// `<u64 as core::fmt::Display>::fmt` and the longer `<usize as core::fmt::Display>::fmt`.
-/// Sorted by start, (start, end, name).
-fn choose(raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, String)> {
-    let mut syms: Vec<(u64, u64, Binding, String)> = raw
-        .into_iter()
-        .map(|(start, size, binding, name)| (start, size, binding, demangle(name)))
-        .collect();
+/// Sorted by start, (start, end, name). Only aliases are demangled here (to compare them); the
+/// other names when first looked up.
+fn choose(mut raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, Name)> {
+    // A stable sort: aliases keep table order.
+    raw.sort_by_key(|s| s.0);
     let rank = |s: &(u64, u64, Binding, String)| {
         (
             s.1 > 0,
@@ -157,13 +183,23 @@ fn choose(raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, String)> {
             s.3.len(),
         )
     };
-    // A stable sort: ties keep table order.
-    syms.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| rank(b).cmp(&rank(a))));
-    syms.dedup_by_key(|s| s.0);
-    syms.into_iter()
-        // A damaged size must not wrap the end around: the symbol ends at the top.
-        .map(|(start, size, _, name)| (start, start.saturating_add(size), name))
-        .collect()
+    // A damaged size must not wrap the end around: the symbol ends at the top.
+    let end = |start: u64, size: u64| start.saturating_add(size);
+    let mut out = Vec::with_capacity(raw.len());
+    for group in raw.chunk_by(|a, b| a.0 == b.0) {
+        if let [(start, size, _, name)] = group {
+            out.push((*start, end(*start, *size), Name::raw(name)));
+            continue;
+        }
+        // The best rank; among equals, the first in table order.
+        let best = group
+            .iter()
+            .map(|&(start, size, binding, name)| (start, size, binding, demangle(name)))
+            .reduce(|best, s| if rank(&s) > rank(&best) { s } else { best })
+            .expect("a group is not empty");
+        out.push((best.0, end(best.0, best.1), Name::demangled(best.3)));
+    }
+    out
 }
 
 /// A file's symbol tables, built once and kept with the file ([`ElfData::derived`]).
@@ -207,7 +243,10 @@ mod tests {
     const USIZE: &str = "_RNvXsi_NtNtNtCsgEmfK2I1SDS_4core3fmt3num3impjNtB9_7Display3fmt";
 
     fn names(raw: Vec<(u64, u64, Binding, &str)>) -> Vec<String> {
-        choose(raw).into_iter().map(|s| s.2).collect()
+        choose(raw)
+            .into_iter()
+            .map(|s| s.2.get().to_string())
+            .collect()
     }
 
     #[test]
