@@ -497,6 +497,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         c.release().with_context(|| format!("cannot run {name}"))?;
     }
     phases.mark("workload released");
+    let recording = crate::phases::Recording::start();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
     phases.mark("kernel symbols read");
@@ -735,7 +736,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
         crate::python::report(&rec.python);
-        crate::phases::report_costs(&profiler.run_time(), started.elapsed());
+        crate::phases::report_costs(&profiler.run_time(), &recording);
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {
                 eprintln!("record: lost {n} {what}");
