@@ -28,6 +28,8 @@ pub(crate) const EVENT_DIRTY: u32 = types::event_kind::EVENT_DIRTY.0;
 pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
 pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
+const EVENT_NET_CALL: u32 = types::event_kind::EVENT_NET_CALL.0;
+const EVENT_NET_SKB: u32 = types::event_kind::EVENT_NET_SKB.0;
 
 /// Entries of the drops map (bpfperf.h's EVENT_KINDS).
 pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
@@ -390,7 +392,22 @@ impl Event {
         }
     }
 
-    /// Decodes one ring buffer record; `None` for a record of unknown kind or size.
+    /// Decodes one ring buffer record, a send call's kept by `sends` (`None`) for the skbs
+    /// that name it; `None` too for a record of unknown kind or size.
+    pub(crate) fn decode_joined(data: &[u8], sends: &mut crate::netsend::Joiner) -> Option<Event> {
+        let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
+        match kind {
+            EVENT_NET_CALL => {
+                sends.call(data);
+                None
+            }
+            EVENT_NET_SKB => sends.skb(data).map(Event::Net),
+            _ => Event::decode(data),
+        }
+    }
+
+    /// Decodes one ring buffer record; `None` for a record of unknown kind or size (and for
+    /// sends followed to the device: see [`Event::decode_joined`]).
     pub fn decode(data: &[u8]) -> Option<Event> {
         let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
         match kind {

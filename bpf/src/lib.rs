@@ -33,6 +33,7 @@ mod error;
 mod events;
 mod jited;
 mod loaded;
+mod netsend;
 pub mod perf_event;
 mod programs;
 pub mod trace;
@@ -233,10 +234,11 @@ impl Profiler {
         let links = programs::attach(skel, options, &cpus)?;
         let queue = Rc::new(RefCell::new(Vec::new()));
         let sink = queue.clone();
+        let mut sends = netsend::Joiner::default();
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&skel.maps.events, move |data: &[u8]| {
-                if let Some(e) = Event::decode(data) {
+                if let Some(e) = Event::decode_joined(data, &mut sends) {
                     sink.borrow_mut().push(e);
                 }
                 0

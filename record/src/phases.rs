@@ -33,11 +33,37 @@ impl Phases {
     }
 }
 
+/// record's own CPU time so far (user and system, all its threads), in seconds.
+fn own_cpu() -> f64 {
+    // SAFETY: zeroed rusage is a valid out buffer.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// When recording began (the workload released) and record's CPU time then: the costs
+/// [`report_costs`] prints are over the recording only, not start-up (loading the BPF
+/// programs, the verifier's time among it, is most of record's CPU in a short run).
+pub struct Recording {
+    wall: Instant,
+    cpu: f64,
+}
+
+impl Recording {
+    pub fn start() -> Self {
+        Recording {
+            wall: Instant::now(),
+            cpu: own_cpu(),
+        }
+    }
+}
+
 /// `--verbose`: what recording cost, measured where it is paid: in the kernel, the BPF
 /// programs' run time (they run in the context of whatever they observe, mostly the workload),
 /// and record's own CPU time (on another CPU, when one is free).
-pub fn report_costs(programs: &[bpf::ProgramRunTime], recording: std::time::Duration) {
-    let wall_ns = recording.as_nanos().max(1) as f64;
+pub fn report_costs(programs: &[bpf::ProgramRunTime], recording: &Recording) {
+    let wall_ns = recording.wall.elapsed().as_nanos().max(1) as f64;
     let mut total = 0;
     for p in programs.iter().filter(|p| p.runs > 0) {
         total += p.run_time_ns;
@@ -55,13 +81,9 @@ pub fn report_costs(programs: &[bpf::ProgramRunTime], recording: std::time::Dura
         wall_ns / 1e9,
         total as f64 / wall_ns * 100.0
     );
-    // SAFETY: zeroed rusage is a valid out buffer.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let own = secs(usage.ru_utime) + secs(usage.ru_stime);
+    let own = own_cpu() - recording.cpu;
     eprintln!(
-        "record: record itself used {:.1} ms of CPU ({:.2}% of one CPU)",
+        "record: record itself used {:.1} ms of CPU while recording ({:.2}% of one CPU)",
         own * 1e3,
         own * 1e9 / wall_ns * 100.0
     );

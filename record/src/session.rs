@@ -500,6 +500,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // --duration counts from here, as perf's does from its workload's start: the seconds
     // asked for are all recorded, however long the BPF programs took to load.
     let recording_began = Instant::now();
+    let recording = crate::phases::Recording::start();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
     phases.mark("kernel symbols read");
@@ -738,7 +739,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
         crate::python::report(&rec.python);
-        crate::phases::report_costs(&profiler.run_time(), started.elapsed());
+        crate::phases::report_costs(&profiler.run_time(), &recording);
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {
                 eprintln!("record: lost {n} {what}");

@@ -37,7 +37,7 @@ def cpu_of(cmd):
 
 
 # record -v: "record: BPF on_switch: 26074 runs, 0.38 us each, 10.0 ms in all" and
-# "record: record itself used 147.0 ms of CPU (12.26% of one CPU)".
+# "record: record itself used 147.0 ms of CPU while recording (12.26% of one CPU)".
 PROGRAM = re.compile(r"^record: BPF (\w+): (\d+) runs, ([\d.]+) us each")
 ITSELF = re.compile(r"^record: record itself used ([\d.]+) ms of CPU")
 

@@ -95,7 +95,9 @@ enum event_kind {
 	EVENT_DIRTY = 7, /* a tracked thread began dirtying pages: offcpu_event's layout */
 	EVENT_DIRTY_COPY = 8, /* the same with registers and a stack copy: offcpu_copy_event's */
 	EVENT_TRACE = 9, /* any event record attached (trace_record): a tracepoint, probe, USDT */
-	EVENT_NET = 10 /* a TCP connection closed, or a retransmit, reset or drop (net_event) */
+	EVENT_NET = 10, /* a TCP connection closed, or a retransmit, reset or drop (net_event) */
+	EVENT_NET_CALL = 11, /* a tracked thread's send call began (net_call_event, variable) */
+	EVENT_NET_SKB = 12 /* an skb of a send call reached the device (net_skb_event) */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -554,6 +556,45 @@ struct net_event {
 	__s32 ustack_bytes;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+};
+
+/* Sends followed to the device (netsend.bpf.c) come in two records, so that the stacks of a
+ * send call cross the ring buffer once, not once per skb it produced: a net_call_event when
+ * the call begins (the struct up to kstack, then the frames each stack holds, as
+ * trace_record), and a net_skb_event (48 bytes) per skb that reaches the device, naming its
+ * call by (sk, send_ns). record joins them into one NET_SEND net_event per skb (bpf crate,
+ * netsend.rs). */
+struct net_call_event {
+	__u32 kind; /* EVENT_NET_CALL */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns; /* the call's start: its skbs' send_ns */
+	__u64 sk;      /* struct sock * */
+	__u16 family;
+	__u16 lport;
+	__u16 rport;
+	__u8 state;
+	__u8 _pad;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	char comm[16];
+	__s32 kstack_bytes;
+	__s32 ustack_bytes;
+	__u64 kstack[MAX_STACK_DEPTH];
+	__u64 ustack[MAX_STACK_DEPTH];
+	__u64 _room; /* a verifier-visible bound on a copy of ustack may reach 7 bytes past it */
+};
+
+struct net_skb_event {
+	__u32 kind; /* EVENT_NET_SKB */
+	__u32 cpu;
+	__u64 time_ns;	/* net_dev_xmit */
+	__u64 send_ns;	/* its call's start (net_call_event.time_ns) */
+	__u64 sk;	/* its call's socket */
+	__u32 len;	/* the skb's length */
+	__u32 qdisc_ns; /* net_dev_queue to net_dev_start_xmit */
+	__u64 queue_ns; /* the call's start to net_dev_queue */
 };
 
 /* ---- Python frames (python.bpf.h): where an interpreter keeps them, per process. ---- */

@@ -10,18 +10,13 @@
 #define AF_INET6 10
 
 /* The send call under way, or the last one, on each socket of a tracked process
- * (netsend.bpf.c): when it began and its stacks; the skbs it produced are charged to it, also
- * when the device sends them later from softirq or another thread. */
+ * (netsend.bpf.c): when it began (its stacks went to record then, in a net_call_event); the
+ * skbs it produced are charged to it, also when the device sends them later from softirq or
+ * another thread. */
 struct send_call {
 	__u64 send_ns;
-	__u32 pid;
-	__u32 tid;
 	__u32 in_call; /* 1: between the call's first tcp_sendmsg_locked and its return */
-	__s32 kstack_bytes;
-	__s32 ustack_bytes;
-	char comm[16];
-	__u64 kstack[MAX_STACK_DEPTH];
-	__u64 ustack[MAX_STACK_DEPTH];
+	__u32 _pad;
 };
 
 struct {
@@ -46,31 +41,48 @@ static __always_inline void take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u
 		*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
 }
 
-/* The socket's addresses and ports. */
+/* The socket's addresses and ports (and its state) into a net_event or net_call_event. */
+#define FILL_ADDRS(e, sk)                                                                       \
+	do {                                                                                   \
+		__builtin_memset((e)->saddr, 0, sizeof((e)->saddr));                           \
+		__builtin_memset((e)->daddr, 0, sizeof((e)->daddr));                           \
+		(e)->family = 0;                                                               \
+		(e)->lport = 0;                                                                \
+		(e)->rport = 0;                                                                \
+		(e)->FILL_STATE = 0;                                                           \
+		if (!(sk))                                                                     \
+			break;                                                                 \
+		(e)->family = BPF_CORE_READ(sk, __sk_common.skc_family);                       \
+		/* inet_sport: skc_num is 0 once the socket left its hash (at close). */       \
+		(e)->lport =                                                                   \
+			bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)(sk), inet_sport));  \
+		(e)->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));              \
+		(e)->FILL_STATE = BPF_CORE_READ(sk, __sk_common.skc_state);                    \
+		if ((e)->family == AF_INET6) {                                                 \
+			BPF_CORE_READ_INTO(&(e)->saddr, sk,                                    \
+					   __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);       \
+			BPF_CORE_READ_INTO(&(e)->daddr, sk,                                    \
+					   __sk_common.skc_v6_daddr.in6_u.u6_addr8);           \
+		} else {                                                                       \
+			__u32 s_ = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);               \
+			__u32 d_ = BPF_CORE_READ(sk, __sk_common.skc_daddr);                   \
+			__builtin_memcpy((e)->saddr, &s_, 4);                                  \
+			__builtin_memcpy((e)->daddr, &d_, 4);                                  \
+		}                                                                              \
+	} while (0)
+
 static __always_inline void fill_addrs(struct net_event *e, const struct sock *sk)
 {
-	__builtin_memset(e->saddr, 0, sizeof(e->saddr));
-	__builtin_memset(e->daddr, 0, sizeof(e->daddr));
-	e->family = 0;
-	e->lport = 0;
-	e->rport = 0;
-	e->oldstate = 0;
-	if (!sk)
-		return;
-	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	/* inet_sport: skc_num is 0 once the socket left its hash (at close). */
-	e->lport = bpf_ntohs(BPF_CORE_READ((const struct inet_sock *)sk, inet_sport));
-	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	e->oldstate = BPF_CORE_READ(sk, __sk_common.skc_state);
-	if (e->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
-	} else {
-		__u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		__u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-		__builtin_memcpy(e->saddr, &s, 4);
-		__builtin_memcpy(e->daddr, &d, 4);
-	}
+#define FILL_STATE oldstate
+	FILL_ADDRS(e, sk);
+#undef FILL_STATE
+}
+
+static __always_inline void fill_call_addrs(struct net_call_event *e, const struct sock *sk)
+{
+#define FILL_STATE state
+	FILL_ADDRS(e, sk);
+#undef FILL_STATE
 }
 
 #endif

@@ -1,0 +1,208 @@
+//! Sends followed to the device (netsend.bpf.c) cross the ring buffer as one record per send
+//! call, holding its stacks once, and a small record per skb naming its call by (socket, start
+//! time): joined here into one [`NetWhat::Send`] event per skb, as record writes them.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::events::{NetEvent, NetWhat};
+use crate::skel::types;
+
+// SAFETY: both are plain data (integers and arrays of them), any bit pattern valid.
+unsafe impl plain::Plain for types::net_call_event {}
+unsafe impl plain::Plain for types::net_skb_event {}
+
+/// Send calls remembered for the skbs still to come (the oldest go first). Each skb is
+/// charged to the socket's latest call when it was queued, so only calls whose data is still
+/// on its way matter; 16384 outlive the kernel's own table of skbs in flight on any
+/// workload we measured, and bound record's memory to a few MB.
+const CALLS: usize = 16384;
+
+/// A send call: who made it, on which connection, with which stacks.
+#[derive(Debug, Default)]
+struct Call {
+    pid: u32,
+    tid: u32,
+    comm: [u8; 16],
+    family: u16,
+    lport: u16,
+    rport: u16,
+    state: u8,
+    saddr: [u8; 16],
+    daddr: [u8; 16],
+    kernel_stack: Vec<u64>,
+    user_stack: Vec<u64>,
+}
+
+/// The calls seen, by (socket, start time).
+#[derive(Default)]
+pub(crate) struct Joiner {
+    calls: HashMap<(u64, u64), Call>,
+    order: VecDeque<(u64, u64)>,
+}
+
+impl Joiner {
+    /// Keeps a call's record (`net_call_event`'s head, then its frames); false if malformed.
+    pub fn call(&mut self, data: &[u8]) -> bool {
+        let mut e = types::net_call_event::default();
+        let head = std::mem::offset_of!(types::net_call_event, kstack);
+        // SAFETY: net_call_event is plain data.
+        let bytes = unsafe { plain::as_mut_bytes(&mut e) };
+        let Some(h) = data.get(..head) else {
+            return false;
+        };
+        bytes[..head].copy_from_slice(h);
+        let frames = |at: usize, len: i32| -> Option<Vec<u64>> {
+            let len = usize::try_from(len).ok()?;
+            let raw = data.get(at..at.checked_add(len)?)?;
+            Some(
+                raw.chunks_exact(8)
+                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+                    .collect(),
+            )
+        };
+        let Some(kernel_stack) = frames(head, e.kstack_bytes) else {
+            return false;
+        };
+        let Some(user_stack) = frames(head + e.kstack_bytes as usize, e.ustack_bytes) else {
+            return false;
+        };
+        let key = (e.sk, e.time_ns);
+        let call = Call {
+            pid: e.pid,
+            tid: e.tid,
+            comm: e.comm.map(|c| c as u8),
+            family: e.family,
+            lport: e.lport,
+            rport: e.rport,
+            state: e.state,
+            saddr: e.saddr,
+            daddr: e.daddr,
+            kernel_stack,
+            user_stack,
+        };
+        if self.calls.insert(key, call).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > CALLS {
+            if let Some(old) = self.order.pop_front() {
+                self.calls.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// An skb's record (`net_skb_event`) as the NET_SEND event of its call; one whose call
+    /// is unknown (its record lost, or forgotten) keeps its timing, with no owner or stacks.
+    pub fn skb(&self, data: &[u8]) -> Option<NetEvent> {
+        let mut e = types::net_skb_event::default();
+        plain::copy_from_bytes(&mut e, data).ok()?;
+        let none = Call::default();
+        let c = self.calls.get(&(e.sk, e.send_ns)).unwrap_or(&none);
+        Some(NetEvent {
+            what: NetWhat::Send,
+            pid: c.pid,
+            tid: c.tid,
+            comm: c.comm,
+            cpu: e.cpu,
+            time: e.time_ns,
+            start_time: e.send_ns,
+            tx_bytes: u64::from(e.len),
+            rx_bytes: e.queue_ns,
+            reason: e.qdisc_ns,
+            family: c.family,
+            saddr: c.saddr,
+            daddr: c.daddr,
+            lport: c.lport,
+            rport: c.rport,
+            state: c.state,
+            active: false,
+            kernel_stack: c.kernel_stack.clone(),
+            user_stack: c.user_stack.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call_record(sk: u64, start: u64, pid: u32, kstack: &[u64], ustack: &[u64]) -> Vec<u8> {
+        let mut e = types::net_call_event {
+            kind: types::event_kind::EVENT_NET_CALL.0,
+            pid,
+            tid: pid + 1,
+            time_ns: start,
+            sk,
+            lport: 40000,
+            rport: 5201,
+            family: 2,
+            kstack_bytes: 8 * kstack.len() as i32,
+            ustack_bytes: 8 * ustack.len() as i32,
+            ..Default::default()
+        };
+        e.kstack[..kstack.len()].copy_from_slice(kstack);
+        let head = std::mem::offset_of!(types::net_call_event, kstack);
+        // SAFETY: plain data.
+        let bytes = unsafe { plain::as_bytes(&e) };
+        let mut out = bytes[..head].to_vec();
+        for f in kstack.iter().chain(ustack) {
+            out.extend_from_slice(&f.to_ne_bytes());
+        }
+        out
+    }
+
+    fn skb_record(sk: u64, start: u64, len: u32) -> Vec<u8> {
+        let e = types::net_skb_event {
+            kind: types::event_kind::EVENT_NET_SKB.0,
+            cpu: 1,
+            time_ns: start + 5000,
+            send_ns: start,
+            sk,
+            len,
+            qdisc_ns: 300,
+            queue_ns: 2000,
+        };
+        // SAFETY: plain data.
+        unsafe { plain::as_bytes(&e) }.to_vec()
+    }
+
+    #[test]
+    fn each_skb_gets_its_calls_owner_and_stacks() {
+        let mut j = Joiner::default();
+        assert!(j.call(&call_record(0xa, 100, 7, &[1, 2, 3], &[9, 8])));
+        assert!(j.call(&call_record(0xa, 200, 7, &[4], &[])));
+        assert!(j.call(&call_record(0xb, 100, 8, &[5], &[6])));
+        let e = j.skb(&skb_record(0xa, 100, 1448)).unwrap();
+        assert_eq!((e.what, e.pid, e.tid), (NetWhat::Send, 7, 8));
+        assert_eq!((e.kernel_stack, e.user_stack), (vec![1, 2, 3], vec![9, 8]));
+        assert_eq!((e.tx_bytes, e.rx_bytes, e.reason), (1448, 2000, 300));
+        assert_eq!(
+            (e.start_time, e.time, e.lport, e.rport),
+            (100, 5100, 40000, 5201)
+        );
+        assert_eq!(
+            j.skb(&skb_record(0xa, 200, 1)).unwrap().kernel_stack,
+            vec![4]
+        );
+        assert_eq!(j.skb(&skb_record(0xb, 100, 1)).unwrap().pid, 8);
+        // Its call unknown: timed, no owner.
+        let lost = j.skb(&skb_record(0xc, 100, 1)).unwrap();
+        assert_eq!((lost.pid, lost.kernel_stack.len()), (0, 0));
+    }
+
+    #[test]
+    fn bad_records_are_refused_and_old_calls_forgotten() {
+        let mut j = Joiner::default();
+        let mut r = call_record(0xa, 1, 7, &[1, 2], &[3]);
+        r.truncate(r.len() - 4);
+        assert!(!j.call(&r));
+        assert!(!j.call(&[0; 8]));
+        assert!(j.skb(&[0; 8]).is_none());
+        for t in 0..CALLS as u64 + 10 {
+            assert!(j.call(&call_record(0xa, t, 7, &[1], &[])));
+        }
+        assert_eq!(j.calls.len(), CALLS);
+        assert_eq!(j.skb(&skb_record(0xa, 0, 1)).unwrap().pid, 0);
+        assert_eq!(j.skb(&skb_record(0xa, CALLS as u64 + 9, 1)).unwrap().pid, 7);
+    }
+}
