@@ -5,6 +5,17 @@
 
 #include "common.bpf.h"
 
+/* Stacks by their frames -> id (1 KiB keys: allocated as they come); entries resized before
+ * load (1 when not aggregating; BPFPERF_AGG_ENTRIES in tests). */
+#define AGG_STACKS_MAP(name)                                                                   \
+	struct {                                                                               \
+		__uint(type, BPF_MAP_TYPE_HASH);                                               \
+		__uint(max_entries, AGG_STACKS);                                               \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                          \
+		__type(key, struct agg_frames);                                                \
+		__type(value, __u64);                                                          \
+	} name SEC(".maps")
+
 /* A stack's id: 0 when empty; AGG_FULL when its map had no room. */
 #define AGG_FULL (~0ULL)
 

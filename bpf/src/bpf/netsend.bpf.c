@@ -45,17 +45,6 @@ struct {
 #define TX_BUSY 0x10
 
 #define CALL_HEAD offsetof(struct net_call_event, kstack)
-#define STACK_ROOM (MAX_STACK_DEPTH * 8)
-
-static __always_inline __u32 stack_len(__s32 bytes)
-{
-	__u32 n = bytes > 0 ? bytes : 0;
-	if (n > STACK_ROOM)
-		n = STACK_ROOM;
-	/* A bound the verifier sees where the copy is made. */
-	barrier_var(n);
-	return n & 1023;
-}
 
 /* Sends the call's record: its head, then only the frames each stack holds. */
 static __always_inline void send_call_event(void *ctx, const struct sock *sk, __u32 pid,

@@ -159,17 +159,6 @@ __noinline int trace_stacks(void *ctx __arg_ctx, __u32 kernel, __u32 entry)
  * stack holds (not the whole arrays: 2 KB an event, most of it empty, was most of what an
  * event written cost), the payload, the stack copy. */
 #define TRACE_HEAD offsetof(struct trace_record, kstack)
-#define STACK_ROOM (MAX_STACK_DEPTH * 8)
-
-static __always_inline __u32 stack_len(__s32 bytes)
-{
-	__u32 n = bytes > 0 ? bytes : 0;
-	if (n > STACK_ROOM)
-		n = STACK_ROOM;
-	/* A bound the verifier sees where the call is made. */
-	barrier_var(n);
-	return n & 1023;
-}
 
 __noinline int trace_send(void)
 {

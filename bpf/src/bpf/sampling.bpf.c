@@ -53,15 +53,6 @@ struct {
 		__type(key, struct agg_key);                                                   \
 		__type(value, __u64);                                                          \
 	} name SEC(".maps")
-/* Stacks by their frames -> id (1 KiB keys: allocated as they come). */
-#define AGG_STACKS_MAP(name)                                                                   \
-	struct {                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                               \
-		__uint(max_entries, AGG_STACKS);                                               \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                          \
-		__type(key, struct agg_frames);                                                \
-		__type(value, __u64);                                                          \
-	} name SEC(".maps")
 AGG_COUNTS_MAP(agg_counts0);
 AGG_COUNTS_MAP(agg_counts1);
 AGG_STACKS_MAP(agg_stacks0);

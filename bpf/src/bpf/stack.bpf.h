@@ -6,6 +6,21 @@
 
 #include "common.bpf.h"
 
+/* The bytes of a kernel or user frame array (kstack/ustack of MAX_STACK_DEPTH frames) that
+ * hold frames, given what bpf_get_stack returned: what an event that sends only the frames it
+ * holds copies (traced events, a send call's stacks). */
+#define STACK_ROOM (MAX_STACK_DEPTH * 8)
+
+static __always_inline __u32 stack_len(__s32 bytes)
+{
+	__u32 n = bytes > 0 ? bytes : 0;
+	if (n > STACK_ROOM)
+		n = STACK_ROOM;
+	/* A bound the verifier sees where the copy is made. */
+	barrier_var(n);
+	return n & 1023;
+}
+
 /* The end of the useful user stack above sp: nothing above the outermost frame is needed.
  * In a thread, glibc's thread descriptor sits at the thread pointer (fs) above the stack; in
  * the main thread, the initial stack pointer (mm->start_stack) is where _start began.

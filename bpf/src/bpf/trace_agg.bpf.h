@@ -29,18 +29,10 @@ struct {
 		__type(key, struct trace_agg_key);                                             \
 		__type(value, struct trace_agg_value);                                         \
 	} name SEC(".maps")
-#define TRACE_AGG_STACKS_MAP(name)                                                             \
-	struct {                                                                               \
-		__uint(type, BPF_MAP_TYPE_HASH);                                               \
-		__uint(max_entries, AGG_STACKS);                                               \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                                          \
-		__type(key, struct agg_frames);                                                \
-		__type(value, __u64);                                                          \
-	} name SEC(".maps")
 TRACE_AGG_COUNTS_MAP(trace_agg_counts0);
 TRACE_AGG_COUNTS_MAP(trace_agg_counts1);
-TRACE_AGG_STACKS_MAP(trace_agg_stacks0);
-TRACE_AGG_STACKS_MAP(trace_agg_stacks1);
+AGG_STACKS_MAP(trace_agg_stacks0);
+AGG_STACKS_MAP(trace_agg_stacks1);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

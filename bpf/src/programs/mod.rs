@@ -95,6 +95,24 @@ fn rodata<'a>(open: &'a mut OpenBpfperfSkel<'_>) -> &'a mut crate::skel::types::
         .expect("rodata is mapped")
 }
 
+/// Sizes a pair of aggregation maps (counts and stacks, each flipped between two halves):
+/// `entries` when counting in the kernel (`None`: bpfperf.h's sizes), else one entry each
+/// (they are not used, and take no room).
+fn size_aggregation_maps(
+    maps: [&mut libbpf_rs::OpenMapMut<'_>; 4],
+    counting: bool,
+    entries: Option<u32>,
+    step: &'static str,
+) -> Result<(), Error> {
+    let Some(n) = (if counting { entries } else { Some(1) }) else {
+        return Ok(());
+    };
+    for map in maps {
+        map.set_max_entries(n.max(1)).map_err(Error::bpf(step))?;
+    }
+    Ok(())
+}
+
 /// Attaches `prog` (a tracepoint program), naming the step in the error.
 fn attach_one(
     prog: &libbpf_rs::ProgramMut<'_>,

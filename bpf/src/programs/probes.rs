@@ -40,23 +40,18 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
         matches!(a, TraceAttach::Syscall { exit: true, .. })
     }));
     super::rodata(open).trace_aggregate = o.trace_aggregate && !o.trace.is_empty();
-    let entries = if o.trace_aggregate {
-        o.aggregate_entries
-    } else {
-        Some(1)
-    };
-    if let Some(n) = entries {
-        let m = &mut open.maps;
-        for map in [
+    let m = &mut open.maps;
+    super::size_aggregation_maps(
+        [
             &mut m.trace_agg_counts0,
             &mut m.trace_agg_counts1,
             &mut m.trace_agg_stacks0,
             &mut m.trace_agg_stacks1,
-        ] {
-            map.set_max_entries(n.max(1))
-                .map_err(Error::bpf("size the event aggregation maps"))?;
-        }
-    }
+        ],
+        o.trace_aggregate,
+        o.aggregate_entries,
+        "size the event aggregation maps",
+    )?;
     if o.trace.is_empty() {
         // Nothing attached: no room for configs and filters (1.6 MB of filters).
         let m = &mut open.maps;

@@ -13,23 +13,18 @@ use crate::{perf_event, AggregatedSamples, Error, Options};
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) -> Result<(), Error> {
     open.progs.on_cpu_sample.set_autoload(o.sampling);
     super::rodata(open).aggregate = o.aggregate;
-    let entries = if o.aggregate {
-        o.aggregate_entries
-    } else {
-        Some(1)
-    };
-    if let Some(n) = entries {
-        let m = &mut open.maps;
-        for map in [
+    let m = &mut open.maps;
+    super::size_aggregation_maps(
+        [
             &mut m.agg_counts0,
             &mut m.agg_counts1,
             &mut m.agg_stacks0,
             &mut m.agg_stacks1,
-        ] {
-            map.set_max_entries(n.max(1))
-                .map_err(Error::bpf("size aggregation maps"))?;
-        }
-    }
+        ],
+        o.aggregate,
+        o.aggregate_entries,
+        "size aggregation maps",
+    )?;
     // DWARF mode assembles each sample in a buffer per CPU.
     let slots = if o.stack_copy_bytes > 0 { cpu_slots } else { 1 };
     open.maps
