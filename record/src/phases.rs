@@ -57,6 +57,11 @@ impl Recording {
             cpu: own_cpu(),
         }
     }
+
+    /// Wall time since recording began.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.wall.elapsed()
+    }
 }
 
 /// `--verbose`: what recording cost, measured where it is paid: in the kernel, the BPF

@@ -499,7 +499,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     phases.mark("workload released");
     // --duration counts from here, as perf's does from its workload's start: the seconds
     // asked for are all recorded, however long the BPF programs took to load.
-    let recording_began = Instant::now();
     let recording = crate::phases::Recording::start();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
@@ -658,7 +657,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             (Target::Pids(pids), None) => pids.iter().all(|&p| procfs::has_exited(p)),
             _ => false,
         };
-        let timed_out = cfg.duration.is_some_and(|d| recording_began.elapsed() >= d);
+        let timed_out = cfg.duration.is_some_and(|d| recording.elapsed() >= d);
         if done || timed_out || rec.writer.is_full() {
             break;
         }
