@@ -125,8 +125,10 @@ fn duration_stops_the_recording() {
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no time span:\n{text}"));
     // The second counts from when recording began, not from record's start (loading the BPF
-    // programs takes 0.3-0.7 s, more on a busy machine).
-    assert!((0.95..2.0).contains(&span), "a second recorded: {span} s");
+    // programs takes 0.3-0.7 s, more on a busy machine: 0.41-0.74 s were recorded then). The
+    // span runs from the first event to the last: an idle machine may have none in its last
+    // tenth of a second (0.912 s seen in CI).
+    assert!((0.85..2.0).contains(&span), "a second recorded: {span} s");
 
     // With a workload that runs longer: the recording stops, the workload goes on.
     // (Its output into a file: the workload, still running, holds record's stderr open.)
