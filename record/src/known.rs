@@ -68,6 +68,10 @@ impl Process {
 #[derive(Debug, Default)]
 pub struct Known {
     processes: HashMap<u32, Process>,
+    /// With `keep_gone`: processes whose last thread exited, with the exit's time, kept for
+    /// the counts the kernel still holds of them (see [`Known::forget_gone_before`]).
+    gone: HashMap<u32, (u64, Process)>,
+    keep_gone: bool,
     /// KSYMBOL records of code still registered, by address.
     ksymbols: BTreeMap<u64, Fact>,
     /// BPF_EVENT records of programs still loaded, by id.
@@ -75,8 +79,16 @@ pub struct Known {
 }
 
 impl Known {
-    /// Takes in a fact as it is written.
-    pub fn observe(&mut self, fact: &Fact) {
+    /// A `Known` that keeps exited processes until told to forget them.
+    pub fn keeping_exited() -> Known {
+        Known {
+            keep_gone: true,
+            ..Default::default()
+        }
+    }
+
+    /// Takes in a fact as it is written (at `time`).
+    pub fn observe(&mut self, fact: &Fact, time: u64) {
         match fact {
             Fact::Mmap2 {
                 pid,
@@ -105,8 +117,17 @@ impl Known {
                 };
                 self.processes.entry(*pid).or_default().map(*start, m);
             }
-            Fact::Comm { pid, tid, comm, .. } => {
+            Fact::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => {
                 let p = self.processes.entry(*pid).or_default();
+                if *exec {
+                    // A new image: the old one's mappings are gone (its MMAP2s follow).
+                    p.maps.clear();
+                }
                 p.comms.insert(*tid, comm.clone());
             }
             Fact::Fork {
@@ -136,9 +157,16 @@ impl Known {
             Fact::Exit { pid, tid, .. } => {
                 // The process goes with its last thread.
                 if let Some(p) = self.processes.get_mut(pid) {
-                    p.comms.remove(tid);
-                    if p.comms.is_empty() {
-                        self.processes.remove(pid);
+                    let last =
+                        p.comms.is_empty() || (p.comms.len() == 1 && p.comms.contains_key(tid));
+                    if !last {
+                        p.comms.remove(tid);
+                    } else {
+                        // Kept as its last thread left it, names included.
+                        let p = self.processes.remove(pid).expect("looked up above");
+                        if self.keep_gone {
+                            self.gone.insert(*pid, (time, p));
+                        }
                     }
                 }
             }
@@ -162,38 +190,71 @@ impl Known {
         }
     }
 
+    /// Whether process `pid` has a thread left.
+    pub fn is_alive(&self, pid: u32) -> bool {
+        self.processes.contains_key(&pid)
+    }
+
+    /// Forgets the processes that exited before `time`.
+    pub fn forget_gone_before(&mut self, time: u64) {
+        self.gone.retain(|_, (exited, _)| *exited >= time);
+    }
+
     /// What a new file starts with: the kernel code, then each process's thread names and
     /// mappings (by pid, tid and address).
     pub fn facts(&self) -> Vec<Fact> {
-        let mut facts: Vec<Fact> = self.ksymbols.values().cloned().collect();
-        facts.extend(self.bpf_programs.values().cloned());
+        let mut facts = self.kernel_facts();
         let mut pids: Vec<&u32> = self.processes.keys().collect();
         pids.sort_unstable();
         for &pid in pids {
-            let p = &self.processes[&pid];
-            facts.extend(p.comms.iter().map(|(&tid, comm)| Fact::Comm {
-                pid,
-                tid,
-                comm: comm.clone(),
-                exec: false,
-            }));
-            facts.extend(p.maps.iter().map(|(&start, m)| Fact::Mmap2 {
-                pid,
-                tid: pid,
-                start,
-                len: m.end - start,
-                pgoff: m.pgoff,
-                maj: m.maj,
-                min: m.min,
-                ino: m.ino,
-                ino_generation: m.ino_generation,
-                prot: m.prot,
-                flags: m.flags,
-                filename: m.filename.to_string(),
-            }));
+            describe(pid, &self.processes[&pid], &mut facts);
         }
         facts
     }
+
+    /// The kernel code registered: KSYMBOL and BPF_EVENT facts.
+    pub fn kernel_facts(&self) -> Vec<Fact> {
+        let mut facts: Vec<Fact> = self.ksymbols.values().cloned().collect();
+        facts.extend(self.bpf_programs.values().cloned());
+        facts
+    }
+
+    /// One process's thread names and mappings, living or (kept) exited; none if unknown.
+    pub fn process_facts(&self, pid: u32) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        let p = self
+            .processes
+            .get(&pid)
+            .or(self.gone.get(&pid).map(|(_, p)| p));
+        if let Some(p) = p {
+            describe(pid, p, &mut facts);
+        }
+        facts
+    }
+}
+
+/// Appends `p`'s thread names and mappings as facts of `pid`.
+fn describe(pid: u32, p: &Process, facts: &mut Vec<Fact>) {
+    facts.extend(p.comms.iter().map(|(&tid, comm)| Fact::Comm {
+        pid,
+        tid,
+        comm: comm.clone(),
+        exec: false,
+    }));
+    facts.extend(p.maps.iter().map(|(&start, m)| Fact::Mmap2 {
+        pid,
+        tid: pid,
+        start,
+        len: m.end - start,
+        pgoff: m.pgoff,
+        maj: m.maj,
+        min: m.min,
+        ino: m.ino,
+        ino_generation: m.ino_generation,
+        prot: m.prot,
+        flags: m.flags,
+        filename: m.filename.to_string(),
+    }));
 }
 
 #[cfg(test)]
@@ -257,11 +318,11 @@ mod tests {
     #[test]
     fn a_mapping_over_others_cuts_them_back() {
         let mut k = Known::default();
-        k.observe(&mmap(1, 0x1000, 0x3000, 0, "/a")); // 1000-4000
-        k.observe(&mmap(1, 0x5000, 0x1000, 0, "/b")); // 5000-6000
-        k.observe(&mmap(1, 0x7000, 0x1000, 0, "/c")); // 7000-8000
-                                                      // 3000-7800: the end of /a, all of /b, the start of /c.
-        k.observe(&mmap(1, 0x3000, 0x4800, 0x10000, "/d"));
+        k.observe(&mmap(1, 0x1000, 0x3000, 0, "/a"), 0); // 1000-4000
+        k.observe(&mmap(1, 0x5000, 0x1000, 0, "/b"), 0); // 5000-6000
+        k.observe(&mmap(1, 0x7000, 0x1000, 0, "/c"), 0); // 7000-8000
+                                                         // 3000-7800: the end of /a, all of /b, the start of /c.
+        k.observe(&mmap(1, 0x3000, 0x4800, 0x10000, "/d"), 0);
         assert_eq!(
             maps(&k.facts()),
             [
@@ -271,7 +332,7 @@ mod tests {
             ]
         );
         // Inside one mapping: it is split around the new one.
-        k.observe(&mmap(1, 0x4000, 0x1000, 0, "/e"));
+        k.observe(&mmap(1, 0x4000, 0x1000, 0, "/e"), 0);
         assert_eq!(
             maps(&k.facts()),
             [
@@ -283,45 +344,55 @@ mod tests {
             ]
         );
         // The same mapping again changes nothing.
-        k.observe(&mmap(1, 0x4000, 0x1000, 0, "/e"));
+        k.observe(&mmap(1, 0x4000, 0x1000, 0, "/e"), 0);
         assert_eq!(maps(&k.facts()).len(), 5);
     }
 
     #[test]
     fn forks_copy_the_parent_and_exits_remove_threads_then_the_process() {
         let mut k = Known::default();
-        k.observe(&comm(10, 10, "parent"));
-        k.observe(&mmap(10, 0x1000, 0x1000, 0, "/bin/parent"));
+        k.observe(&comm(10, 10, "parent"), 0);
+        k.observe(&mmap(10, 0x1000, 0x1000, 0, "/bin/parent"), 0);
         // A thread, then a child process forked by it.
-        k.observe(&Fact::Fork {
-            pid: 10,
-            ppid: 10,
-            tid: 11,
-            ptid: 10,
-        });
-        k.observe(&Fact::Fork {
-            pid: 20,
-            ppid: 10,
-            tid: 20,
-            ptid: 11,
-        });
+        k.observe(
+            &Fact::Fork {
+                pid: 10,
+                ppid: 10,
+                tid: 11,
+                ptid: 10,
+            },
+            0,
+        );
+        k.observe(
+            &Fact::Fork {
+                pid: 20,
+                ppid: 10,
+                tid: 20,
+                ptid: 11,
+            },
+            0,
+        );
         assert_eq!(
             comms(&k.facts()),
             [(10, 10, "parent"), (10, 11, "parent"), (20, 20, "parent")]
         );
-        // The child execs: a new name, and its new image over the old one.
-        k.observe(&Fact::Comm {
-            pid: 20,
-            tid: 20,
-            comm: "child".into(),
-            exec: true,
-        });
-        k.observe(&mmap(20, 0x1000, 0x2000, 0, "/bin/child"));
+        // The child execs: a new name, and its new image in place of the old one (the
+        // parent's mappings it had are gone, wherever the new image lies).
+        k.observe(
+            &Fact::Comm {
+                pid: 20,
+                tid: 20,
+                comm: "child".into(),
+                exec: true,
+            },
+            0,
+        );
+        k.observe(&mmap(20, 0x5000, 0x2000, 0, "/bin/child"), 0);
         assert_eq!(
             maps(&k.facts()),
             [
                 (10, 0x1000, 0x2000, 0, "/bin/parent"),
-                (20, 0x1000, 0x3000, 0, "/bin/child")
+                (20, 0x5000, 0x7000, 0, "/bin/child")
             ]
         );
         let exit = |pid, tid| Fact::Exit {
@@ -330,12 +401,41 @@ mod tests {
             tid,
             ptid: 1,
         };
-        k.observe(&exit(10, 11));
-        k.observe(&exit(20, 20));
+        k.observe(&exit(10, 11), 0);
+        k.observe(&exit(20, 20), 0);
         assert_eq!(comms(&k.facts()), [(10, 10, "parent")]);
         assert_eq!(maps(&k.facts()), [(10, 0x1000, 0x2000, 0, "/bin/parent")]);
-        k.observe(&exit(10, 10));
+        k.observe(&exit(10, 10), 0);
         assert!(k.facts().is_empty());
+    }
+
+    #[test]
+    fn exited_processes_are_kept_until_forgotten_when_asked() {
+        let exit = |pid| Fact::Exit {
+            pid,
+            ppid: 1,
+            tid: pid,
+            ptid: 1,
+        };
+        let mut k = Known::keeping_exited();
+        for pid in [10, 20] {
+            k.observe(&comm(pid, pid, "short"), 0);
+            k.observe(&mmap(pid, 0x1000, 0x1000, 0, "/bin/short"), 0);
+        }
+        k.observe(&exit(10), 100);
+        k.observe(&exit(20), 200);
+        // Gone from a new file's facts, still there to describe a last count.
+        assert!(k.facts().is_empty());
+        assert_eq!(comms(&k.process_facts(10)), [(10, 10, "short")]);
+        assert_eq!(maps(&k.process_facts(20)).len(), 1);
+        k.forget_gone_before(150);
+        assert!(k.process_facts(10).is_empty());
+        assert_eq!(comms(&k.process_facts(20)), [(20, 20, "short")]);
+        // Without keeping: gone at the exit.
+        let mut k = Known::default();
+        k.observe(&comm(10, 10, "short"), 0);
+        k.observe(&exit(10), 100);
+        assert!(k.process_facts(10).is_empty());
     }
 
     #[test]
@@ -354,12 +454,12 @@ mod tests {
             id,
             tag: [0; 8],
         };
-        k.observe(&ksym(0x100, 0));
-        k.observe(&ksym(0x200, 0));
-        k.observe(&prog(format::bpf_event::PROG_LOAD, 7));
-        k.observe(&prog(format::bpf_event::PROG_LOAD, 8));
-        k.observe(&ksym(0x100, format::ksymbol::FLAG_UNREGISTER));
-        k.observe(&prog(format::bpf_event::PROG_UNLOAD, 7));
+        k.observe(&ksym(0x100, 0), 0);
+        k.observe(&ksym(0x200, 0), 0);
+        k.observe(&prog(format::bpf_event::PROG_LOAD, 7), 0);
+        k.observe(&prog(format::bpf_event::PROG_LOAD, 8), 0);
+        k.observe(&ksym(0x100, format::ksymbol::FLAG_UNREGISTER), 0);
+        k.observe(&prog(format::bpf_event::PROG_UNLOAD, 7), 0);
         assert_eq!(
             k.facts(),
             [ksym(0x200, 0), prog(format::bpf_event::PROG_LOAD, 8)]

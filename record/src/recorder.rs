@@ -144,9 +144,17 @@ pub struct Recorder {
     pub jvms: BTreeSet<u32>,
     /// `_text` and `_etext`, for the kernel's MMAP record.
     pub kernel_text: Option<(u64, u64)>,
-    /// What the records so far described, kept when the recording rotates: each new file
-    /// starts with it.
+    /// What the records so far described, kept when the recording rotates (each new file
+    /// starts with it) or when thinning.
     pub known: Option<Known>,
+    /// System-wide and counted in the kernel: a process is described (its thread names and
+    /// mappings, from `known`) only when the first record of it is written, so that the
+    /// file does not carry every process of the machine, most of which have no sample.
+    pub thin: bool,
+    /// With `thin`: the processes the current file describes.
+    pub described: HashSet<u32>,
+    /// The time of the last counts taken from the kernel that were written.
+    pub last_take: u64,
     pub callchain: Vec<u64>,
     /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
@@ -204,6 +212,9 @@ impl Recorder {
             jvms: BTreeSet::new(),
             kernel_text: None,
             known: None,
+            thin: false,
+            described: HashSet::new(),
+            last_take: 0,
             callchain: Vec::new(),
             python: Default::default(),
             merged: Vec::new(),
@@ -220,14 +231,46 @@ impl Recorder {
             return Ok(());
         }
         if let Some(known) = &mut self.known {
-            known.observe(&f.fact);
+            known.observe(&f.fact, f.time);
         }
         if let Fact::Mmap2 { pid, filename, .. } = &f.fact {
             if crate::jvm::is_libjvm(filename) {
                 self.jvms.insert(*pid);
             }
         }
-        self.emit_fact(f)
+        match f.fact.pid() {
+            Some(pid) if self.thin => {
+                if !self.described.contains(&pid) {
+                    return Ok(());
+                }
+                self.emit_fact(f)?;
+                if matches!(f.fact, Fact::Exit { .. })
+                    && !self.known.as_ref().is_some_and(|k| k.is_alive(pid))
+                {
+                    // Its last thread: a process that reuses the pid is described anew.
+                    self.described.remove(&pid);
+                }
+                Ok(())
+            }
+            _ => self.emit_fact(f),
+        }
+    }
+
+    /// With `thin`: describes process `pid` (thread names and mappings as the facts up to
+    /// `time` left them) before the first record of it in the file.
+    fn describe(&mut self, pid: u32, time: u64) -> anyhow::Result<()> {
+        if !self.thin || !self.described.insert(pid) {
+            return Ok(());
+        }
+        let facts = self
+            .known
+            .as_ref()
+            .map(|k| k.process_facts(pid))
+            .unwrap_or_default();
+        for fact in facts {
+            self.emit_fact(&TimedFact { time, cpu: 0, fact })?;
+        }
+        Ok(())
     }
 
     /// Writes a fact's record.
@@ -406,6 +449,7 @@ impl Recorder {
         user: &[u64],
         raw: &[u8],
     ) -> anyhow::Result<()> {
+        self.describe(pid, time)?;
         let mut chain = std::mem::take(&mut self.callchain);
         build_callchain(&mut chain, kernel, user);
         let ip = kernel
@@ -489,6 +533,7 @@ impl Recorder {
                 )?;
                 self.samples += a.count;
                 self.aggregated += 1;
+                self.last_take = *time;
             }
             Item::OffCpu(o) => {
                 let Some(attr) = self.offcpu_attr else {
@@ -792,6 +837,7 @@ impl Recorder {
                 self.traced_records += 1;
             }
             Item::AggregatedEvents { events: a, time } => {
+                self.last_take = *time;
                 let Some(how) = self.traced_attrs.get(a.event as usize).copied() else {
                     return Ok(());
                 };
@@ -845,12 +891,15 @@ impl Recorder {
             .trim_end_matches('\0')
             .to_string();
         if let Some(known) = &mut self.known {
-            known.observe(&Fact::Comm {
-                pid,
-                tid,
-                comm: comm.clone(),
-                exec: false,
-            });
+            known.observe(
+                &Fact::Comm {
+                    pid,
+                    tid,
+                    comm: comm.clone(),
+                    exec: false,
+                },
+                time,
+            );
         }
         let sid = SampleId {
             pid,
@@ -905,7 +954,12 @@ impl Recorder {
     pub fn begin_file(&mut self, time: u64) -> anyhow::Result<()> {
         self.output_files.clear();
         self.write_kernel_map(self.kernel_text)?;
-        let facts = self.known.as_ref().map(Known::facts).unwrap_or_default();
+        self.described.clear();
+        let facts = match &self.known {
+            Some(known) if self.thin => known.kernel_facts(),
+            Some(known) => known.facts(),
+            None => Vec::new(),
+        };
         for fact in facts {
             self.emit_fact(&TimedFact { time, cpu: 0, fact })?;
         }
@@ -920,6 +974,12 @@ impl Recorder {
         let ready: Vec<Item> = self.pending.drain(..n).collect();
         for item in &ready {
             self.write_item(item)?;
+        }
+        if self.thin {
+            // Their last counts are written: what exited before holds no more.
+            if let Some(known) = &mut self.known {
+                known.forget_gone_before(self.last_take);
+            }
         }
         self.writer.finish_round()?;
         Ok(())

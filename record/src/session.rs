@@ -480,8 +480,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.aggregate = cfg.aggregate;
     rec.counted = counted;
+    if system_wide && cfg.aggregate {
+        rec.thin = true;
+        rec.known = Some(crate::known::Known::keeping_exited());
+    }
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
-    if rotation.is_some() {
+    if rotation.is_some() && rec.known.is_none() {
         rec.known = Some(Default::default());
     }
     // Bytes of the files finished, and the counts they hold.

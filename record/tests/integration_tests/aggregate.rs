@@ -543,3 +543,143 @@ fn traced_events_that_do_not_fit_are_written_alone_and_said() {
     assert_eq!(c["sdt_bpfperf_test:tick"], 13);
     assert_eq!(c["probe_tracee:nap__return"], 30);
 }
+
+/// The pids of the processes `perf script --show-task-events --show-mmap-events` says the file
+/// describes (COMM and MMAP2 records), and the sample lines of pid `pid` ("pid sym").
+fn described_pids_and_samples_of(file: &Path, pid: u32) -> (Vec<u32>, Vec<String>) {
+    let out = Command::new("perf")
+        .args([
+            "script",
+            "--show-task-events",
+            "--show-mmap-events",
+            "--hide-call-graph",
+            "-F",
+            "pid,period,event,ip,sym",
+            "-i",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "perf script: {stderr}");
+    assert!(stderr.trim().is_empty(), "perf script wrote: {stderr}");
+    let mut described = Vec::new();
+    let mut samples = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(first) = line
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if line.contains("PERF_RECORD_COMM") || line.contains("PERF_RECORD_MMAP2") {
+            described.push(first);
+        } else if first == pid && line.contains("cpu-clock") {
+            samples.push(line.trim().to_string());
+        }
+    }
+    described.sort_unstable();
+    described.dedup();
+    (described, samples)
+}
+
+/// System-wide and counted in the kernel, the file describes only the processes it has samples
+/// of: not a sleeping process that was there all along, but a program that ran and exited
+/// between two takes of the counts (its last counts come after its exit), whose samples perf
+/// names.
+#[test]
+fn system_wide_counts_describe_only_the_processes_they_count() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("aggregate-thin");
+    let file = dir.path("counted.data");
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let busy = fixture("busy-fp");
+    let busy_pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let starter = {
+        let busy_pid = busy_pid.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            let mut child = Command::new(busy).args(["0.6", "1"]).spawn().unwrap();
+            busy_pid.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+            child.wait().unwrap()
+        })
+    };
+    let out = record(
+        &[
+            "-a",
+            "-F",
+            "499",
+            "-e",
+            "cpu-clock",
+            "--call-graph",
+            "fp",
+            "--aggregate",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &["sleep", "3"],
+    );
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(starter.join().unwrap().success());
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let busy_pid = busy_pid.load(std::sync::atomic::Ordering::SeqCst);
+    let processes = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        })
+        .count();
+    let (described, samples) = described_pids_and_samples_of(&file, busy_pid);
+    eprintln!(
+        "{} of ~{processes} processes described; busy-fp (pid {busy_pid}): {} records",
+        described.len(),
+        samples.len()
+    );
+    assert!(
+        !described.contains(&sleeper.id()),
+        "a sleeping process is described: {described:?}"
+    );
+    assert!(described.contains(&busy_pid), "{described:?}");
+    assert!(
+        described.len() * 2 < processes,
+        "{} of {processes} processes described",
+        described.len()
+    );
+    // busy-fp's counts, written after it exited, are named: spin_inner leads.
+    let weight = |keep: &dyn Fn(&str) -> bool| -> u64 {
+        samples
+            .iter()
+            .filter(|l| keep(l))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let total = weight(&|_| true);
+    let spin = weight(&|l| l.ends_with("spin_inner"));
+    let unknown = weight(&|l| l.contains("[unknown]"));
+    assert!(total >= 100, "{samples:#?}");
+    assert!(
+        spin * 2 > total,
+        "spin_inner {spin} of {total}: {samples:#?}"
+    );
+    assert!(unknown * 100 <= total, "[unknown] {unknown} of {total}");
+    // analyze names them too.
+    let pid = busy_pid.to_string();
+    let folded = analyze_folded(&file, &["--no-inline", "--pid", &pid]);
+    let ours: u64 = folded
+        .iter()
+        .filter(|(k, _)| k.ends_with(";spin_inner"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(ours, spin, "analyze's spin_inner of busy-fp vs perf's");
+    // Named as it was when it exited.
+    let by_name: u64 = analyze_folded(&file, &["--no-inline", "--comm", "busy-fp"])
+        .values()
+        .sum();
+    assert_eq!(by_name, total, "busy-fp's samples by its name");
+}
