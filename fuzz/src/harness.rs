@@ -82,7 +82,8 @@ fn views(rec: &analyze::read::Recording, path: &Path) {
             span,
             ..Default::default()
         };
-        let spans = export::firefox::spans(rec, &[], &options);
+        let reasons = analyze::views::net::Reasons::default();
+        let spans = export::firefox::spans(rec, &[], (&[], &reasons), &options);
         let _ = export::firefox::write(&s, &spans, &cx, sink());
         let _ = export::speedscope::write(&s, &cx, sink());
         let profile = analyze::aggregate::aggregate(s);

@@ -26,12 +26,34 @@ pub struct NetSample {
 }
 
 impl NetSample {
-    fn is(&self, id: u64) -> bool {
+    /// What it is, in words: `TCP connection`, `TCP retransmit`, `TCP reset sent` or
+    /// `received`, `packet drop`; else the event's name.
+    pub fn what(&self) -> &'static str {
+        match self.net.event {
+            TCP_CONN_TRACEPOINT_ID => "TCP connection",
+            TCP_RETRANSMIT_TRACEPOINT_ID => "TCP retransmit",
+            TCP_RESET_TRACEPOINT_ID if self.net.reason == 0 => "TCP reset received",
+            TCP_RESET_TRACEPOINT_ID => "TCP reset sent",
+            SKB_DROP_TRACEPOINT_ID => "packet drop",
+            SOCK_WAIT_TRACEPOINT_ID => "socket wait",
+            _ => "send to device",
+        }
+    }
+
+    /// Its local and remote ends, `ADDR:PORT` each.
+    pub fn ends(&self) -> (String, String) {
+        (
+            format!("{}:{}", self.net.local_addr(), self.net.lport),
+            format!("{}:{}", self.net.remote_addr(), self.net.rport),
+        )
+    }
+
+    pub fn is(&self, id: u64) -> bool {
         self.net.event == id
     }
 
     /// A retransmit, reset or drop.
-    fn is_trouble(&self) -> bool {
+    pub fn is_trouble(&self) -> bool {
         matches!(
             self.net.event,
             TCP_RETRANSMIT_TRACEPOINT_ID | TCP_RESET_TRACEPOINT_ID | SKB_DROP_TRACEPOINT_ID
@@ -65,7 +87,7 @@ impl Reasons {
     }
 
     /// A sample's reason as text: `NETFILTER_DROP (12)`, or the number.
-    fn name(&self, s: &NetSample) -> String {
+    pub fn name(&self, s: &NetSample) -> String {
         let (table, value) = match s.net.event {
             SKB_DROP_TRACEPOINT_ID => (&self.drop, s.net.reason as u64),
             // 0: received; else 1 + the reason of the reset sent.

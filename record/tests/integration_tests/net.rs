@@ -4,6 +4,7 @@
 //! their fields).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -274,6 +275,48 @@ struct Line {
     fields: BTreeMap<String, u64>,
 }
 
+/// The network markers of `file`'s Firefox Profiler export: (name, local end, remote end,
+/// tx, thread name) of each, from every thread.
+fn firefox_net_markers(dir: &TempDir, file: &Path) -> Vec<(String, String, String, u64, String)> {
+    let json = dir.path("profile.json");
+    let out = analyze(
+        &[
+            "export",
+            "--format",
+            "firefox",
+            "-o",
+            json.to_str().unwrap(),
+        ],
+        file,
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut markers = Vec::new();
+    for t in v["threads"].as_array().unwrap() {
+        let strings = t["stringArray"].as_array().unwrap();
+        let text = |x: &serde_json::Value| {
+            strings[x.as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let m = &t["markers"];
+        for (i, data) in m["data"].as_array().unwrap().iter().enumerate() {
+            if !matches!(data["type"].as_str(), Some("TcpConnection" | "NetTrouble")) {
+                continue;
+            }
+            markers.push((
+                text(&m["name"][i]),
+                text(&data["local"]),
+                text(&data["remote"]),
+                data["tx"].as_f64().unwrap_or(0.0) as u64,
+                t["name"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    markers
+}
+
 fn parse_lines(text: &str) -> Vec<Line> {
     let addr = |s: &str| {
         let (a, p) = s.rsplit_once(':').unwrap();
@@ -451,6 +494,26 @@ fn connections_ports_and_bytes() {
             .contains(&want)),
         "{text}"
     );
+    // The Firefox Profiler's export: a marker per connection on its owner's track, from open
+    // to close, naming both ends and the bytes.
+    let markers = firefox_net_markers(&dir, &out);
+    for (lport, size_sent, _) in &sent {
+        let local = format!("{CLIENT_ADDR}:{lport}");
+        let found: Vec<_> = markers
+            .iter()
+            .filter(|m| m.0 == "TCP connection" && m.1 == local)
+            .collect();
+        assert_eq!(found.len(), 1, "{local}: {markers:#?}");
+        let (_, _, remote, tx, thread) = found[0];
+        assert_eq!(remote, &format!("{SERVER_ADDR}:{PORT}"));
+        assert_eq!(*tx, size_sent + 2);
+        assert_eq!(thread, "python3");
+    }
+    let server_side = markers
+        .iter()
+        .filter(|m| m.0 == "TCP connection" && m.1 == format!("{SERVER_ADDR}:{PORT}"))
+        .count();
+    assert_eq!(server_side, n, "{markers:#?}");
     // perf reads the whole file without complaint.
     perf_script_clean(&out);
 }
@@ -577,6 +640,25 @@ fn retransmits_and_drops_under_loss() {
         owners.get(&server_pid).copied().unwrap_or(0) > 0,
         "{owners:?}"
     );
+    // The Firefox Profiler's export: a marker at each retransmit and drop whose owner is
+    // known, on the owner's track.
+    let markers = firefox_net_markers(&dir, &out);
+    for (event, name) in [
+        ("bpfperf:tcp_retransmit", "TCP retransmit"),
+        ("bpfperf:skb_drop", "packet drop"),
+    ] {
+        let owned = lines
+            .iter()
+            .filter(ours)
+            .filter(|l| l.event == event && l.pid != 0)
+            .count();
+        let marked = markers
+            .iter()
+            .filter(|m| m.0 == name && m.1.starts_with("10.231.") && m.2.starts_with("10.231."))
+            .count();
+        eprintln!("{event}: {owned} with an owner, {marked} markers");
+        assert_eq!(marked, owned, "{name} markers");
+    }
     // Each drop and retransmit is charged to a connection, and `report --event` finds them.
     let a = analyze(&["net"], &out);
     assert!(a.status.success(), "{}", stderr_of(&a));

@@ -263,7 +263,8 @@ pub enum Command {
     },
     /// The profile in a format other tools read: pprof (gzipped profile.proto: go tool pprof,
     /// Pyroscope, Parca), firefox (the Firefox Profiler's processed format: a track per
-    /// thread, off-CPU time and block I/O as markers), speedscope (its JSON file format).
+    /// thread, off-CPU time, block I/O, TCP connections, retransmits and drops as markers),
+    /// speedscope (its JSON file format).
     Export {
         #[command(flatten)]
         select: Select,

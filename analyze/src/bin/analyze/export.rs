@@ -23,10 +23,13 @@ pub fn export(
     // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
     options.timeline = !matches!(format, ExportFormat::Pprof);
     let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
-    let requests = if firefox {
-        analyze::views::io::read_requests(&select.input)?
+    let (requests, net) = if firefox {
+        (
+            analyze::views::io::read_requests(&select.input)?,
+            analyze::views::net::read_samples(&select.input)?,
+        )
     } else {
-        Vec::new()
+        Default::default()
     };
     let mut bytes = Vec::new();
     with_recording(select, &options, |rec, loader| {
@@ -50,7 +53,7 @@ pub fn export(
         };
         match format {
             ExportFormat::Firefox => {
-                let spans = export::firefox::spans(rec, &requests, &options);
+                let spans = export::firefox::spans(rec, &requests, (&net.0, &net.1), &options);
                 export::firefox::write(&s, &spans, &cx, &mut bytes)?;
             }
             ExportFormat::Pprof => export::pprof::write(&aggregate::aggregate(s), &cx, &mut bytes)?,

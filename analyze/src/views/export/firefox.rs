@@ -1,7 +1,9 @@
 //! The Firefox Profiler's processed format, written by fxprof-processed-profile: one track per
 //! thread (grouped by process) with the selected event's samples in time order, each with
-//! its CPU delta (the period of a clock event), and the thread's off-CPU intervals and block
-//! I/O requests as markers (the waker named where one was recorded).
+//! its CPU delta (the period of a clock event), and as markers the thread's off-CPU intervals
+//! (the waker named where one was recorded), block I/O requests, TCP connections (open to
+//! close, their ends and bytes) and retransmits, resets and drops (at the time, naming the
+//! connection and the reason).
 //!
 //! Frames are labels with the names bpfperf symbolized (inlined functions included, kernel
 //! frames in their own category): the profile needs no symbolication.
@@ -18,6 +20,8 @@ use fxprof_processed_profile as fx;
 
 use super::Context;
 use crate::symbolize::Symbolized;
+use crate::views::net::{NetSample, Reasons};
+use format::events::TCP_CONN_TRACEPOINT_ID;
 
 /// Something that took time on a thread, shown as a marker beside its samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +47,149 @@ pub enum SpanKind {
         bytes: u32,
         issuer: String,
     },
+    /// A TCP connection of the thread, first seen to closed (`ADDR:PORT` each end; bytes
+    /// acknowledged by the peer and received, as tcplife counts them).
+    Connection {
+        local: String,
+        remote: String,
+        tx: u64,
+        rx: u64,
+    },
+    /// A retransmit, reset or drop on a connection of the thread's process (start = end).
+    NetTrouble {
+        what: &'static str,
+        local: String,
+        remote: String,
+        reason: String,
+    },
+}
+
+/// What the Profiler draws for a TCP connection.
+struct ConnectionMarker {
+    local: StringHandle,
+    remote: StringHandle,
+    tx: f64,
+    rx: f64,
+}
+
+impl StaticSchemaMarker for ConnectionMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "TcpConnection";
+    const DESCRIPTION: Option<&'static str> =
+        Some("A TCP connection, from its opening (or the recording's start) to its close.");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.data.remote}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some(
+        "{marker.data.local} to {marker.data.remote}: {marker.data.tx} sent, {marker.data.rx} received",
+    );
+    const TABLE_LABEL: Option<&'static str> = Some(
+        "{marker.data.local} to {marker.data.remote}: {marker.data.tx} sent, {marker.data.rx} received",
+    );
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[
+        StaticSchemaMarkerField {
+            key: "local",
+            label: "Local end",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "remote",
+            label: "Remote end",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "tx",
+            label: "Sent (acknowledged)",
+            format: MarkerFieldFormat::Bytes,
+            flags: MarkerFieldFlags::empty(),
+        },
+        StaticSchemaMarkerField {
+            key: "rx",
+            label: "Received",
+            format: MarkerFieldFormat::Bytes,
+            flags: MarkerFieldFlags::empty(),
+        },
+    ];
+
+    fn name(&self, profile: &mut fx::Profile) -> StringHandle {
+        profile.intern_string("TCP connection")
+    }
+
+    fn category(&self, profile: &mut fx::Profile) -> CategoryHandle {
+        profile.add_category("Network", CategoryColor::Blue)
+    }
+
+    fn string_field_value(&self, field_index: u32) -> StringHandle {
+        match field_index {
+            0 => self.local,
+            _ => self.remote,
+        }
+    }
+
+    fn number_field_value(&self, field_index: u32) -> f64 {
+        match field_index {
+            2 => self.tx,
+            _ => self.rx,
+        }
+    }
+}
+
+/// What the Profiler draws for a retransmit, reset or drop.
+struct NetTroubleMarker {
+    what: StringHandle,
+    local: StringHandle,
+    remote: StringHandle,
+    reason: StringHandle,
+}
+
+impl StaticSchemaMarker for NetTroubleMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "NetTrouble";
+    const DESCRIPTION: Option<&'static str> =
+        Some("A TCP retransmit, a reset sent or received, or a dropped packet.");
+    const CHART_LABEL: Option<&'static str> = Some("{marker.data.reason}");
+    const TOOLTIP_LABEL: Option<&'static str> =
+        Some("{marker.data.local} to {marker.data.remote}: {marker.data.reason}");
+    const TABLE_LABEL: Option<&'static str> =
+        Some("{marker.data.local} to {marker.data.remote}: {marker.data.reason}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[
+        StaticSchemaMarkerField {
+            key: "local",
+            label: "Local end",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "remote",
+            label: "Remote end",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+        StaticSchemaMarkerField {
+            key: "reason",
+            label: "Reason",
+            format: MarkerFieldFormat::String,
+            flags: MarkerFieldFlags::SEARCHABLE,
+        },
+    ];
+
+    fn name(&self, _profile: &mut fx::Profile) -> StringHandle {
+        self.what
+    }
+
+    fn category(&self, profile: &mut fx::Profile) -> CategoryHandle {
+        profile.add_category("Network", CategoryColor::Blue)
+    }
+
+    fn string_field_value(&self, field_index: u32) -> StringHandle {
+        match field_index {
+            0 => self.local,
+            1 => self.remote,
+            _ => self.reason,
+        }
+    }
+
+    fn number_field_value(&self, _field_index: u32) -> f64 {
+        0.0
+    }
 }
 
 /// What the Profiler draws for an off-CPU interval.
@@ -276,6 +423,35 @@ pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) ->
                 };
                 profile.add_marker(thread, timing, marker);
             }
+            SpanKind::Connection {
+                local,
+                remote,
+                tx,
+                rx,
+            } => {
+                let marker = ConnectionMarker {
+                    local: profile.intern_string(local),
+                    remote: profile.intern_string(remote),
+                    tx: *tx as f64,
+                    rx: *rx as f64,
+                };
+                profile.add_marker(thread, timing, marker);
+            }
+            SpanKind::NetTrouble {
+                what,
+                local,
+                remote,
+                reason,
+            } => {
+                let marker = NetTroubleMarker {
+                    what: profile.intern_string(what),
+                    local: profile.intern_string(local),
+                    remote: profile.intern_string(remote),
+                    reason: profile.intern_string(reason),
+                };
+                let at = MarkerTiming::Instant(since(span.start));
+                profile.add_marker(thread, at, marker);
+            }
         }
     }
     for &thread in threads.threads.values() {
@@ -428,11 +604,13 @@ fn sampling_interval(sym: &Symbolized) -> SamplingInterval {
     SamplingInterval::from_nanos(median.max(1))
 }
 
-/// The off-CPU intervals (with their wakers) and block I/O requests of the threads `o`
-/// selects (`--pid`, `--tid`, `--comm`), from a recording read with every sample apart.
+/// The off-CPU intervals (with their wakers), block I/O requests, TCP connections and their
+/// troubles of the threads `o` selects (`--pid`, `--tid`, `--comm`), from a recording read
+/// with every sample apart.
 pub fn spans(
     rec: &crate::read::Recording,
     requests: &[crate::views::io::Request],
+    (net, reasons): (&[NetSample], &Reasons),
     o: &crate::pipeline::Options,
 ) -> Vec<Span> {
     use format::events::{OFFCPU_EVENT, WAKEUP_EVENT};
@@ -500,6 +678,49 @@ pub fn spans(
                 bytes: r.io.bytes,
                 issuer: format!("{} ({})", r.io.comm_str(), r.io.issuer_tid),
             },
+        });
+    }
+    for n in net {
+        let conn = n.is(TCP_CONN_TRACEPOINT_ID);
+        // Troubles after the close no longer know the owner: they are on no thread.
+        if !(conn || n.is_trouble()) || n.pid <= 0 {
+            continue;
+        }
+        let tid = if n.net.owner_tid > 0 {
+            n.net.owner_tid
+        } else {
+            n.tid
+        };
+        let comm = n.net.comm_str();
+        if !selected(n.pid, tid, Some(&comm)) {
+            continue;
+        }
+        let (local, remote) = n.ends();
+        let (start, what) = if conn {
+            // Opened before the recording: from its start.
+            let what = SpanKind::Connection {
+                local,
+                remote,
+                tx: n.net.tx_bytes,
+                rx: n.net.rx_bytes,
+            };
+            (n.net.start_ns, what)
+        } else {
+            let what = SpanKind::NetTrouble {
+                what: n.what(),
+                local,
+                remote,
+                reason: reasons.name(n),
+            };
+            (n.time, what)
+        };
+        out.push(Span {
+            pid: n.pid,
+            tid,
+            comm,
+            start,
+            end: n.time,
+            what,
         });
     }
     out
