@@ -7,6 +7,8 @@ round), with the paired ratios' medians.
         SECONDS, per sample and with --aggregate, while BUSY (busy-fp) runs a thread per CPU: file bytes (ratio per round), and
         record's own CPU time (user + sys of the record process, from wait4) as a share of
         one CPU over the recording.
+  floor RUNS N RECORD WORK   dd count=N bare and while a program sits on sys_enter_write:
+        bpftrace's hist(args->count), bpftrace's empty program, ours (--hist count -a).
   unwind RUNS RECORD ANALYZE PROGRAM WORK   PROGRAM (no frame pointers) recorded in DWARF
         mode with stack copies (--no-kernel-unwind), unwound in the kernel, and unwound in the
         kernel and counted (--aggregate): bytes per sample (file bytes / samples the file
@@ -116,10 +118,47 @@ def unwind(runs, record, analyze, program, work):
         print(f"  copies / {m}: {b / statistics.median(per_sample[m]):.1f}x")
 
 
+def dd_seconds(n):
+    start = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", f"count={n}"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def floor(runs, n, record, work):
+    """What any program on the tracepoint costs dd on this kernel: dd bare and while bpftrace
+    0.17 (the peer) holds hist(args->count) on it, or an empty program; and ours (--hist
+    count) in the same rounds, each started and attached before dd runs."""
+    tp = "tracepoint:syscalls:sys_enter_write"
+    tools = {
+        "bpftrace-hist": ["bpftrace", "-e", tp + " { @ = hist(args->count); }"],
+        "bpftrace-empty": ["bpftrace", "-e", tp + " { }"],
+        "ours-hist": [record, "-q", "-o", f"{work}/floor.data", "-e",
+                      "syscalls:sys_enter_write", "--hist", "count", "-a"],
+    }
+    ratios = {k: [] for k in tools}
+    for r in range(runs):
+        names = list(tools) if r % 2 == 0 else list(reversed(tools))
+        for k in names:
+            bare = dd_seconds(n)
+            p = subprocess.Popen(tools[k], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            # Time to load and attach (bpftrace: ~1 s here; ours ~0.5 s).
+            time.sleep(3 if k.startswith("bpftrace") else 2)
+            traced = dd_seconds(n)
+            p.send_signal(2)
+            p.wait()
+            ratios[k].append(traced / bare)
+    for k, v in ratios.items():
+        print(f"  {k:<15} dd x{statistics.median(v):.3f} (median of {runs} paired ratios; "
+              f"range x{min(v):.2f}..x{max(v):.2f})")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "system":
         system(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
+    elif what == "floor":
+        floor(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
     elif what == "unwind":
         unwind(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
     else:
