@@ -186,6 +186,60 @@ fn live_view_in_tmux() {
         .unwrap_or_else(|| panic!("q did not quit:\n{}", tmux.screen()));
 }
 
+/// The live view of a recording counted in the kernel (`--aggregate --interval 1`): the counts
+/// of each second, read while recording, show the hot function within 3 s, at the final
+/// report's share within 5 points.
+#[test]
+fn live_view_reads_the_kernels_counts() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("live-counted");
+    let file = dir.0.join("counted.data");
+    let started = Instant::now();
+    let mut rec = Command::new(record_bin())
+        .args(["-q", "--aggregate", "--interval", "1", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(fixture("busy-fp"))
+        .args(["6", "2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let live = wait_for(Duration::from_secs(10), || {
+        let out = analyze(&["top", "--once", "-i", file.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        share(&text, "spin_inner").map(|p| (p, started.elapsed(), text))
+    });
+    let (live_share, seen, text) = live.expect("spin_inner never shown while recording");
+    let still_recording = rec.try_wait().unwrap().is_none();
+    assert!(rec.wait().unwrap().success());
+    let report = analyze(&[
+        "report",
+        "--stdio",
+        "--no-children",
+        "-i",
+        file.to_str().unwrap(),
+    ]);
+    assert!(report.status.success());
+    let report = String::from_utf8_lossy(&report.stdout);
+    let report_share = share(&report, "spin_inner").expect("spin_inner in the report");
+    eprintln!(
+        "live (counted): spin_inner {live_share}% after {:.2} s, {report_share}% in the report",
+        seen.as_secs_f64()
+    );
+    assert!(still_recording, "the workload ended before the live check");
+    assert!(text.contains("cpu-clock"), "{text}");
+    assert!(
+        seen.as_secs_f64() <= 3.0 + 1.0,
+        "shown after {seen:?} (3 s + start-up)"
+    );
+    assert!(
+        (live_share - report_share).abs() <= 5.0,
+        "spin_inner {live_share}% live, {report_share}% in the report:\n{text}"
+    );
+}
+
 /// GET `path` from `addr` (host:port): the body.
 fn get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
