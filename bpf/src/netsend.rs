@@ -38,6 +38,9 @@ struct Call {
 pub(crate) struct Joiner {
     calls: HashMap<(u64, u64), Call>,
     order: VecDeque<(u64, u64)>,
+    /// Each thread's last stacks, by tid, for the calls that come without them (made from
+    /// where that one was: netsend.bpf.c's call_sites).
+    last_stacks: HashMap<u32, (Vec<u64>, Vec<u64>)>,
 }
 
 impl Joiner {
@@ -63,9 +66,24 @@ impl Joiner {
         let Some(kernel_stack) = frames(head, e.kstack_bytes) else {
             return false;
         };
-        let Some(user_stack) = frames(head + e.kstack_bytes as usize, e.ustack_bytes) else {
+        let Some(mut user_stack) = frames(head + e.kstack_bytes as usize, e.ustack_bytes) else {
             return false;
         };
+        let mut kernel_stack = kernel_stack;
+        if e.same_stacks != 0 {
+            if let Some((k, u)) = self.last_stacks.get(&e.tid) {
+                kernel_stack.clone_from(k);
+                user_stack.clone_from(u);
+            }
+        } else {
+            if self.last_stacks.len() >= CALLS && !self.last_stacks.contains_key(&e.tid) {
+                // Bounded: threads beyond it are forgotten (their next call walks again
+                // only in the kernel's own table, which is as large).
+                self.last_stacks.clear();
+            }
+            self.last_stacks
+                .insert(e.tid, (kernel_stack.clone(), user_stack.clone()));
+        }
         let key = (e.sk, e.time_ns);
         let call = Call {
             pid: e.pid,
@@ -188,6 +206,27 @@ mod tests {
         // Its call unknown: timed, no owner.
         let lost = j.skb(&skb_record(0xc, 100, 1)).unwrap();
         assert_eq!((lost.pid, lost.kernel_stack.len()), (0, 0));
+    }
+
+    #[test]
+    fn calls_without_frames_get_their_threads_last_stacks() {
+        let mut j = Joiner::default();
+        assert!(j.call(&call_record(0xa, 100, 7, &[1, 2], &[9])));
+        assert!(j.call(&call_record(0xb, 100, 20, &[5], &[6])));
+        let mut same = call_record(0xa, 200, 7, &[], &[]);
+        same[std::mem::offset_of!(types::net_call_event, same_stacks)] = 1;
+        assert!(j.call(&same));
+        let e = j.skb(&skb_record(0xa, 200, 1)).unwrap();
+        assert_eq!((e.kernel_stack, e.user_stack), (vec![1, 2], vec![9]));
+        // A thread never seen with stacks: none.
+        let mut r = call_record(0xc, 300, 30, &[], &[]);
+        r[std::mem::offset_of!(types::net_call_event, same_stacks)] = 1;
+        assert!(j.call(&r));
+        assert!(j
+            .skb(&skb_record(0xc, 300, 1))
+            .unwrap()
+            .kernel_stack
+            .is_empty());
     }
 
     #[test]

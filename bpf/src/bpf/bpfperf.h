@@ -575,7 +575,7 @@ struct net_call_event {
 	__u16 lport;
 	__u16 rport;
 	__u8 state;
-	__u8 _pad;
+	__u8 same_stacks; /* 1: no frames; the stacks of the thread's last call that had them */
 	__u8 saddr[16];
 	__u8 daddr[16];
 	char comm[16];

@@ -6,10 +6,11 @@
  * net_dev_xmit (the driver returned). The call's stacks go to record once, in a
  * net_call_event when it begins; each skb that reaches the device is a 48-byte net_skb_event
  * naming its call, whichever thread or softirq transmits it (an ACK-clocked transmit runs in
- * softirq); record joins them into one NET_SEND per skb. (A whole net_event per skb, both
- * stacks copied into each, cost iperf3 28% of its throughput on a 2-core machine.) An skb
- * that software GSO splits before the driver is followed no further (its segments are new
- * skbs). */
+ * softirq); record joins them into one NET_SEND per skb. A call made from where the
+ * thread's last one was (see call_sites) carries no frames: record gives it those. (A
+ * whole net_event per skb, both stacks copied into each, cost iperf3 28% of its throughput
+ * on a 2-core machine.) An skb that software GSO splits before the driver is followed no
+ * further (its segments are new skbs). */
 #include "common.bpf.h"
 #include "stack.bpf.h"
 #include "unwind.bpf.h"
@@ -46,7 +47,27 @@ struct {
 
 #define CALL_HEAD offsetof(struct net_call_event, kstack)
 
-/* Sends the call's record: its head, then only the frames each stack holds. */
+/* Where a thread's last send call whose stacks went to record was made: its user ip and
+ * stack pointer at the syscall, and the syscall. A call from the same place at the same
+ * depth by the same syscall has the same stacks (a send loop's calls all do), so they are
+ * not walked again: walking them was most of the cost of following sends (7-8 us a call
+ * for iperf3, whose code keeps no frame pointers). */
+struct call_site {
+	__u64 ip;
+	__u64 sp;
+	__u32 nr;
+	__u32 pid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
+	__type(value, struct call_site);
+} call_sites SEC(".maps");
+
+/* Sends the call's record: its head, then only the frames each stack holds (none when they
+ * are the thread's last call's). */
 static __always_inline void send_call_event(void *ctx, const struct sock *sk, __u32 pid,
 					    __u64 id, __u64 send_ns)
 {
@@ -62,12 +83,27 @@ static __always_inline void send_call_event(void *ctx, const struct sock *sk, __
 	e->sk = (__u64)sk;
 	fill_call_addrs(e, sk);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
-	take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes, e->ustack);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct call_site site = {
+		.ip = regs->ip, .sp = regs->sp, .nr = (__u32)regs->orig_ax, .pid = pid
+	};
+	__u32 tid = (__u32)id;
+	struct call_site *last = bpf_map_lookup_elem(&call_sites, &tid);
+	e->same_stacks = last && last->ip == site.ip && last->sp == site.sp &&
+			 last->nr == site.nr && last->pid == site.pid;
+	if (e->same_stacks) {
+		e->kstack_bytes = 0;
+		e->ustack_bytes = 0;
+	} else {
+		take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes, e->ustack);
+	}
 	/* Another program of this CPU may have used the scratch meanwhile (preempted). */
 	if (e->tid != (__u32)id || e->time_ns != send_ns) {
 		count_drop(EVENT_NET);
 		return;
 	}
+	__u8 same = e->same_stacks;
 	__u32 ks = stack_len(e->kstack_bytes), us = stack_len(e->ustack_bytes);
 	e->kstack_bytes = ks;
 	e->ustack_bytes = us;
@@ -83,6 +119,9 @@ static __always_inline void send_call_event(void *ctx, const struct sock *sk, __
 	if (us)
 		bpf_dynptr_write(&out, CALL_HEAD + ks, e->ustack, us, 0);
 	bpf_ringbuf_submit_dynptr(&out, submit_flags());
+	/* Only stacks that reached the ring stand for the calls after. */
+	if (!same)
+		bpf_map_update_elem(&call_sites, &tid, &site, BPF_ANY);
 }
 
 SEC("tp_btf/tcp_sendmsg_locked")

@@ -974,6 +974,27 @@ fn sends_followed_to_the_device() {
         .filter(|s| s.frames.iter().any(|(f, _)| f.contains("tcp_sendmsg")))
         .count();
     assert_eq!(under_send, sends.len(), "{text}");
+    // And under its user stack, libc's send (python3 keeps no frame pointers: the stack ends
+    // there in this mode): sendall's later calls carry no frames from the kernel (made where
+    // the last one was), record gives them the last ones'.
+    let user_stacks: BTreeMap<Vec<&str>, usize> = samples
+        .iter()
+        .filter(|s| s.event.contains("net_send"))
+        .fold(BTreeMap::new(), |mut m, s| {
+            let user: Vec<&str> = s
+                .frames
+                .iter()
+                .filter(|(_, dso)| !dso.contains("kernel"))
+                .map(|(f, _)| f.as_str())
+                .collect();
+            *m.entry(user).or_default() += 1;
+            m
+        });
+    eprintln!("net_send user stacks: {user_stacks:#?}");
+    assert!(
+        user_stacks.keys().all(|u| u.first() == Some(&"__send")),
+        "{user_stacks:#?}"
+    );
     // analyze net: the sends' latencies; report and heatmap by send latency.
     let a = analyze(&["net"], &out);
     let text = String::from_utf8_lossy(&a.stdout);
