@@ -39,9 +39,6 @@ fn owners_in(info: &Path, paths: &[&str]) -> BTreeMap<String, String> {
     if paths.is_empty() {
         return found;
     }
-    let Ok(dir) = std::fs::read_dir(info) else {
-        return found;
-    };
     // Each path as dpkg may list it: as it is, and without /usr (usrmerge).
     let mut wanted: Vec<(String, &str)> = Vec::new();
     for &p in &paths {
@@ -50,27 +47,63 @@ fn owners_in(info: &Path, paths: &[&str]) -> BTreeMap<String, String> {
             wanted.push((short.to_string(), p));
         }
     }
+    // Reads one package's list; true when every path has its owner.
+    let mut read = |package: &str, list: &Path| {
+        if let Ok(text) = std::fs::read_to_string(list) {
+            for line in text.lines() {
+                if let Some((_, original)) = wanted.iter().find(|(w, _)| w == line) {
+                    found
+                        .entry(original.to_string())
+                        .or_insert_with(|| package.to_string());
+                }
+            }
+        }
+        found.len() == paths.len()
+    };
+    // A library's package is most often named after its soname (liblzma5 for liblzma.so.5,
+    // libstdc++6 for libstdc++.so.6): those lists first, without listing the thousands.
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    for &p in &paths {
+        for guess in soname_packages(p) {
+            for list in [format!("{guess}.list"), format!("{guess}:{arch}.list")] {
+                if read(&guess, &info.join(list)) {
+                    return found;
+                }
+            }
+        }
+    }
+    let Ok(dir) = std::fs::read_dir(info) else {
+        return found;
+    };
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(package) = name.to_str().and_then(|n| n.strip_suffix(".list")) else {
             continue;
         };
         let package = package.split(':').next().unwrap_or(package);
-        let Ok(text) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        for line in text.lines() {
-            if let Some((_, original)) = wanted.iter().find(|(w, _)| w == line) {
-                found
-                    .entry(original.to_string())
-                    .or_insert_with(|| package.to_string());
-            }
-        }
-        if found.len() == paths.len() {
+        if read(package, &entry.path()) {
             break;
         }
     }
     found
+}
+
+/// The packages a library at `path` is likely installed by, from its name: `liblzma5`,
+/// `liblzma-5` for `liblzma.so.5.4.1`.
+fn soname_packages(path: &str) -> Vec<String> {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let Some((stem, version)) = base.split_once(".so.") else {
+        return Vec::new();
+    };
+    let major = version.split('.').next().unwrap_or("");
+    if stem.is_empty() || major.is_empty() {
+        return Vec::new();
+    }
+    vec![format!("{stem}{major}"), format!("{stem}-{major}")]
 }
 
 /// The package that holds the debug symbols of package `package`'s files: its automatic
@@ -117,5 +150,15 @@ mod tests {
         assert_eq!(found.get("/home/me/prog"), None);
         assert_eq!(debug_package("xz-utils"), "xz-utils-dbgsym");
         assert_eq!(debug_package("libc6"), "libc6-dbg");
+    }
+
+    #[test]
+    fn packages_are_guessed_from_sonames() {
+        assert_eq!(
+            soname_packages("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30"),
+            ["libstdc++6", "libstdc++-6"]
+        );
+        assert_eq!(soname_packages("/usr/bin/xz"), Vec::<String>::new());
+        assert_eq!(soname_packages("/usr/lib/libfoo.so"), Vec::<String>::new());
     }
 }

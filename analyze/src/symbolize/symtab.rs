@@ -16,15 +16,25 @@ pub(super) struct SymbolTable {
 
 /// A symbol's name, demangled on first use: a static C++ program has tens of thousands of
 /// symbols, a profile names a few dozen (demangling them all was a third of a small report).
+/// Aliases that only their demangled names can tell apart (C++'s C1/C2 constructors, Rust's
+/// impls) are kept all, and chosen among when first used.
 pub(super) struct Name {
-    raw: Box<str>,
+    /// The mangled name, or the aliases' in table order.
+    raw: Box<[Box<str>]>,
     demangled: OnceLock<String>,
 }
 
 impl Name {
     fn raw(raw: &str) -> Name {
         Name {
-            raw: raw.into(),
+            raw: Box::new([raw.into()]),
+            demangled: OnceLock::new(),
+        }
+    }
+
+    fn aliases(names: &[&str]) -> Name {
+        Name {
+            raw: names.iter().map(|&n| n.into()).collect(),
             demangled: OnceLock::new(),
         }
     }
@@ -36,8 +46,17 @@ impl Name {
         }
     }
 
+    /// The demangled name; of aliases, perf's last criteria on the demangled names: fewer
+    /// leading underscores, then longer, then first in table order.
     pub(super) fn get(&self) -> &str {
-        self.demangled.get_or_init(|| demangle(&self.raw))
+        self.demangled.get_or_init(|| {
+            let rank = |n: &str| (std::cmp::Reverse(leading_underscores(n)), n.len());
+            self.raw
+                .iter()
+                .map(|n| demangle(n))
+                .reduce(|best, n| if rank(&n) > rank(&best) { n } else { best })
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -179,10 +198,13 @@ fn choose(mut raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, Name)> {
             s.1 > 0,
             s.2 != Binding::Weak,
             s.2 == Binding::Global,
-            std::cmp::Reverse(s.3.len() - s.3.trim_start_matches('_').len()),
+            std::cmp::Reverse(leading_underscores(&s.3)),
             s.3.len(),
         )
     };
+    // `rank`'s criteria that need no demangling.
+    let rank_head =
+        |s: &(u64, u64, Binding, &str)| (s.1 > 0, s.2 != Binding::Weak, s.2 == Binding::Global);
     // A damaged size must not wrap the end around: the symbol ends at the top.
     let end = |start: u64, size: u64| start.saturating_add(size);
     let mut out = Vec::with_capacity(raw.len());
@@ -191,15 +213,36 @@ fn choose(mut raw: Vec<(u64, u64, Binding, &str)>) -> Vec<(u64, u64, Name)> {
             out.push((*start, end(*start, *size), Name::raw(name)));
             continue;
         }
-        // The best rank; among equals, the first in table order.
-        let best = group
+        // Ranked on all but the demangled length; those that tie (the same size too) are
+        // told apart by it when first looked up.
+        let top = group
             .iter()
-            .map(|&(start, size, binding, name)| (start, size, binding, demangle(name)))
+            .map(&rank_head)
+            .max()
+            .expect("a group is not empty");
+        let tied: Vec<&(u64, u64, Binding, &str)> =
+            group.iter().filter(|s| rank_head(s) == top).collect();
+        let (start, size) = (tied[0].0, tied[0].1);
+        // Mangled names (C++, Rust) all, of one size: the rest waits for a lookup.
+        let mangled = |n: &str| n.starts_with("_Z") || n.starts_with("_R");
+        if tied.iter().all(|s| s.1 == size && mangled(s.3)) {
+            let names: Vec<&str> = tied.iter().map(|s| s.3).collect();
+            out.push((start, end(start, size), Name::aliases(&names)));
+            continue;
+        }
+        // Sizes differ among the tied (the end depends on the choice) or plain names: now.
+        let best = tied
+            .iter()
+            .map(|&&(start, size, binding, name)| (start, size, binding, demangle(name)))
             .reduce(|best, s| if rank(&s) > rank(&best) { s } else { best })
             .expect("a group is not empty");
         out.push((best.0, end(best.0, best.1), Name::demangled(best.3)));
     }
     out
+}
+
+fn leading_underscores(name: &str) -> usize {
+    name.len() - name.trim_start_matches('_').len()
 }
 
 /// A file's symbol tables, built once and kept with the file ([`ElfData::derived`]).
