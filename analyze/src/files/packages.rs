@@ -93,7 +93,7 @@ fn owners_in(info: &Path, paths: &[&str]) -> BTreeMap<String, String> {
 }
 
 /// The packages a library at `path` is likely installed by, from its name: `liblzma5`,
-/// `liblzma-5` for `liblzma.so.5.4.1`.
+/// `liblzma-5` for `liblzma.so.5.4.1`, `libgcc-s1` for `libgcc_s.so.1`.
 fn soname_packages(path: &str) -> Vec<String> {
     let base = path.rsplit('/').next().unwrap_or(path);
     let Some((stem, version)) = base.split_once(".so.") else {
@@ -103,6 +103,8 @@ fn soname_packages(path: &str) -> Vec<String> {
     if stem.is_empty() || major.is_empty() {
         return Vec::new();
     }
+    // Package names have no underscores and no capitals: libgcc-s1 for libgcc_s.so.1.
+    let stem = stem.replace('_', "-").to_lowercase();
     vec![format!("{stem}{major}"), format!("{stem}-{major}")]
 }
 
@@ -157,6 +159,10 @@ mod tests {
         assert_eq!(
             soname_packages("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30"),
             ["libstdc++6", "libstdc++-6"]
+        );
+        assert_eq!(
+            soname_packages("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1"),
+            ["libgcc-s1", "libgcc-s-1"]
         );
         assert_eq!(soname_packages("/usr/bin/xz"), Vec::<String>::new());
         assert_eq!(soname_packages("/usr/lib/libfoo.so"), Vec::<String>::new());
