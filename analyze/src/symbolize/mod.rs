@@ -17,6 +17,7 @@ mod demangle;
 mod dwarf;
 mod fde;
 mod frame;
+mod gopclntab;
 mod symbolized;
 mod symtab;
 

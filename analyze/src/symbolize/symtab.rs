@@ -264,6 +264,16 @@ fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
         .chain(std::iter::once(elf))
         .filter_map(SymbolTable::of)
         .collect();
+    if tables.is_empty() {
+        // A stripped Go program: the runtime's own table of its functions.
+        if let Some(functions) = super::gopclntab::functions(elf).filter(|f| !f.is_empty()) {
+            let syms = functions
+                .into_iter()
+                .map(|(start, end, name)| (start, end, Name::demangled(name)))
+                .collect();
+            tables.push(SymbolTable { syms });
+        }
+    }
     let plt = SymbolTable::plt(elf);
     if !plt.is_empty() {
         // Into the table in use, so that sizeless symbols before the PLT end where it begins.

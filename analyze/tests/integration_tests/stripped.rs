@@ -309,3 +309,71 @@ fn debuginfod_gives_the_debug_file_of_a_stripped_binary_that_is_here() {
     let out = analyze(&["report", "--folded", "-i", s.recording.to_str().unwrap()]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("hot_loop"));
 }
+
+/// A stripped Go program (`strip` removes `.symtab`, as Debian's packaging does to gofmt and
+/// go): its functions are named from `.gopclntab`, the table Go's runtime names its own stack
+/// traces with, where perf names them all `[unknown]`. The same recording analyzed with the
+/// unstripped program put back at its path (its symbol table) gives the same stacks, but for
+/// the `.abi0` suffix of assembly functions' symbols.
+#[test]
+fn stripped_go_functions_are_named_from_the_runtimes_table() {
+    if !crate::common::perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("stripped-go");
+    let full = dir.0.join("full");
+    let prog = dir.0.join("goprog");
+    std::fs::copy(fixture("goprog"), &full).unwrap();
+    let st = Command::new("strip")
+        .arg("-o")
+        .arg(&prog)
+        .arg(&full)
+        .status()
+        .unwrap();
+    assert!(st.success(), "strip");
+    let nm = Command::new("nm").arg(&prog).output().unwrap();
+    assert!(
+        !nm.status.success() || nm.stdout.is_empty(),
+        "no symbols left"
+    );
+    let recording = dir.0.join("go.data");
+    crate::common::perf_record(&recording, &["-F", "499", "-g"], &prog, &["0.4", "2"]);
+    // perf: the program's frames are [unknown].
+    let script = Command::new("perf")
+        .args(["script", "-F", "ip,sym,dso", "-i"])
+        .arg(&recording)
+        .output()
+        .unwrap();
+    let script = String::from_utf8_lossy(&script.stdout);
+    let ours_in_perf: Vec<&str> = script.lines().filter(|l| l.contains("/goprog)")).collect();
+    let unknown = ours_in_perf
+        .iter()
+        .filter(|l| l.contains("[unknown]"))
+        .count();
+    assert!(!ours_in_perf.is_empty());
+    assert_eq!(
+        unknown,
+        ours_in_perf.len(),
+        "perf names some: {ours_in_perf:?}"
+    );
+
+    let (stripped, err) = folded(&recording, &["--no-inline"], &[]);
+    let total: u64 = stripped.values().sum();
+    let named: u64 = stripped
+        .iter()
+        .filter(|(k, _)| k.contains("main.") && !k.contains("[unknown]"))
+        .map(|(_, v)| v)
+        .sum();
+    eprintln!("stripped Go: {named} of {total} samples on named main.* stacks\n{err}");
+    assert!(named * 10 >= total * 9, "{stripped:#?}");
+    // The symbol table's names, from the unstripped program at the same path.
+    std::fs::copy(&full, &prog).unwrap();
+    let (unstripped, _) = folded(&recording, &["--no-inline"], &[]);
+    // The one difference: the symbol table names assembly functions by their ABI0 symbols
+    // (`runtime.goexit.abi0`), the runtime's table as Go's stack traces do (`runtime.goexit`).
+    let unstripped = renamed(&unstripped, |f| f.trim_end_matches(".abi0").to_string());
+    assert_eq!(
+        stripped, unstripped,
+        "pclntab's names are the symbol table's"
+    );
+}
