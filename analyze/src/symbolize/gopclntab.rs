@@ -78,6 +78,13 @@ fn parse(t: &[u8], text: u64) -> Option<Vec<(u64, u64, String)>> {
             ))
         }
     };
+    // Where each name ends: the next NUL, found by a binary search among all of them (a
+    // damaged table's names without one must not be scanned again for every function).
+    let nuls: Vec<usize> = names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &c)| (c == 0).then_some(i))
+        .collect();
     let mut out = Vec::with_capacity(nfunc);
     for i in 0..nfunc {
         let (start, func) = entry(i)?;
@@ -85,10 +92,11 @@ fn parse(t: &[u8], text: u64) -> Option<Vec<(u64, u64, String)>> {
         // The func record: its entry (uintptr or u32), then nameOff (i32) into the names.
         let name_field = func.checked_add(if wide { 8 } else { 4 })?;
         let name_off = u32_at(functab, name_field)? as usize;
-        let Some(name) = names.get(name_off..).and_then(|n| {
-            let len = n.iter().position(|&c| c == 0)?;
-            std::str::from_utf8(&n[..len]).ok()
-        }) else {
+        let end_of_name = nuls.get(nuls.partition_point(|&z| z < name_off)).copied();
+        let Some(name) = end_of_name
+            .and_then(|e| names.get(name_off..e))
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
             continue;
         };
         if end > start && !name.is_empty() {
