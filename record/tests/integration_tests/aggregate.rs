@@ -677,9 +677,13 @@ fn system_wide_counts_describe_only_the_processes_they_count() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!(ours, spin, "analyze's spin_inner of busy-fp vs perf's");
-    // Named as it was when it exited.
+    // Named as it was when it exited: all but what the process did before its exec, as the
+    // test runner's fork (1 of 302 on a fresh CI machine).
     let by_name: u64 = analyze_folded(&file, &["--no-inline", "--comm", "busy-fp"])
         .values()
         .sum();
-    assert_eq!(by_name, total, "busy-fp's samples by its name");
+    assert!(
+        by_name <= total && by_name * 100 >= total * 98,
+        "busy-fp's samples by its name: {by_name} of {total}"
+    );
 }
