@@ -963,8 +963,23 @@ fn sends_followed_to_the_device() {
     );
     assert!(sends.iter().all(|l| l.pid == client_pid), "{sends:#?}");
     // The payload followed is what the client sent (the veth's bytes less the headers).
+    // A retransmitted skb goes to the device again, and is followed again (a fresh CI
+    // machine retransmitted one of 61: 60,816 bytes over): each retransmit may add one skb.
     let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
-    assert_eq!(payload, n as u64 * size, "{sends:#?}");
+    let retransmits = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:tcp_retransmit" && l.local.0 == CLIENT_ADDR)
+        .count() as u64;
+    let sent = n as u64 * size;
+    if retransmits == 0 {
+        assert_eq!(payload, sent, "{sends:#?}");
+    } else {
+        eprintln!("{retransmits} retransmits: {payload} bytes followed for {sent} sent");
+        assert!(
+            payload >= sent && payload - sent <= retransmits * 65536,
+            "{payload} bytes followed for {sent} sent, {retransmits} retransmits: {sends:#?}"
+        );
+    }
     // Each under the client's send call.
     let text = perf_script_clean(&out);
     let samples = parse_script(&text);
