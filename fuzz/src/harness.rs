@@ -130,12 +130,16 @@ pub fn elf(data: &[u8], scratch: &Path) {
         })
         .collect();
     let dwarf = analyze::symbolize::dwarf_file(&elf, None, true, true);
-    // Names by address too: the unwind tables of a damaged file are parsed for them.
-    let naming = analyze::symbolize::Naming {
-        inline: true,
-        by_address: true,
-    };
-    let _ = analyze::symbolize::symbolize_elf(&elf, None, "fuzz", &lookups, dwarf, naming);
+    // Names by address too: the unwind tables of a damaged file are parsed for them. With
+    // lines (addr2line) and without (inline frames by a walk of the units' entries).
+    for lines in [true, false] {
+        let naming = analyze::symbolize::Naming {
+            inline: true,
+            by_address: true,
+            lines,
+        };
+        let _ = analyze::symbolize::symbolize_elf(&elf, None, "fuzz", &lookups, dwarf, naming);
+    }
     let _ = analyze::symbolize::source_locations(&elf, None, &addrs);
     for &a in addrs.iter().take(8) {
         if let Some((_, start, end)) = analyze::symbolize::function_at(&elf, None, a) {

@@ -216,6 +216,7 @@ pub fn symbolize_addresses(
                             symbolize::Naming {
                                 inline: o.inline,
                                 by_address: o.address_names,
+                                lines: o.lines,
                             },
                         ),
                         Some(Source::Jit(map)) => symbolize::symbolize_jit(map, addrs),

@@ -15,6 +15,7 @@ use addr2line::gimli::{self, Reader as _};
 use object::{Object, ObjectSection};
 use rayon::prelude::*;
 
+use super::inlines;
 use crate::files::dwarf_cache::{self, DwarfCache};
 use crate::files::ElfData;
 
@@ -291,6 +292,124 @@ impl<'a> Loaded<'a> {
             .map_or(&[][..], |(_, bytes)| &bytes[..])
     }
 
+    /// The DWARF of `info` (all of `.debug_info`, or one unit of it `alone`) with the other
+    /// sections loaded. A unit alone: offsets in `.debug_info` start at it, so its ranges are
+    /// found in the unit itself rather than in `.debug_aranges`.
+    fn dwarf<'s>(&'s self, info: &'s [u8], alone: bool) -> Option<gimli::Dwarf<Slice<'s>>> {
+        let sections = gimli::DwarfSections::load(|id| -> Result<&[u8], gimli::Error> {
+            Ok(match id {
+                gimli::SectionId::DebugInfo => info,
+                gimli::SectionId::DebugAranges if alone => &[],
+                id => self.section(id),
+            })
+        })
+        .ok()?;
+        Some(sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian)))
+    }
+
+    /// The frames at each of `svmas`, innermost first, as [`Frames::find`] gives them but for
+    /// their lines (none): names only, each unit read once for all its addresses and its line
+    /// program left alone ([`inlines`]).
+    pub fn names(&self, svmas: &[u64]) -> Option<Vec<Vec<Frame>>> {
+        // Per DWARF (the whole file, or each unit alone): its units, and the addresses (by
+        // index in svmas) each unit answers.
+        type UnitsAsked = Vec<(usize, Vec<usize>)>;
+        let mut jobs: Vec<(inlines::Units<'_>, UnitsAsked)> = Vec::new();
+        match &self.units {
+            Some(units) => {
+                let ranges: Vec<(u64, u64, usize)> = units
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, u)| u.ranges.iter().map(move |&(s, e)| (s, e, i)))
+                    .collect();
+                let per_unit = by_range(ranges, svmas, units.len());
+                for (u, ks) in per_unit.into_iter().enumerate() {
+                    let unit = &units[u];
+                    let info = self.info.get(unit.at..unit.at.saturating_add(unit.len));
+                    if let (false, Some(dwarf)) =
+                        (ks.is_empty(), info.and_then(|i| self.dwarf(i, true)))
+                    {
+                        jobs.push((inlines::Units::new(dwarf), vec![(0, ks)]));
+                    }
+                }
+            }
+            None => {
+                let units = inlines::Units::new(self.dwarf(&self.info, false)?);
+                let per_unit = self.whole_file_units(&units, svmas);
+                let per_unit = per_unit
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, ks)| !ks.is_empty());
+                let per_unit = per_unit.collect();
+                jobs.push((units, per_unit));
+            }
+        }
+        let found: Vec<Vec<(Vec<usize>, Vec<inlines::Chain>)>> = jobs
+            .par_iter()
+            .map(|(units, per_unit)| {
+                per_unit
+                    .par_iter()
+                    .map(|(u, ks)| {
+                        let addrs: Vec<u64> = ks.iter().map(|&k| svmas[k]).collect();
+                        (ks.clone(), inlines::names(units, *u, &addrs))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut out: Vec<Vec<Frame>> = (0..svmas.len()).map(|_| Vec::new()).collect();
+        for (ks, chains) in found.into_iter().flatten() {
+            for (k, chain) in ks.into_iter().zip(chains) {
+                out[k] = chain
+                    .into_iter()
+                    .rev()
+                    .map(|name| Frame {
+                        name,
+                        file: None,
+                        line: None,
+                    })
+                    .collect();
+            }
+        }
+        Some(out)
+    }
+
+    /// For each unit of the whole file, the indices of the `svmas` it answers: by
+    /// `.debug_aranges`, and for the addresses they leave out, by the ranges the root entry
+    /// of each unit they do not list gives (as addr2line decides).
+    fn whole_file_units(&self, units: &inlines::Units<'_>, svmas: &[u64]) -> Vec<Vec<usize>> {
+        let mut listed = vec![false; units.len()];
+        let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
+        let aranges = self.section(gimli::SectionId::DebugAranges);
+        let mut headers = gimli::DebugAranges::new(aranges, gimli::LittleEndian).headers();
+        while let Ok(Some(h)) = headers.next() {
+            let Some(u) = units.holding(h.debug_info_offset().0) else {
+                continue;
+            };
+            listed[u] = true;
+            let mut entries = h.entries();
+            while let Ok(Some(e)) = entries.next() {
+                let r = e.range();
+                if r.begin < r.end {
+                    ranges.push((r.begin, r.end, u));
+                }
+            }
+        }
+        let covered = |ranges: &[(u64, u64, usize)], a: u64| {
+            let i = ranges.partition_point(|r| r.0 <= a);
+            i.checked_sub(1).is_some_and(|i| a < ranges[i].1)
+        };
+        ranges.sort_unstable();
+        if svmas.iter().any(|&a| !covered(&ranges, a)) {
+            let more: Vec<(u64, u64, usize)> = (0..units.len())
+                .into_par_iter()
+                .filter(|&u| !listed[u])
+                .flat_map_iter(|u| units.ranges(u).into_iter().map(move |(s, e)| (s, e, u)))
+                .collect();
+            ranges.extend(more);
+        }
+        by_range(ranges, svmas, units.len())
+    }
+
     /// How many compilation units are parsed alone (`None`: the whole file).
     #[cfg(test)]
     fn narrowed_units(&self) -> Option<usize> {
@@ -314,21 +433,8 @@ pub struct Frame {
 
 impl<'s> Frames<'s> {
     pub fn new(loaded: &'s Loaded<'_>) -> Option<Frames<'s>> {
-        // A unit alone: offsets in .debug_info start at it, so the context finds the unit's
-        // ranges in the unit itself rather than in .debug_aranges.
         let context = |info: &'s [u8], alone: bool| {
-            let sections = gimli::DwarfSections::load(|id| -> Result<&[u8], gimli::Error> {
-                Ok(match id {
-                    gimli::SectionId::DebugInfo => info,
-                    gimli::SectionId::DebugAranges if alone => &[],
-                    id => loaded.section(id),
-                })
-            })
-            .ok()?;
-            addr2line::Context::from_dwarf(
-                sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian)),
-            )
-            .ok()
+            addr2line::Context::from_dwarf(loaded.dwarf(info, alone)?).ok()
         };
         match &loaded.units {
             None => Some(Frames {
@@ -380,6 +486,21 @@ impl<'s> Frames<'s> {
         }
         out
     }
+}
+
+/// For each of `count` units, the indices of the `svmas` that `ranges` (start, end, unit) put
+/// in it: the last range starting at or before an address, if it holds it (as
+/// [`Frames::find`] chooses).
+fn by_range(mut ranges: Vec<(u64, u64, usize)>, svmas: &[u64], count: usize) -> Vec<Vec<usize>> {
+    ranges.sort_unstable();
+    let mut per_unit: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (k, &a) in svmas.iter().enumerate() {
+        let i = ranges.partition_point(|r| r.0 <= a);
+        if let Some(r) = i.checked_sub(1).map(|i| ranges[i]).filter(|r| a < r.1) {
+            per_unit[r.2].push(k);
+        }
+    }
+    per_unit
 }
 
 /// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,

@@ -18,6 +18,7 @@ mod dwarf;
 mod fde;
 mod frame;
 mod gopclntab;
+mod inlines;
 mod symbolized;
 mod symtab;
 
@@ -55,6 +56,9 @@ pub struct Naming {
     /// Name code that no symbol covers by the function its unwind tables delimit
     /// (`FILE!0xSVMA`, see [`address_name`]); else `[unknown]`, as perf names it.
     pub by_address: bool,
+    /// Look up source lines (`file:line`); without them, inline frames are found by name
+    /// alone ([`inlines`]), the line programs never parsed.
+    pub lines: bool,
 }
 
 /// Symbolizes `lookups` (SVMAs) of one ELF file, with DWARF from `dwarf` (see [`dwarf_file`])
@@ -76,25 +80,36 @@ pub fn symbolize_elf(
     let with_inline = naming.inline;
     // Symbols and DWARF load side by side (unless prepared already): each is a fair share of
     // the work on libc.
+    let svmas: Vec<u64> = lookups.iter().map(Lookup::call_site).collect();
     let (tables, loaded) = rayon::join(
         || symtab::tables(elf, debug),
-        || {
-            let svmas: Vec<u64> = lookups.iter().map(Lookup::call_site).collect();
-            dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas))
-        },
+        || dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas)),
     );
-    let frames = loaded.as_ref().and_then(dwarf::Frames::new);
+    let named = loaded
+        .as_ref()
+        .filter(|_| !naming.lines)
+        .and_then(|l| l.names(&svmas));
+    let frames = match named {
+        Some(_) => None,
+        None => loaded.as_ref().and_then(dwarf::Frames::new),
+    };
+    let mut named = named;
+    let mut find = |k: usize, svma: u64| match (&mut named, &frames) {
+        (Some(named), _) => named.get_mut(k).map(std::mem::take).unwrap_or_default(),
+        (None, Some(f)) => f.find(svma),
+        (None, None) => Vec::new(),
+    };
 
     lookups
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(k, l)| {
             let sym = tables.iter().find_map(|t| t.lookup(l.addr));
             let svma = l.call_site();
             let same_function = !l.is_return
                 || tables.iter().find_map(|t| t.lookup(svma)).map(|s| s.1) == sym.map(|s| s.1);
-            let mut frames: Vec<FrameInfo> = match frames.as_ref().filter(|_| same_function) {
-                Some(f) => f
-                    .find(svma)
+            let mut frames: Vec<FrameInfo> = match same_function {
+                true => find(k, svma)
                     .into_iter()
                     .map(|f| FrameInfo {
                         function: f.name.as_deref().map_or_else(|| UNKNOWN.into(), demangle),
@@ -104,7 +119,7 @@ pub fn symbolize_elf(
                         by_address: false,
                     })
                     .collect(),
-                None => Vec::new(),
+                false => Vec::new(),
             };
             // find yields innermost first; the last one is the real (outer) function.
             frames.reverse();

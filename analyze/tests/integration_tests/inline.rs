@@ -69,3 +69,90 @@ fn check(dir: &Tmp, program: &str) {
         "srcline of the inlined helper ({helper_lines:?}):\n{lines}"
     );
 }
+
+/// Views without source lines find inline frames by one pass over each unit's entries,
+/// never parsing its line program; views with lines ask addr2line. The two must name the
+/// same frames at every address: checked at every 8th byte of each function (up to 40 a
+/// function) of Rust, C++ (g++ and clang++), C and Go programs and Debian's libc (its debug
+/// file from libc6-dbg: thousands of units, read through .debug_aranges).
+#[test]
+fn inline_frames_without_lines_are_addr2lines() {
+    use analyze::resolve::Lookup;
+    use analyze::symbolize::{dwarf_file, symbolize_elf, Naming};
+    use object::{Object, ObjectSymbol};
+
+    let loader = analyze::files::Loader::new();
+    let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6".to_string();
+    let programs = [
+        "rsprog-nofp",
+        "cxxprog-g++-nofp",
+        "cxxprog-clang++-nofp",
+        "inline-nofp",
+        "goprog",
+    ];
+    let mut paths: Vec<String> = programs
+        .iter()
+        .map(|p| fixture(p).to_string_lossy().into_owned())
+        .collect();
+    paths.push(libc.clone());
+    let mut inlined_total = 0;
+    for path in &paths {
+        let elf = loader.elf(path, None).unwrap_or_else(|| panic!("{path}"));
+        let debug = loader.debug_file(&elf);
+        assert!(
+            path != &libc || debug.is_some() || std::env::var_os("CI").is_none(),
+            "libc6-dbg is missing (scripts/setup installs it)"
+        );
+        let symbols = {
+            let named = debug.as_deref().unwrap_or(&elf);
+            let obj = object::File::parse(&*named.bytes).unwrap();
+            let mut s: Vec<(u64, u64)> = obj
+                .symbols()
+                .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+                .map(|s| (s.address(), s.size()))
+                .collect();
+            s.sort_unstable();
+            s.dedup();
+            s
+        };
+        let lookups: Vec<Lookup> = symbols
+            .iter()
+            .flat_map(|&(at, size)| (0..size.min(320)).step_by(8).map(move |o| at + o))
+            .map(|addr| Lookup {
+                addr,
+                is_return: false,
+            })
+            .collect();
+        let names = |lines: bool| -> Vec<Vec<(String, bool)>> {
+            let naming = Naming {
+                inline: true,
+                by_address: false,
+                lines,
+            };
+            let dwarf = dwarf_file(&elf, debug.as_deref(), true, lines);
+            symbolize_elf(&elf, debug.as_deref(), path, &lookups, dwarf, naming)
+                .into_iter()
+                .map(|a| {
+                    a.frames
+                        .into_iter()
+                        .map(|f| (f.function, f.inlined))
+                        .collect()
+                })
+                .collect()
+        };
+        let (walked, by_addr2line) = (names(false), names(true));
+        let inlined = walked.iter().filter(|f| f.len() > 1).count();
+        for (i, (w, a)) in walked.iter().zip(&by_addr2line).enumerate() {
+            assert_eq!(w, a, "{path} at {:#x}", lookups[i].addr);
+        }
+        eprintln!(
+            "{path}: {} addresses, {inlined} with inline frames",
+            lookups.len()
+        );
+        inlined_total += inlined;
+    }
+    assert!(
+        inlined_total > 1000,
+        "{inlined_total} addresses in inlined code"
+    );
+}
