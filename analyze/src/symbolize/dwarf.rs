@@ -358,7 +358,13 @@ impl<'a> Loaded<'a> {
             .collect();
         let mut out: Vec<Vec<Frame>> = (0..svmas.len()).map(|_| Vec::new()).collect();
         for (ks, chains) in found.into_iter().flatten() {
-            for (k, chain) in ks.into_iter().zip(chains) {
+            for (k, mut chain) in ks.into_iter().zip(chains) {
+                // In a unit's code but no function of it: one nameless frame, as addr2line
+                // gives (a location, no function), so that the symbol names it or, without
+                // one, it is [unknown] rather than named by address.
+                if chain.is_empty() {
+                    chain.push(None);
+                }
                 out[k] = chain
                     .into_iter()
                     .rev()
