@@ -50,13 +50,21 @@ fn intern_frames(r: &Resolved<'_>, symbols: &Symbols, table: &mut Vec<FrameInfo>
         .map(|i| intern(&i.frames[0], table))
         .collect();
     let mut unknown: FxHashMap<String, u32> = FxHashMap::default();
-    for st in &r.stacks {
-        for l in &st.user {
-            let dso = r.resolver.dso_of(l);
-            if !unknown.contains_key(dso) {
-                let id = intern(&FrameInfo::unknown(dso), table);
-                unknown.insert(dso.to_string(), id);
-            }
+    // Only frames that resolve to no file lookup are shown as their dso's `[unknown]` (every
+    // lookup was symbolized): a deep recursion's hundreds of thousands of resolved frames
+    // need no name of their dso here.
+    let unresolved = r.stacks.iter().zip(&r.keys).flat_map(|(st, keys)| {
+        st.user
+            .iter()
+            .zip(keys)
+            .filter(|(_, key)| key.is_none())
+            .map(|(l, _)| l)
+    });
+    for l in unresolved {
+        let dso = r.resolver.dso_of(l);
+        if !unknown.contains_key(dso) {
+            let id = intern(&FrameInfo::unknown(dso), table);
+            unknown.insert(dso.to_string(), id);
         }
     }
     FrameIds {
