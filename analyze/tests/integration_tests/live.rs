@@ -385,9 +385,14 @@ fn served_flame_graph_follows_the_workload() {
     std::fs::create_dir_all(&shots).unwrap();
     let (shot1, shot2) = (shots.join("phase-one.png"), shots.join("phase-two.png"));
 
+    // Phase one's graph once it holds both of its children (the first one served can hold a
+    // handful of samples, none of them in one of them yet: seen once under the whole suite).
     let svg1 = wait_for(Duration::from_secs(20), || {
         let svg = get(&addr, "/flamegraph.svg");
-        (svg_share(&svg, "phase_one") > 50.0).then_some(svg)
+        (svg_share(&svg, "phase_one") > 50.0
+            && svg.contains("one_left")
+            && svg.contains("one_right"))
+        .then_some(svg)
     })
     .expect("phase_one in the served flame graph");
     screenshot(&url, &shot1);
