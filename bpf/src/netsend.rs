@@ -63,13 +63,12 @@ impl Joiner {
                     .collect(),
             )
         };
-        let Some(kernel_stack) = frames(head, e.kstack_bytes) else {
+        let Some(mut kernel_stack) = frames(head, e.kstack_bytes) else {
             return false;
         };
         let Some(mut user_stack) = frames(head + e.kstack_bytes as usize, e.ustack_bytes) else {
             return false;
         };
-        let mut kernel_stack = kernel_stack;
         if e.same_stacks != 0 {
             if let Some((k, u)) = self.last_stacks.get(&e.tid) {
                 kernel_stack.clone_from(k);

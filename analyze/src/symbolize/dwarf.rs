@@ -323,12 +323,12 @@ impl<'a> Loaded<'a> {
                     .flat_map(|(i, u)| u.ranges.iter().map(move |&(s, e)| (s, e, i)))
                     .collect();
                 let per_unit = by_range(ranges, svmas, units.len());
-                for (u, ks) in per_unit.into_iter().enumerate() {
-                    let unit = &units[u];
+                for (unit, ks) in units.iter().zip(per_unit) {
+                    if ks.is_empty() {
+                        continue;
+                    }
                     let info = self.info.get(unit.at..unit.at.saturating_add(unit.len));
-                    if let (false, Some(dwarf)) =
-                        (ks.is_empty(), info.and_then(|i| self.dwarf(i, true)))
-                    {
+                    if let Some(dwarf) = info.and_then(|i| self.dwarf(i, true)) {
                         jobs.push((inlines::Units::new(dwarf), vec![(0, ks)]));
                     }
                 }
@@ -384,28 +384,17 @@ impl<'a> Loaded<'a> {
     /// of each unit they do not list gives (as addr2line decides).
     fn whole_file_units(&self, units: &inlines::Units<'_>, svmas: &[u64]) -> Vec<Vec<usize>> {
         let mut listed = vec![false; units.len()];
-        let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
-        let aranges = self.section(gimli::SectionId::DebugAranges);
-        let mut headers = gimli::DebugAranges::new(aranges, gimli::LittleEndian).headers();
-        while let Ok(Some(h)) = headers.next() {
-            let Some(u) = units.holding(h.debug_info_offset().0) else {
-                continue;
-            };
-            listed[u] = true;
-            let mut entries = h.entries();
-            while let Ok(Some(e)) = entries.next() {
-                let r = e.range();
-                if r.begin < r.end {
-                    ranges.push((r.begin, r.end, u));
-                }
-            }
-        }
-        let covered = |ranges: &[(u64, u64, usize)], a: u64| {
-            let i = ranges.partition_point(|r| r.0 <= a);
-            i.checked_sub(1).is_some_and(|i| a < ranges[i].1)
-        };
+        let aranges = arange_entries(self.section(gimli::SectionId::DebugAranges));
+        let mut ranges: Vec<(u64, u64, usize)> = aranges
+            .into_iter()
+            .filter_map(|(begin, end, at)| {
+                let u = units.holding(at)?;
+                listed[u] = true;
+                Some((begin, end, u))
+            })
+            .collect();
         ranges.sort_unstable();
-        if svmas.iter().any(|&a| !covered(&ranges, a)) {
+        if svmas.iter().any(|&a| holder(&ranges, a).is_none()) {
             let more: Vec<(u64, u64, usize)> = (0..units.len())
                 .into_par_iter()
                 .filter(|&u| !listed[u])
@@ -469,11 +458,7 @@ impl<'s> Frames<'s> {
         let context = if self.ranges.is_empty() {
             self.contexts.first()
         } else {
-            let i = self.ranges.partition_point(|r| r.0 <= svma);
-            i.checked_sub(1)
-                .map(|i| self.ranges[i])
-                .filter(|r| svma < r.1)
-                .and_then(|r| self.contexts.get(r.2))
+            holder(&self.ranges, svma).and_then(|c| self.contexts.get(c))
         };
         let mut out = Vec::new();
         let Some(Ok(mut iter)) = context.map(|c| c.find_frames(svma).skip_all_loads()) else {
@@ -494,25 +479,31 @@ impl<'s> Frames<'s> {
     }
 }
 
+/// Of `ranges` (start, end, what), sorted, the `what` of the last one starting at or before
+/// `a`, if it holds `a`: how an address is given its unit everywhere here.
+fn holder(ranges: &[(u64, u64, usize)], a: u64) -> Option<usize> {
+    let i = ranges.partition_point(|r| r.0 <= a).checked_sub(1)?;
+    let (_, end, what) = ranges[i];
+    (a < end).then_some(what)
+}
+
 /// For each of `count` units, the indices of the `svmas` that `ranges` (start, end, unit) put
-/// in it: the last range starting at or before an address, if it holds it (as
-/// [`Frames::find`] chooses).
+/// in it ([`holder`]).
 fn by_range(mut ranges: Vec<(u64, u64, usize)>, svmas: &[u64], count: usize) -> Vec<Vec<usize>> {
     ranges.sort_unstable();
     let mut per_unit: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (k, &a) in svmas.iter().enumerate() {
-        let i = ranges.partition_point(|r| r.0 <= a);
-        if let Some(r) = i.checked_sub(1).map(|i| ranges[i]).filter(|r| a < r.1) {
-            per_unit[r.2].push(k);
+        if let Some(u) = holder(&ranges, a) {
+            per_unit[u].push(k);
         }
     }
     per_unit
 }
 
-/// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,
-/// with all their ranges; `None` if there are no aranges or one address is not covered.
-fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
-    let mut all: Vec<(u64, u64, usize)> = Vec::new();
+/// The (start, end, `.debug_info` offset of the unit) of every non-empty range `aranges`
+/// lists, up to the first damage.
+fn arange_entries(aranges: &[u8]) -> Vec<(u64, u64, usize)> {
+    let mut all = Vec::new();
     let mut headers = gimli::DebugAranges::new(aranges, gimli::LittleEndian).headers();
     while let Ok(Some(h)) = headers.next() {
         let at = h.debug_info_offset().0;
@@ -524,18 +515,20 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
             }
         }
     }
+    all
+}
+
+/// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,
+/// with all their ranges; `None` if there are no aranges or one address is not covered.
+fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
+    let mut all = arange_entries(aranges);
     if all.is_empty() {
         return None;
     }
     all.sort_unstable();
     let mut wanted: Vec<usize> = Vec::new();
     for &svma in svmas {
-        let i = all.partition_point(|r| r.0 <= svma).checked_sub(1)?;
-        let (_, end, at) = all[i];
-        if svma >= end {
-            return None;
-        }
-        wanted.push(at);
+        wanted.push(holder(&all, svma)?);
     }
     wanted.sort_unstable();
     wanted.dedup();

@@ -8,8 +8,9 @@
 //! 15 without them) and of its memory (70 MiB peak, 55 without). Here a unit's entries are
 //! read once, attributes skipped but for the ranges of functions and inlined calls, and
 //! subtrees that hold none of the addresses are passed over; units are found as addr2line
-//! finds them (`.debug_aranges`, else their root entry's ranges). Names follow addr2line's rules (linkage name, else name, else the abstract
-//! origin's or specification's), so the frames are the ones addr2line would give.
+//! finds them (`.debug_aranges`, else their root entry's ranges). Names follow addr2line's
+//! rules (linkage name, else name, else the abstract origin's or specification's), so the
+//! frames are the ones addr2line would give.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -67,14 +68,9 @@ impl<'a> Units<'a> {
 
     /// The unit holding `.debug_info` offset `at`.
     pub fn holding(&self, at: usize) -> Option<usize> {
-        let i = self.headers.partition_point(|h| self.start_of(h) <= at);
-        i.checked_sub(1).filter(|&i| {
-            at < self.start_of(&self.headers[i]) + self.headers[i].length_including_self()
-        })
-    }
-
-    fn start_of(&self, h: &gimli::UnitHeader<Slice<'a>>) -> usize {
-        h.offset().0
+        let i = self.headers.partition_point(|h| h.offset().0 <= at);
+        i.checked_sub(1)
+            .filter(|&i| at < self.start(i) + self.headers[i].length_including_self())
     }
 
     /// The address ranges unit `i`'s root entry gives.
@@ -101,10 +97,10 @@ pub type Chain = Vec<Option<String>>;
 /// address no function of the unit covers gets none. A damaged unit gives what was read
 /// before the damage.
 pub fn names(units: &Units<'_>, i: usize, svmas: &[u64]) -> Vec<Chain> {
-    let mut found: Vec<Vec<Offset>> = vec![Vec::new(); svmas.len()];
     let Some(unit) = units.get(i) else {
         return vec![Vec::new(); svmas.len()];
     };
+    let mut found: Vec<Vec<Offset>> = vec![Vec::new(); svmas.len()];
     let mut sorted: Vec<(u64, usize)> = svmas.iter().enumerate().map(|(k, &a)| (a, k)).collect();
     sorted.sort_unstable();
     // An error ends the walk: what was found before it stands.

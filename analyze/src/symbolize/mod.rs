@@ -85,7 +85,7 @@ pub fn symbolize_elf(
         || symtab::tables(elf, debug),
         || dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas)),
     );
-    let named = loaded
+    let mut named = loaded
         .as_ref()
         .filter(|_| !naming.lines)
         .and_then(|l| l.names(&svmas));
@@ -93,7 +93,6 @@ pub fn symbolize_elf(
         Some(_) => None,
         None => loaded.as_ref().and_then(dwarf::Frames::new),
     };
-    let mut named = named;
     let mut find = |k: usize, svma: u64| match (&mut named, &frames) {
         (Some(named), _) => named.get_mut(k).map(std::mem::take).unwrap_or_default(),
         (None, Some(f)) => f.find(svma),
