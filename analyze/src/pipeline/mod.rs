@@ -16,7 +16,7 @@ mod unwound;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::files::Loader;
 use crate::read::{self, MapId, Recording, Weighed};
@@ -25,6 +25,7 @@ use crate::symbolize::{self, AddrInfo, FrameInfo, Stats, Symbolized, TimedSample
 use crate::unwind::{Unwinder, UnwoundStack};
 use crate::Error;
 pub use options::Options;
+use resolved::NO_SLOT;
 pub use resolved::{Resolved, Symbols};
 use unwound::Unwound;
 
@@ -177,16 +178,47 @@ pub fn symbolize_addresses(
     loader: &Loader,
 ) -> Symbols {
     let files = r.resolver.files();
-    // Frames repeat (a deep recursion's: 281k frames, 10k addresses): each is kept once as
-    // it is met, and only the unique ones sorted.
-    let mut seen: FxHashSet<Key> = FxHashSet::default();
-    let mut per_file: Vec<Vec<Lookup>> = vec![Vec::new(); files.len()];
-    for &(f, a) in r.keys.iter().flatten().flatten() {
-        if seen.insert((f, a)) {
-            per_file[f as usize].push(a);
+    // Frames repeat (a deep recursion's: 281k frames, 10k addresses): each is numbered once
+    // as it is met, and only the unique ones sorted; every frame then gets its address's
+    // place in its file's sorted list (`slots`), so that the stacks stage searches nothing.
+    let mut first: FxHashMap<Key, u32> = FxHashMap::default();
+    let mut met: Vec<Key> = Vec::new();
+    let mut slots: Vec<Vec<u32>> = r
+        .keys
+        .iter()
+        .map(|keys| {
+            keys.iter()
+                .map(|k| match k {
+                    Some(k) => *first.entry(*k).or_insert_with(|| {
+                        met.push(*k);
+                        (met.len() - 1) as u32
+                    }),
+                    None => NO_SLOT,
+                })
+                .collect()
+        })
+        .collect();
+    drop(first);
+    let mut sorted: Vec<Vec<(Lookup, u32)>> = vec![Vec::new(); files.len()];
+    for (i, &(f, a)) in met.iter().enumerate() {
+        sorted[f as usize].push((a, i as u32));
+    }
+    sorted.par_iter_mut().for_each(|v| v.sort_unstable());
+    let mut place = vec![0u32; met.len()];
+    for v in &sorted {
+        for (pos, &(_, i)) in v.iter().enumerate() {
+            place[i as usize] = pos as u32;
         }
     }
-    per_file.par_iter_mut().for_each(|v| v.sort_unstable());
+    slots.par_iter_mut().for_each(|s| {
+        for slot in s.iter_mut().filter(|s| **s != NO_SLOT) {
+            *slot = place[*slot as usize];
+        }
+    });
+    let per_file: Vec<Vec<Lookup>> = sorted
+        .into_iter()
+        .map(|v| v.into_iter().map(|(a, _)| a).collect())
+        .collect();
     let mut kernel_addrs: Vec<u64> = Vec::new();
     if !o.user_only {
         let mut seen: FxHashSet<u64> = FxHashSet::default();
@@ -239,6 +271,7 @@ pub fn symbolize_addresses(
     crate::timing::mark("symbolize files + kernel");
     Symbols {
         per_file,
+        slots,
         file_infos,
         kernel_addrs,
         kernel_infos,

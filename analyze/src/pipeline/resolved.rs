@@ -28,10 +28,16 @@ pub struct Resolved<'r> {
     pub(super) bar: Option<indicatif::ProgressBar>,
 }
 
+/// The slot of a frame without a lookup key.
+pub const NO_SLOT: u32 = u32::MAX;
+
 /// What the symbolize stage hands on: every unique address of the resolved stacks with what
 /// it symbolizes to, per file (sorted, for binary search) and for the kernel.
 pub struct Symbols {
     pub per_file: Vec<Vec<Lookup>>,
+    /// Aligned with [`Resolved::keys`]: each frame's place in its file's `per_file` (and
+    /// `file_infos`), [`NO_SLOT`] where it has no key.
+    pub slots: Vec<Vec<u32>>,
     /// Aligned with `per_file`.
     pub file_infos: Vec<Vec<AddrInfo>>,
     pub kernel_addrs: Vec<u64>,

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::options::Options;
-use super::resolved::{Resolved, Symbols};
+use super::resolved::{Resolved, Symbols, NO_SLOT};
 use crate::read::{EventSel, Recording};
 use crate::resolve::Source;
 use crate::symbolize::{FrameAddr, FrameInfo, Symbolized, SymbolizedStack, TimedSample};
@@ -133,17 +133,20 @@ pub(super) fn symbolized(
     let built: Vec<(SymbolizedStack, u64, (u64, u64))> = r
         .samples
         .par_iter()
-        .zip(r.stacks.par_iter().zip(r.keys.par_iter()))
-        .map(|((s, weight), (st, keys))| {
+        .zip(
+            r.stacks
+                .par_iter()
+                .zip(r.keys.par_iter().zip(&symbols.slots)),
+        )
+        .map(|((s, weight), (st, (keys, slots)))| {
             let mut frames = Vec::new();
             let mut addrs = Vec::new();
-            for (loc, key) in st.user.iter().zip(keys).rev() {
-                let found = key.and_then(|(f, a)| {
-                    let i = symbols.per_file[f as usize].binary_search(&a).ok()?;
-                    Some((
-                        &ids.files[f as usize][i],
-                        &symbols.file_infos[f as usize][i],
-                    ))
+            for ((loc, key), &slot) in st.user.iter().zip(keys).zip(slots).rev() {
+                let found = key.filter(|_| slot != NO_SLOT).map(|(f, _)| {
+                    (
+                        &ids.files[f as usize][slot as usize],
+                        &symbols.file_infos[f as usize][slot as usize],
+                    )
                 });
                 match found {
                     Some((frame_ids, info)) => {
