@@ -182,12 +182,14 @@ fn read_on(
                     }
                 }
                 let (kernel, user_addrs) = split_callchain(&chain, starts_in_kernel);
-                let proc_ = timeline.process(pid, version);
+                let mut finder = timeline
+                    .process(pid, version)
+                    .map(|p| p.finder(&rec.mappings));
                 let user = user_addrs
                     .iter()
                     .map(|&addr| UserFrame {
                         addr,
-                        map: proc_.and_then(|p| p.find(addr, &rec.mappings)),
+                        map: finder.as_mut().and_then(|f| f.find(addr)),
                     })
                     .collect();
                 let stack_copy = stack_copy(&s.user_regs, &s.user_stack, None).map(Box::new);

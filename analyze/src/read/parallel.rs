@@ -497,12 +497,14 @@ pub(super) fn read(
             let chain: Vec<u64> = h.chain().collect();
             let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
             let (kernel, user_addrs) = split_callchain(&chain, kernel_mode);
-            let process = timeline.process(h.pid, version);
+            let mut finder = timeline
+                .process(h.pid, version)
+                .map(|pr| pr.finder(mappings));
             let user = user_addrs
                 .iter()
                 .map(|&addr| UserFrame {
                     addr,
-                    map: process.and_then(|pr| pr.find(addr, mappings)),
+                    map: finder.as_mut().and_then(|f| f.find(addr)),
                 })
                 .collect();
             let copy = may_copy(attr).then(|| stack_copy_of(r, attr, h)).flatten();

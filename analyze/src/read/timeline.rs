@@ -23,9 +23,31 @@ pub(super) struct Process {
 }
 
 impl Process {
-    pub(super) fn find(&self, addr: u64, mappings: &[Mapping]) -> Option<MapId> {
-        let (_, &id) = self.maps.range(..=addr).next_back()?;
-        (addr < mappings[id as usize].end).then_some(id)
+    /// The mapping that starts last at or before `addr`, if it holds `addr`, with the span of
+    /// addresses that find the same mapping: from its start to its end or the next mapping's
+    /// start, whichever comes first.
+    fn find_span(&self, addr: u64, mappings: &[Mapping]) -> Option<(u64, u64, MapId)> {
+        let (&start, &id) = self.maps.range(..=addr).next_back()?;
+        let end = mappings[id as usize].end;
+        if addr >= end {
+            return None;
+        }
+        let next = self
+            .maps
+            .range(start + 1..)
+            .next()
+            .map_or(u64::MAX, |(&s, _)| s);
+        Some((start, end.min(next), id))
+    }
+
+    /// A finder for many addresses of this process (a stack's frames mostly lie in one or
+    /// two mappings).
+    pub(super) fn finder<'a>(&'a self, mappings: &'a [Mapping]) -> Finder<'a> {
+        Finder {
+            process: self,
+            mappings,
+            last: None,
+        }
     }
 
     /// Adds a mapping; the ones starting inside it are replaced.
@@ -35,6 +57,28 @@ impl Process {
             self.maps.remove(&s);
         }
         self.maps.insert(m.start, id);
+    }
+}
+
+/// Finds the mapping of addresses of one process, remembering the span the last one found.
+pub(super) struct Finder<'a> {
+    process: &'a Process,
+    mappings: &'a [Mapping],
+    last: Option<(u64, u64, MapId)>,
+}
+
+impl Finder<'_> {
+    pub(super) fn find(&mut self, addr: u64) -> Option<MapId> {
+        if let Some((lo, hi, id)) = self.last {
+            if (lo..hi).contains(&addr) {
+                return Some(id);
+            }
+        }
+        let found = self.process.find_span(addr, self.mappings);
+        if found.is_some() {
+            self.last = found;
+        }
+        found.map(|(_, _, id)| id)
     }
 }
 
@@ -177,6 +221,46 @@ impl Timeline {
             if let Some((_, p)) = history.last() {
                 rec.process_maps
                     .insert(pid, p.maps.values().copied().collect());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(start: u64, end: u64) -> Mapping {
+        Mapping {
+            pid: 1,
+            start,
+            end,
+            pgoff: 0,
+            path: "/bin/x".into(),
+            build_id: None,
+        }
+    }
+
+    /// The finder answers as a fresh lookup does, whatever address came before: a mapping
+    /// laid over part of another one takes the addresses it covers from it.
+    #[test]
+    fn finder_answers_as_a_fresh_lookup_whatever_came_before() {
+        let mappings = vec![mapping(0x1000, 0x9000), mapping(0x3000, 0x4000)];
+        let mut p = Process::default();
+        for (id, m) in mappings.iter().enumerate() {
+            p.insert(id as MapId, m);
+        }
+        let fresh = |a| p.find_span(a, &mappings).map(|(_, _, id)| id);
+        let addrs = [
+            0x2000, 0x3500, 0x2fff, 0x3000, 0x4100, 0x1000, 0x8fff, 0x9000, 0x500,
+        ];
+        assert_eq!(fresh(0x2000), Some(0));
+        assert_eq!(fresh(0x3500), Some(1));
+        for first in addrs {
+            for then in addrs {
+                let mut f = p.finder(&mappings);
+                f.find(first);
+                assert_eq!(f.find(then), fresh(then), "{first:#x} then {then:#x}");
             }
         }
     }
