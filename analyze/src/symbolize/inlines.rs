@@ -34,7 +34,10 @@ pub struct Units<'a> {
 
 impl<'a> Units<'a> {
     /// The units of `dwarf`'s `.debug_info`, up to the first header that does not parse.
-    pub fn new(dwarf: gimli::Dwarf<Slice<'a>>) -> Units<'a> {
+    /// Abbreviation tables that several units share are parsed once (a Rust program's 939
+    /// units, most of them read only for their root entry's ranges, share 191).
+    pub fn new(mut dwarf: gimli::Dwarf<Slice<'a>>) -> Units<'a> {
+        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
         let mut headers = Vec::new();
         let mut iter = dwarf.units();
         while let Ok(Some(h)) = iter.next() {
@@ -73,20 +76,83 @@ impl<'a> Units<'a> {
             .filter(|&i| at < self.start(i) + self.headers[i].length_including_self())
     }
 
-    /// The address ranges unit `i`'s root entry gives.
+    /// The address ranges unit `i`'s root entry gives. A unit not parsed yet is read only
+    /// as far as its ranges need ([`root_only`]): most units asked are never walked.
     pub fn ranges(&self, i: usize) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        if let Some(unit) = self.get(i) {
-            if let Ok(mut ranges) = unit.unit_ranges() {
-                while let Ok(Some(r)) = ranges.next() {
-                    if r.begin != 0 && r.begin < r.end {
-                        out.push((r.begin, r.end));
-                    }
+        let root;
+        let unit = match self.parsed.get(i).and_then(OnceLock::get) {
+            Some(parsed) => parsed.as_ref(),
+            None => {
+                root = self.headers.get(i).and_then(|h| root_only(&self.dwarf, *h));
+                root.as_ref()
+            }
+        };
+        if let Some(mut ranges) = unit.and_then(|u| self.dwarf.unit_ranges(u).ok()) {
+            while let Ok(Some(r)) = ranges.next() {
+                if r.begin != 0 && r.begin < r.end {
+                    out.push((r.begin, r.end));
                 }
             }
         }
         out
     }
+}
+
+/// Unit `header` with what its root entry's ranges need (the bases of `.debug_addr` and
+/// `.debug_rnglists`, its low pc) and nothing else: [`gimli::Unit::new`] also reads its name,
+/// directory and line program header, which for the hundreds of units of a Rust program read
+/// only for their ranges touched megabytes of `.debug_line` and `.debug_str`.
+fn root_only<'a>(
+    dwarf: &gimli::Dwarf<Slice<'a>>,
+    header: gimli::UnitHeader<Slice<'a>>,
+) -> Option<gimli::Unit<Slice<'a>>> {
+    let encoding = header.encoding();
+    let mut unit = gimli::Unit {
+        abbreviations: dwarf.abbreviations(&header).ok()?,
+        name: None,
+        comp_dir: None,
+        low_pc: 0,
+        str_offsets_base: gimli::DebugStrOffsetsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        addr_base: gimli::DebugAddrBase(0),
+        loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        line_program: None,
+        dwo_id: None,
+        header,
+    };
+    let mut low_pc = None;
+    {
+        let mut cursor = unit.header.entries(&unit.abbreviations);
+        cursor.next_dfs().ok()?;
+        for attr in cursor.current()?.attrs() {
+            match (attr.name(), attr.value()) {
+                (gimli::DW_AT_low_pc, v) => low_pc = Some(v),
+                (
+                    gimli::DW_AT_addr_base | gimli::DW_AT_GNU_addr_base,
+                    gimli::AttributeValue::DebugAddrBase(b),
+                ) => unit.addr_base = b,
+                (
+                    gimli::DW_AT_rnglists_base | gimli::DW_AT_GNU_ranges_base,
+                    gimli::AttributeValue::DebugRngListsBase(b),
+                ) => unit.rnglists_base = b,
+                _ => {}
+            }
+        }
+    }
+    if let Some(v) = low_pc {
+        unit.low_pc = dwarf.attr_address(&unit, v).ok()??;
+    }
+    Some(unit)
 }
 
 /// The functions at one address, outermost first: raw names as DWARF spells them.
