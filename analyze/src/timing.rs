@@ -50,3 +50,36 @@ fn resident() -> String {
         _ => String::new(),
     }
 }
+
+/// With `BPFPERF_TIMING=files`: the resident size of each mapped file now (from
+/// /proc/self/smaps), largest first, for finding where file-backed memory goes.
+pub fn files_resident() {
+    if std::env::var_os("BPFPERF_TIMING").is_none_or(|v| v != "files") {
+        return;
+    }
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut by_path: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut path = String::new();
+    for line in smaps.lines() {
+        if let Some(kib) = line.strip_prefix("Rss:") {
+            let kib: u64 = kib
+                .trim()
+                .trim_end_matches(" kB")
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            *by_path.entry(path.clone()).or_default() += kib;
+        } else {
+            // A mapping's first line: `start-end perms offset dev inode [path]`.
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() >= 5 && fields[0].contains('-') && fields[1].len() == 4 {
+                path = fields.get(5).unwrap_or(&"[anon]").to_string();
+            }
+        }
+    }
+    let mut rows: Vec<(u64, String)> = by_path.into_iter().map(|(p, k)| (k, p)).collect();
+    rows.sort_unstable_by(|a, b| b.cmp(a));
+    for (kib, p) in rows.iter().take(12) {
+        eprintln!("analyze: {:>7} KiB resident  {p}", kib);
+    }
+}

@@ -171,7 +171,9 @@ fn no_huge_pages() {
 fn main() -> ExitCode {
     no_huge_pages();
     let args = Args::parse();
-    match run(args) {
+    let result = run(args);
+    analyze::timing::files_resident();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
