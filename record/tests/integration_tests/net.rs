@@ -858,7 +858,11 @@ fn offcpu_waits_grouped_by_peer() {
             "{mode}: off-CPU under peer:{peer} {mine} ns, server's measured delays {delayed} \
              ns: ratio {ratio:.4}"
         );
-        assert!((0.98..=1.02).contains(&ratio), "{offcpu:#?}");
+        assert!(
+            (0.98..=1.02).contains(&ratio),
+            "{offcpu:#?}\nrecord said: {}",
+            stderr_of(&rec)
+        );
         assert_eq!(mine, any, "only the server is waited on: {offcpu:#?}");
         // Under the requester's recv (user frames: the interpreter's socket module).
         let under_recv: u64 = offcpu
