@@ -9,7 +9,7 @@ mod wakeups;
 pub use peers::{has_socket_waits, label as label_peers, PEER_PREFIX};
 pub use wakeups::{join as join_wakers, INTERRUPT, SEPARATOR};
 
-use rustc_hash::FxHashMap;
+use rayon::prelude::*;
 
 use crate::symbolize::FrameInfo;
 use crate::symbolize::{Stats, Symbolized};
@@ -51,35 +51,35 @@ pub struct Profile {
     pub stats: Stats,
 }
 
-/// A thread's stack: comm, pid, tid, user frames, frames.
-type StackKey<'a> = (u32, i32, i32, u32, &'a [u32]);
+/// A thread's stack: comm, pid, tid, frames, user frames (the order stacks are sorted in).
+fn key(s: &Stack) -> (u32, i32, i32, &[u32], u32) {
+    (s.comm, s.pid, s.tid, &s.frames, s.user_len)
+}
 
 pub fn aggregate(s: Symbolized) -> Profile {
-    let mut merged: FxHashMap<StackKey, (u64, u64)> = FxHashMap::default();
-    for st in &s.stacks {
-        let m = merged
-            .entry((st.comm, st.pid, st.tid, st.user_len, &st.frames))
-            .or_insert((0, 0));
-        m.0 += st.weight;
-        m.1 += st.count;
-    }
-    let mut stacks: Vec<Stack> = merged
-        .into_iter()
-        .map(
-            |((comm, pid, tid, user_len, frames), (weight, count))| Stack {
-                comm,
-                pid,
-                tid,
-                frames: frames.to_vec(),
-                user_len,
-                weight,
-                count,
-            },
-        )
+    // Sorted, then merged where equal: each stack's frames move into the profile as they
+    // are (no table of them to hash, no copies).
+    let mut stacks: Vec<Stack> = s
+        .stacks
+        .into_par_iter()
+        .map(|st| Stack {
+            comm: st.comm,
+            pid: st.pid,
+            tid: st.tid,
+            frames: st.frames,
+            user_len: st.user_len,
+            weight: st.weight,
+            count: st.count,
+        })
         .collect();
-    stacks.sort_unstable_by(|a, b| {
-        (a.comm, a.pid, a.tid, &a.frames, a.user_len)
-            .cmp(&(b.comm, b.pid, b.tid, &b.frames, b.user_len))
+    stacks.par_sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    stacks.dedup_by(|st, kept| {
+        let same = key(st) == key(kept);
+        if same {
+            kept.weight += st.weight;
+            kept.count += st.count;
+        }
+        same
     });
     let total = stacks.iter().map(|s| s.weight).sum();
     Profile {

@@ -57,7 +57,16 @@ pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
     let mut lines: Vec<(String, u64)> = by_ids
         .into_par_iter()
         .map(|((comm, frames, user_len), weight)| {
-            let mut key = profile.comms[comm as usize].replace(' ', "_");
+            let comm = &profile.comms[comm as usize];
+            // Room for the whole line, its count included: growing by doubling would copy.
+            let len = comm.len()
+                + frames
+                    .iter()
+                    .map(|&f| names[f as usize].len() + 5)
+                    .sum::<usize>()
+                + 21;
+            let mut key = String::with_capacity(len);
+            key.extend(comm.chars().map(|c| if c == ' ' { '_' } else { c }));
             for (i, &f) in frames.iter().enumerate() {
                 key.push(';');
                 key.push_str(&names[f as usize]);
