@@ -13,7 +13,7 @@ mod resolved;
 mod stacks;
 mod unwound;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -145,11 +145,16 @@ pub fn resolve<'r>(
         ..
     } = unwound;
     crate::timing::mark("unwind");
-    let used_maps: BTreeSet<MapId> = stacks
-        .iter()
-        .flat_map(|s| s.user.iter().filter_map(|l| l.map))
-        .collect();
-    let resolver = Resolver::new(rec, used_maps.iter().copied(), loader);
+    // Marked, not collected and sorted: a deep recursion's hundreds of thousands of frames
+    // lie in a handful of mappings.
+    let mut used = vec![false; rec.mappings.len()];
+    for l in stacks.iter().flat_map(|s| &s.user) {
+        if let Some(m) = l.map {
+            used[m as usize] = true;
+        }
+    }
+    let used_maps = (0..rec.mappings.len() as MapId).filter(|&m| used[m as usize]);
+    let resolver = Resolver::new(rec, used_maps, loader);
     let keys: Vec<Vec<Option<Key>>> = stacks
         .par_iter()
         .map(|s| s.user.iter().map(|l| resolver.resolve(l)).collect())

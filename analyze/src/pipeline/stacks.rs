@@ -139,7 +139,8 @@ pub(super) fn symbolized(
                 .zip(r.keys.par_iter().zip(&symbols.slots)),
         )
         .map(|((s, weight), (st, (keys, slots)))| {
-            let mut frames = Vec::new();
+            // Inline frames can add more; most stacks have as many frames as addresses.
+            let mut frames = Vec::with_capacity(st.user.len() + s.kernel.len());
             let mut addrs = Vec::new();
             for ((loc, key), &slot) in st.user.iter().zip(keys).zip(slots).rev() {
                 let found = key.filter(|_| slot != NO_SLOT).map(|(f, _)| {
