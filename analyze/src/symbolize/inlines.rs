@@ -65,7 +65,7 @@ impl<'a> Units<'a> {
         let unit = self
             .parsed
             .get(i)?
-            .get_or_init(|| self.dwarf.unit(self.headers[i]).ok());
+            .get_or_init(|| without_lines(&self.dwarf, self.headers[i]));
         unit.as_ref().map(|u| u.unit_ref(&self.dwarf))
     }
 
@@ -76,19 +76,11 @@ impl<'a> Units<'a> {
             .filter(|&i| at < self.start(i) + self.headers[i].length_including_self())
     }
 
-    /// The address ranges unit `i`'s root entry gives. A unit not parsed yet is read only
-    /// as far as its ranges need ([`root_only`]): most units asked are never walked.
+    /// The address ranges unit `i`'s root entry gives.
     pub fn ranges(&self, i: usize) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        let root;
-        let unit = match self.parsed.get(i).and_then(OnceLock::get) {
-            Some(parsed) => parsed.as_ref(),
-            None => {
-                root = self.headers.get(i).and_then(|h| root_only(&self.dwarf, *h));
-                root.as_ref()
-            }
-        };
-        if let Some(mut ranges) = unit.and_then(|u| self.dwarf.unit_ranges(u).ok()) {
+        let unit = self.get(i);
+        if let Some(mut ranges) = unit.and_then(|u| u.unit_ranges().ok()) {
             while let Ok(Some(r)) = ranges.next() {
                 if r.begin != 0 && r.begin < r.end {
                     out.push((r.begin, r.end));
@@ -99,11 +91,12 @@ impl<'a> Units<'a> {
     }
 }
 
-/// Unit `header` with what its root entry's ranges need (the bases of `.debug_addr` and
-/// `.debug_rnglists`, its low pc) and nothing else: [`gimli::Unit::new`] also reads its name,
-/// directory and line program header, which for the hundreds of units of a Rust program read
-/// only for their ranges touched megabytes of `.debug_line` and `.debug_str`.
-fn root_only<'a>(
+/// Unit `header` with what names and ranges need (its abbreviations; the bases of
+/// `.debug_addr`, `.debug_rnglists` and `.debug_str_offsets`; its low pc) and nothing else:
+/// [`gimli::Unit::new`] also reads its name, directory and line program header, which for
+/// the hundreds of units of a Rust program read only for their ranges touched megabytes of
+/// `.debug_line` and `.debug_str`.
+fn without_lines<'a>(
     dwarf: &gimli::Dwarf<Slice<'a>>,
     header: gimli::UnitHeader<Slice<'a>>,
 ) -> Option<gimli::Unit<Slice<'a>>> {
@@ -145,6 +138,9 @@ fn root_only<'a>(
                     gimli::DW_AT_rnglists_base | gimli::DW_AT_GNU_ranges_base,
                     gimli::AttributeValue::DebugRngListsBase(b),
                 ) => unit.rnglists_base = b,
+                (gimli::DW_AT_str_offsets_base, gimli::AttributeValue::DebugStrOffsetsBase(b)) => {
+                    unit.str_offsets_base = b
+                }
                 _ => {}
             }
         }
@@ -204,7 +200,7 @@ fn walk(
     addrs: Vec<(u64, usize)>,
     found: &mut [Vec<Offset>],
 ) -> gimli::Result<()> {
-    let mut entries = unit.entries_raw(None)?;
+    let mut entries = Cursor::new(unit)?;
     let mut scopes = vec![Scope {
         depth: isize::MIN,
         addrs,
@@ -238,11 +234,11 @@ fn walk(
                 skip_subtree(&mut entries, abbrev, depth)?;
             } else {
                 // Blocks, namespaces, types: what they hold is looked at as the scope's own.
-                entries.skip_attributes(abbrev.attributes())?;
+                entries.skip_attributes(abbrev)?;
             }
             continue;
         }
-        let ranges = read_ranges(unit, &mut entries, abbrev)?;
+        let ranges = entries.read_ranges(offset)?;
         let inside = claim(&mut scope.addrs, &ranges);
         if inside.is_empty() {
             skip_subtree_children(&mut entries, abbrev, depth)?;
@@ -264,17 +260,17 @@ fn walk(
 
 /// Skips the attributes of an entry whose abbreviation was just read, and its children.
 fn skip_subtree(
-    entries: &mut gimli::EntriesRaw<'_, Slice<'_>>,
+    entries: &mut Cursor<'_, '_>,
     abbrev: &gimli::Abbreviation,
     depth: isize,
 ) -> gimli::Result<()> {
-    entries.skip_attributes(abbrev.attributes())?;
+    entries.skip_attributes(abbrev)?;
     skip_subtree_children(entries, abbrev, depth)
 }
 
 /// Skips the children of an entry whose attributes were just read.
 fn skip_subtree_children(
-    entries: &mut gimli::EntriesRaw<'_, Slice<'_>>,
+    entries: &mut Cursor<'_, '_>,
     abbrev: &gimli::Abbreviation,
     depth: isize,
 ) -> gimli::Result<()> {
@@ -283,44 +279,217 @@ fn skip_subtree_children(
     }
     while !entries.is_empty() && entries.next_depth() > depth {
         if let Some(a) = entries.read_abbreviation()? {
-            entries.skip_attributes(a.attributes())?;
+            entries.skip_attributes(a)?;
         }
     }
     Ok(())
 }
 
-/// The address ranges of the entry whose abbreviation was just read (its attributes read
-/// here). Empty ranges, and those at 0 (the tombstone a linker leaves for a discarded
-/// function), are left out.
-fn read_ranges<'a>(
-    unit: gimli::UnitRef<'_, Slice<'a>>,
-    entries: &mut gimli::EntriesRaw<'_, Slice<'a>>,
-    abbrev: &gimli::Abbreviation,
-) -> gimli::Result<Vec<(u64, u64)>> {
-    let (mut low, mut high, mut size, mut list) = (None, None, None, None);
-    for spec in abbrev.attributes() {
-        let attr = entries.read_attribute(*spec)?;
-        match (attr.name(), attr.value()) {
-            (gimli::DW_AT_low_pc, v) => low = unit.attr_address(v)?,
-            (gimli::DW_AT_high_pc, gimli::AttributeValue::Udata(n)) => size = Some(n),
-            (gimli::DW_AT_high_pc, v) => high = unit.attr_address(v)?,
-            (gimli::DW_AT_ranges, v) => list = unit.attr_ranges_offset(v)?,
-            _ => {}
-        }
+/// How many bytes an abbreviation's attributes take.
+#[derive(Clone, Copy)]
+enum Size {
+    /// Not worked out yet.
+    Unknown,
+    /// The same for every entry: every form has a fixed size.
+    Fixed(usize),
+    /// Read form by form.
+    Variable,
+}
+
+/// A unit's entries in order, as [`gimli::EntriesRaw`] reads them, but attributes skipped by
+/// sizes worked out once per abbreviation: most entries of a unit are types, members and
+/// variables whose attributes all have fixed sizes, and skipping them form by form was
+/// most of the walk.
+struct Cursor<'u, 'a> {
+    unit: gimli::UnitRef<'u, Slice<'a>>,
+    /// The bytes from the next entry on.
+    input: Slice<'a>,
+    /// The unit offset of the next entry.
+    next: usize,
+    /// The depth of the next entry (the root's is 0).
+    depth: isize,
+    /// The abbreviation code of the entry just read.
+    code: u64,
+    /// By abbreviation code - 1 (codes are mostly small and dense; larger ones are read
+    /// form by form).
+    sizes: Vec<Size>,
+}
+
+/// Codes above this are not remembered in [`Cursor::sizes`].
+const MAX_REMEMBERED_CODE: u64 = 1 << 16;
+
+impl<'u, 'a> Cursor<'u, 'a> {
+    fn new(unit: gimli::UnitRef<'u, Slice<'a>>) -> gimli::Result<Cursor<'u, 'a>> {
+        let root = unit.header.root_offset();
+        Ok(Cursor {
+            input: unit.header.range_from(root..)?,
+            next: root.0,
+            depth: 0,
+            code: 0,
+            sizes: Vec::new(),
+            unit,
+        })
     }
-    let mut out = Vec::new();
-    if let Some(list) = list {
-        let mut ranges = unit.ranges(list)?;
-        while let Some(r) = ranges.next()? {
-            out.push((r.begin, r.end));
-        }
-    } else if let Some(low) = low {
-        if let Some(end) = high.or_else(|| size.map(|n| low.wrapping_add(n))) {
-            out.push((low, end));
-        }
+
+    fn is_empty(&self) -> bool {
+        self.input.is_empty()
     }
-    out.retain(|&(begin, end)| begin != 0 && begin < end);
-    Ok(out)
+
+    fn next_depth(&self) -> isize {
+        self.depth
+    }
+
+    fn next_offset(&self) -> Offset {
+        gimli::UnitOffset(self.next)
+    }
+
+    /// Reads the next entry's abbreviation (`None`: the null entry that ends a list of
+    /// children); its attributes are to be skipped or read next.
+    fn read_abbreviation(&mut self) -> gimli::Result<Option<&'u gimli::Abbreviation>> {
+        use gimli::Reader;
+        let before = self.input.len();
+        let code = self.input.read_uleb128()?;
+        self.next += before - self.input.len();
+        if code == 0 {
+            self.depth -= 1;
+            return Ok(None);
+        }
+        let abbrev = self
+            .unit
+            .abbreviations
+            .get(code)
+            .ok_or(gimli::Error::InvalidAbbreviationCode(code))?;
+        if abbrev.has_children() {
+            self.depth += 1;
+        }
+        self.code = code;
+        Ok(Some(abbrev))
+    }
+
+    /// Skips the attributes of the entry whose abbreviation, `abbrev`, was just read.
+    fn skip_attributes(&mut self, abbrev: &gimli::Abbreviation) -> gimli::Result<()> {
+        use gimli::Reader;
+        let slot = (self.code <= MAX_REMEMBERED_CODE).then(|| self.code as usize - 1);
+        let known = slot.and_then(|i| self.sizes.get(i).copied());
+        let size = match known {
+            Some(Size::Fixed(n)) => Some(n),
+            Some(Size::Variable) => None,
+            Some(Size::Unknown) | None => {
+                let fixed = abbrev
+                    .attributes()
+                    .iter()
+                    .map(|spec| spec.size(&self.unit.header))
+                    .sum::<Option<usize>>();
+                if let Some(i) = slot {
+                    if self.sizes.len() <= i {
+                        self.sizes.resize(i + 1, Size::Unknown);
+                    }
+                    self.sizes[i] = fixed.map_or(Size::Variable, Size::Fixed);
+                }
+                fixed
+            }
+        };
+        let before = self.input.len();
+        match size {
+            Some(n) => self.input.skip(n)?,
+            None => {
+                for spec in abbrev.attributes() {
+                    match spec.size(&self.unit.header) {
+                        Some(n) => self.input.skip(n)?,
+                        None => skip_form(&mut self.input, spec.form(), &self.unit.header)?,
+                    }
+                }
+            }
+        }
+        self.next += before - self.input.len();
+        Ok(())
+    }
+
+    /// Reads the attributes of the entry at `offset`, whose abbreviation was just read, for
+    /// its address ranges (gimli parses them). Empty ranges, and those at 0 (the tombstone a
+    /// linker leaves for a discarded function), are left out.
+    fn read_ranges(&mut self, offset: Offset) -> gimli::Result<Vec<(u64, u64)>> {
+        let unit = self.unit;
+        let mut entries = unit.entries_raw(Some(offset))?;
+        let abbrev = entries
+            .read_abbreviation()?
+            .ok_or(gimli::Error::NoEntryAtGivenOffset(offset.0 as u64))?;
+        let (mut low, mut high, mut size, mut list) = (None, None, None, None);
+        for spec in abbrev.attributes() {
+            let attr = entries.read_attribute(*spec)?;
+            match (attr.name(), attr.value()) {
+                (gimli::DW_AT_low_pc, v) => low = unit.attr_address(v)?,
+                (gimli::DW_AT_high_pc, gimli::AttributeValue::Udata(n)) => size = Some(n),
+                (gimli::DW_AT_high_pc, v) => high = unit.attr_address(v)?,
+                (gimli::DW_AT_ranges, v) => list = unit.attr_ranges_offset(v)?,
+                _ => {}
+            }
+        }
+        // On past the attributes just read.
+        self.next = entries.next_offset().0;
+        self.input = unit.header.range_from(entries.next_offset()..)?;
+        let mut out = Vec::new();
+        if let Some(list) = list {
+            let mut ranges = unit.ranges(list)?;
+            while let Some(r) = ranges.next()? {
+                out.push((r.begin, r.end));
+            }
+        } else if let Some(low) = low {
+            if let Some(end) = high.or_else(|| size.map(|n| low.wrapping_add(n))) {
+                out.push((low, end));
+            }
+        }
+        out.retain(|&(begin, end)| begin != 0 && begin < end);
+        Ok(out)
+    }
+}
+
+/// Skips one attribute of form `form`.
+fn skip_form(
+    input: &mut Slice<'_>,
+    form: gimli::DwForm,
+    header: &gimli::UnitHeader<Slice<'_>>,
+) -> gimli::Result<()> {
+    use gimli::Reader;
+    if let Some(n) = gimli::AttributeSpecification::new(gimli::DW_AT_null, form, None).size(header)
+    {
+        return input.skip(n);
+    }
+    let n = match form {
+        gimli::DW_FORM_block1 => input.read_u8()? as usize,
+        gimli::DW_FORM_block2 => input.read_u16()? as usize,
+        gimli::DW_FORM_block4 => input.read_u32()? as usize,
+        gimli::DW_FORM_block | gimli::DW_FORM_exprloc => input.read_uleb128_u32()? as usize,
+        gimli::DW_FORM_string => {
+            input.read_null_terminated_slice()?;
+            0
+        }
+        gimli::DW_FORM_sdata => {
+            input.read_sleb128()?;
+            0
+        }
+        gimli::DW_FORM_udata
+        | gimli::DW_FORM_ref_udata
+        | gimli::DW_FORM_strx
+        | gimli::DW_FORM_addrx
+        | gimli::DW_FORM_loclistx
+        | gimli::DW_FORM_rnglistx
+        | gimli::DW_FORM_GNU_addr_index
+        | gimli::DW_FORM_GNU_str_index => {
+            input.read_uleb128()?;
+            0
+        }
+        gimli::DW_FORM_indirect => {
+            // The form comes first.
+            let form = gimli::DwForm(input.read_uleb128_u16()?);
+            if form == gimli::DW_FORM_indirect {
+                return Err(gimli::Error::UnknownForm(form));
+            }
+            return skip_form(input, form, header);
+        }
+        _ => return Err(gimli::Error::UnknownForm(form)),
+    };
+    input.skip(n)
 }
 
 /// Takes out of `addrs` (sorted) those within `ranges`, and gives them (sorted).
