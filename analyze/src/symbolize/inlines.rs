@@ -13,7 +13,7 @@
 //! frames are the ones addr2line would give.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use addr2line::gimli;
 
@@ -30,25 +30,46 @@ pub struct Units<'a> {
     /// In `.debug_info` order: a reference's unit is found by binary search.
     headers: Vec<gimli::UnitHeader<Slice<'a>>>,
     parsed: Vec<OnceLock<Option<gimli::Unit<Slice<'a>>>>>,
+    /// Each abbreviation table the units use, by its offset, parsed when first needed: units
+    /// share them (a Rust program's 939 units, most read only for their root entry's ranges,
+    /// share 191 tables).
+    abbreviations: Vec<(usize, OnceLock<Option<Arc<gimli::Abbreviations>>>)>,
 }
 
 impl<'a> Units<'a> {
     /// The units of `dwarf`'s `.debug_info`, up to the first header that does not parse.
-    /// Abbreviation tables that several units share are parsed once (a Rust program's 939
-    /// units, most of them read only for their root entry's ranges, share 191).
-    pub fn new(mut dwarf: gimli::Dwarf<Slice<'a>>) -> Units<'a> {
-        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+    pub fn new(dwarf: gimli::Dwarf<Slice<'a>>) -> Units<'a> {
         let mut headers = Vec::new();
         let mut iter = dwarf.units();
         while let Ok(Some(h)) = iter.next() {
             headers.push(h);
         }
         let parsed = headers.iter().map(|_| OnceLock::new()).collect();
+        let mut offsets: Vec<usize> = headers.iter().map(|h| h.debug_abbrev_offset().0).collect();
+        offsets.sort_unstable();
+        offsets.dedup();
         Units {
             dwarf,
             headers,
             parsed,
+            abbreviations: offsets.into_iter().map(|o| (o, OnceLock::new())).collect(),
         }
+    }
+
+    /// The abbreviations of unit `header`, parsed once for all the units that share them.
+    fn abbreviations_of(
+        &self,
+        header: &gimli::UnitHeader<Slice<'a>>,
+    ) -> Option<Arc<gimli::Abbreviations>> {
+        let at = header.debug_abbrev_offset();
+        let i = self
+            .abbreviations
+            .binary_search_by_key(&at.0, |(o, _)| *o)
+            .ok()?;
+        self.abbreviations[i]
+            .1
+            .get_or_init(|| self.dwarf.debug_abbrev.abbreviations(at).ok().map(Arc::new))
+            .clone()
     }
 
     pub fn len(&self) -> usize {
@@ -62,10 +83,10 @@ impl<'a> Units<'a> {
 
     /// Unit `i`, parsed.
     pub fn get(&self, i: usize) -> Option<gimli::UnitRef<'_, Slice<'a>>> {
-        let unit = self
-            .parsed
-            .get(i)?
-            .get_or_init(|| without_lines(&self.dwarf, self.headers[i]));
+        let unit = self.parsed.get(i)?.get_or_init(|| {
+            let header = self.headers[i];
+            without_lines(&self.dwarf, header, self.abbreviations_of(&header)?)
+        });
         unit.as_ref().map(|u| u.unit_ref(&self.dwarf))
     }
 
@@ -99,10 +120,11 @@ impl<'a> Units<'a> {
 fn without_lines<'a>(
     dwarf: &gimli::Dwarf<Slice<'a>>,
     header: gimli::UnitHeader<Slice<'a>>,
+    abbreviations: Arc<gimli::Abbreviations>,
 ) -> Option<gimli::Unit<Slice<'a>>> {
     let encoding = header.encoding();
     let mut unit = gimli::Unit {
-        abbreviations: dwarf.abbreviations(&header).ok()?,
+        abbreviations,
         name: None,
         comp_dir: None,
         low_pc: 0,
