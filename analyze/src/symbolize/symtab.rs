@@ -19,29 +19,36 @@ pub(super) struct SymbolTable {
 /// Aliases that only their demangled names can tell apart (C++'s C1/C2 constructors, Rust's
 /// impls) are kept all, and chosen among when first used.
 pub(super) struct Name {
-    /// The mangled name, or the aliases' in table order.
-    raw: Box<[Box<str>]>,
+    raw: Raw,
     demangled: OnceLock<String>,
+}
+
+/// The mangled name or names behind a [`Name`].
+enum Raw {
+    /// Most symbols: one name, one allocation.
+    One(Box<str>),
+    /// Aliases, in table order.
+    Aliases(Box<[Box<str>]>),
 }
 
 impl Name {
     fn raw(raw: &str) -> Name {
         Name {
-            raw: Box::new([raw.into()]),
+            raw: Raw::One(raw.into()),
             demangled: OnceLock::new(),
         }
     }
 
     fn aliases(names: &[&str]) -> Name {
         Name {
-            raw: names.iter().map(|&n| n.into()).collect(),
+            raw: Raw::Aliases(names.iter().map(|&n| n.into()).collect()),
             demangled: OnceLock::new(),
         }
     }
 
     fn demangled(name: String) -> Name {
         Name {
-            raw: Box::default(),
+            raw: Raw::Aliases(Box::default()),
             demangled: OnceLock::from(name),
         }
     }
@@ -51,11 +58,14 @@ impl Name {
     pub(super) fn get(&self) -> &str {
         self.demangled.get_or_init(|| {
             let rank = |n: &str| (std::cmp::Reverse(leading_underscores(n)), n.len());
-            self.raw
-                .iter()
-                .map(|n| demangle(n))
-                .reduce(|best, n| if rank(&n) > rank(&best) { n } else { best })
-                .unwrap_or_default()
+            match &self.raw {
+                Raw::One(name) => demangle(name),
+                Raw::Aliases(names) => names
+                    .iter()
+                    .map(|n| demangle(n))
+                    .reduce(|best, n| if rank(&n) > rank(&best) { n } else { best })
+                    .unwrap_or_default(),
+            }
         })
     }
 }
@@ -74,12 +84,17 @@ impl SymbolTable {
         // perf's choice of symbols: functions (FUNC, GNU_IFUNC) and labels (NOTYPE, defined
         // in a section, not hidden or internal), named, defined.
         let collect = |dynamic: bool| {
-            let mut raw: Vec<(u64, u64, Binding, &str)> = Vec::new();
             let iter: Box<dyn Iterator<Item = object::Symbol<'_, '_>>> = if dynamic {
                 Box::new(obj.dynamic_symbols())
             } else {
                 Box::new(obj.symbols())
             };
+            // Room for every symbol (functions are most; 24 bytes each): growing by doubling
+            // would copy. Sized by the section, which a damaged file cannot make larger.
+            let table = if dynamic { ".dynsym" } else { ".symtab" };
+            let count = obj.section_by_name(table).map_or(0, |t| t.size() / 24);
+            let mut raw: Vec<(u64, u64, Binding, &str)> =
+                Vec::with_capacity(count.min(elf.bytes.len() as u64 / 24) as usize);
             for s in iter {
                 let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
                     continue;
