@@ -5,7 +5,8 @@
 //! addresses are symbolized once, per file in parallel (kernel symbols meanwhile); then each
 //! sample's frames become ids into one table of frames, in parallel again. Every merge is
 //! keyed and sorted, and results are collected in sample order, so the output does not
-//! depend on the thread count. Rayon lives here and in the parallel reading path.
+//! depend on the thread count. Rayon lives here and in reading (the parallel path, and
+//! grouping identical samples).
 
 mod kernel;
 mod options;

@@ -2,7 +2,11 @@
 //! `--tid`, `--comm`, `--time`); and identical stacks merged into one before the costly
 //! stages.
 
-use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
+
+use hashbrown::HashTable;
+use rayon::prelude::*;
+use rustc_hash::FxHasher;
 
 use super::fields::Quantity;
 use super::recording::{RawSample, Recording, UserFrame};
@@ -340,6 +344,8 @@ pub fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>
 }
 
 /// [`group_identical`], and for each of `samples` the index of the kept sample it went into.
+/// Each sample's key is hashed in parallel first (a deep recursion's stacks are hundreds of
+/// bytes each), then the samples are grouped in order.
 pub fn group_identical_members<'a>(
     samples: &[Weighed<'a>],
 ) -> (Vec<Weighed<'a>>, Vec<u64>, Vec<u32>) {
@@ -352,18 +358,8 @@ pub fn group_identical_members<'a>(
         &'a [UserFrame],
         Option<&'a [u8]>,
     );
-    let mut index: FxHashMap<Key<'a>, usize> = FxHashMap::default();
-    let mut kept: Vec<Weighed<'a>> = Vec::new();
-    let mut counts: Vec<u64> = Vec::new();
-    let mut members = Vec::with_capacity(samples.len());
-    for &(s, weight) in samples {
-        if s.stack_copy.is_some() {
-            members.push(kept.len() as u32);
-            kept.push((s, weight));
-            counts.push(s.count);
-            continue;
-        }
-        let key = (
+    let key = |s: &'a RawSample| -> Key<'a> {
+        (
             s.event,
             s.pid,
             s.tid,
@@ -371,21 +367,39 @@ pub fn group_identical_members<'a>(
             &s.kernel[..],
             &s.user[..],
             s.raw.as_deref(),
-        );
-        match index.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let i = *e.get();
+        )
+    };
+    let hashes: Vec<u64> = samples
+        .par_iter()
+        .map(|(s, _)| {
+            let mut h = FxHasher::default();
+            key(s).hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    let mut index: HashTable<u32> = HashTable::with_capacity(samples.len());
+    let mut kept: Vec<Weighed<'a>> = Vec::new();
+    let mut kept_hashes: Vec<u64> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
+    let mut members = Vec::with_capacity(samples.len());
+    for (&(s, weight), &hash) in samples.iter().zip(&hashes) {
+        if s.stack_copy.is_none() {
+            let found = index.find(hash, |&i| {
+                kept_hashes[i as usize] == hash && key(kept[i as usize].0) == key(s)
+            });
+            if let Some(&i) = found {
+                let i = i as usize;
                 kept[i].1 += weight;
                 counts[i] += s.count;
                 members.push(i as u32);
+                continue;
             }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(kept.len());
-                members.push(kept.len() as u32);
-                kept.push((s, weight));
-                counts.push(s.count);
-            }
+            index.insert_unique(hash, kept.len() as u32, |&i| kept_hashes[i as usize]);
         }
+        members.push(kept.len() as u32);
+        kept.push((s, weight));
+        kept_hashes.push(hash);
+        counts.push(s.count);
     }
     (kept, counts, members)
 }
