@@ -189,17 +189,23 @@ pub fn symbolize_addresses(
     // place in its file's sorted list (`slots`), so that the stacks stage searches nothing.
     let mut first: FxHashMap<Key, u32> = FxHashMap::default();
     let mut met: Vec<Key> = Vec::new();
+    let mut unresolved: Vec<(u32, u32)> = Vec::new();
     let mut slots: Vec<Vec<u32>> = r
         .keys
         .iter()
-        .map(|keys| {
+        .enumerate()
+        .map(|(i, keys)| {
             keys.iter()
-                .map(|k| match k {
-                    Some(k) => *first.entry(*k).or_insert_with(|| {
-                        met.push(*k);
+                .enumerate()
+                .map(|(k, key)| match key {
+                    Some(key) => *first.entry(*key).or_insert_with(|| {
+                        met.push(*key);
                         (met.len() - 1) as u32
                     }),
-                    None => NO_SLOT,
+                    None => {
+                        unresolved.push((i as u32, k as u32));
+                        NO_SLOT
+                    }
                 })
                 .collect()
         })
@@ -278,6 +284,7 @@ pub fn symbolize_addresses(
     Symbols {
         per_file,
         slots,
+        unresolved,
         file_infos,
         kernel_addrs,
         kernel_infos,

@@ -38,6 +38,8 @@ pub struct Symbols {
     /// Aligned with [`Resolved::keys`]: each frame's place in its file's `per_file` (and
     /// `file_infos`), [`NO_SLOT`] where it has no key.
     pub slots: Vec<Vec<u32>>,
+    /// The frames without a key, as (stack, frame) indices into [`Resolved::keys`].
+    pub unresolved: Vec<(u32, u32)>,
     /// Aligned with `per_file`.
     pub file_infos: Vec<Vec<AddrInfo>>,
     pub kernel_addrs: Vec<u64>,

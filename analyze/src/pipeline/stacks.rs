@@ -53,13 +53,10 @@ fn intern_frames(r: &Resolved<'_>, symbols: &Symbols, table: &mut Vec<FrameInfo>
     // Only frames that resolve to no file lookup are shown as their dso's `[unknown]` (every
     // lookup was symbolized): a deep recursion's hundreds of thousands of resolved frames
     // need no name of their dso here.
-    let unresolved = r.stacks.iter().zip(&r.keys).flat_map(|(st, keys)| {
-        st.user
-            .iter()
-            .zip(keys)
-            .filter(|(_, key)| key.is_none())
-            .map(|(l, _)| l)
-    });
+    let unresolved = symbols
+        .unresolved
+        .iter()
+        .map(|&(s, k)| &r.stacks[s as usize].user[k as usize]);
     for l in unresolved {
         let dso = r.resolver.dso_of(l);
         if !unknown.contains_key(dso) {
