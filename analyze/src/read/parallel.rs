@@ -207,6 +207,8 @@ struct Kept {
     /// What makes samples identical ([`identity`]); empty: it stands alone (it carries a
     /// stack copy, or merging is off).
     key: Box<[u8]>,
+    /// The key's hash (0 for an empty key).
+    hash: u64,
     count: u64,
     period: u64,
 }
@@ -253,33 +255,51 @@ impl Merger {
 
     /// Adds `sample`, which stands for `count` samples of `period` in all, with its `key`.
     fn add(&mut self, sample: usize, key: &[u8], count: u64, period: u64) {
-        if key.is_empty() {
+        let hash = if key.is_empty() {
+            0
+        } else {
+            let mut h = FxHasher::default();
+            key.hash(&mut h);
+            h.finish()
+        };
+        if !self.merged_into_kept(key, hash, count, period) {
+            if !key.is_empty() {
+                self.first.insert(hash, self.kept.len());
+            }
             self.kept.push(Kept {
                 sample,
-                key: Box::default(),
+                key: key.into(),
+                hash,
                 count,
                 period,
             });
-            return;
         }
-        let mut h = FxHasher::default();
-        key.hash(&mut h);
-        let hash = h.finish();
+    }
+
+    /// Adds a sample another merger kept (its key moved, its hash not computed again).
+    fn keep(&mut self, k: Kept) {
+        if !self.merged_into_kept(&k.key, k.hash, k.count, k.period) {
+            if !k.key.is_empty() {
+                self.first.insert(k.hash, self.kept.len());
+            }
+            self.kept.push(k);
+        }
+    }
+
+    /// Merges `count` samples of `period` into the kept one with `key`, if there is one.
+    fn merged_into_kept(&mut self, key: &[u8], hash: u64, count: u64, period: u64) -> bool {
+        if key.is_empty() {
+            return false;
+        }
         if let Some(&at) = self.first.get(&hash) {
             let into = &mut self.kept[at];
             if *into.key == *key {
                 into.count += count;
                 into.period += period;
-                return;
+                return true;
             }
         }
-        self.first.insert(hash, self.kept.len());
-        self.kept.push(Kept {
-            sample,
-            key: key.into(),
-            count,
-            period,
-        });
+        false
     }
 }
 
@@ -468,7 +488,7 @@ pub(super) fn read(
     let mut all = Merger::with_capacity(merged.iter().map(Vec::len).sum());
     for chunk in merged {
         for k in chunk {
-            all.add(k.sample, &k.key, k.count, k.period);
+            all.keep(k);
         }
     }
     let kept = all.kept;
