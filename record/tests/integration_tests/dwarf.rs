@@ -369,7 +369,8 @@ fn cxx_go_and_clang_stacks_are_unwound_in_the_kernel_at_least_as_deep_as_perfs()
         );
         assert!(
             unwound * 100 >= samples * 80,
-            "{name}: {unwound} of {samples}"
+            "{name}: {unwound} of {samples}; record said: {}",
+            stderr_of(&out)
         );
         // Equal stacks differ by a frame here and there where a sample fell: 0.2 of slack.
         assert!(
