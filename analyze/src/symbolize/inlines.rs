@@ -416,10 +416,7 @@ impl<'u, 'a> Cursor<'u, 'a> {
             Some(n) => self.input.skip(n)?,
             None => {
                 for spec in abbrev.attributes() {
-                    match spec.size(&self.unit.header) {
-                        Some(n) => self.input.skip(n)?,
-                        None => skip_form(&mut self.input, spec.form(), &self.unit.header)?,
-                    }
+                    skip_form(&mut self.input, spec.form(), &self.unit.header)?;
                 }
             }
         }
@@ -473,6 +470,11 @@ fn skip_form(
     header: &gimli::UnitHeader<Slice<'_>>,
 ) -> gimli::Result<()> {
     use gimli::Reader;
+    // Its value is in the abbreviation, none in the entry (and gimli wants one given to
+    // describe the form: it is only reached here through DW_FORM_indirect, in damaged DWARF).
+    if form == gimli::DW_FORM_implicit_const {
+        return Ok(());
+    }
     if let Some(n) = gimli::AttributeSpecification::new(gimli::DW_AT_null, form, None).size(header)
     {
         return input.skip(n);
@@ -579,7 +581,39 @@ fn name(units: &Units<'_>, i: usize, at: Offset, depth: usize) -> Option<String>
 
 #[cfg(test)]
 mod tests {
-    use super::claim;
+    use super::*;
+
+    /// A DWARF 4 unit header (64-bit addresses) followed by `entries`.
+    fn unit(entries: &[u8]) -> Vec<u8> {
+        let mut b = ((7 + entries.len()) as u32).to_le_bytes().to_vec();
+        b.extend_from_slice(&4u16.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.push(8);
+        b.extend_from_slice(entries);
+        b
+    }
+
+    #[test]
+    fn forms_are_skipped_by_their_sizes_and_damaged_indirection_is_refused() {
+        let bytes = unit(&[]);
+        let info = gimli::DebugInfo::new(&bytes, gimli::LittleEndian);
+        let header = info.units().next().unwrap().unwrap();
+        let skip = |data: &[u8], form| {
+            let mut input = gimli::EndianSlice::new(data, gimli::LittleEndian);
+            skip_form(&mut input, form, &header).map(|()| data.len() - input.len())
+        };
+        assert_eq!(skip(&[1, 2, 3, 4, 9], gimli::DW_FORM_data4), Ok(4));
+        assert_eq!(skip(&[b'a', b'b', 0, 9], gimli::DW_FORM_string), Ok(3));
+        assert_eq!(skip(&[2, 7, 7, 9], gimli::DW_FORM_exprloc), Ok(3));
+        assert_eq!(skip(&[0x80, 0x01, 9], gimli::DW_FORM_udata), Ok(2));
+        // Indirect: the form first (data2), then its value.
+        assert_eq!(skip(&[0x05, 1, 2, 9], gimli::DW_FORM_indirect), Ok(3));
+        // An indirect implicit constant (no value in the entry) takes no more than its form;
+        // an indirect indirection is refused.
+        assert_eq!(skip(&[0x21, 9], gimli::DW_FORM_indirect), Ok(1));
+        assert!(skip(&[0x16, 0x16, 9], gimli::DW_FORM_indirect).is_err());
+        assert!(skip(&[5, 1], gimli::DW_FORM_block1).is_err());
+    }
 
     #[test]
     fn an_address_is_claimed_once_by_the_first_range_that_holds_it() {
