@@ -369,9 +369,13 @@ pub fn group_identical_members<'a>(
             s.raw.as_deref(),
         )
     };
+    // Samples with a stack copy stand alone: theirs is never looked at.
     let hashes: Vec<u64> = samples
         .par_iter()
         .map(|(s, _)| {
+            if s.stack_copy.is_some() {
+                return 0;
+            }
             let mut h = FxHasher::default();
             key(s).hash(&mut h);
             h.finish()
