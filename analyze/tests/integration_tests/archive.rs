@@ -360,10 +360,13 @@ fn the_archive_of_tar_xf_is_at_most_a_quarter_of_the_recording_and_its_files() {
         .and_then(|s| s.rsplit(' ').next())
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{summary}"));
-    assert!(
-        pct <= 25.0,
-        "{pct}% of the recording and its files:\n{summary}"
-    );
+    if pct > 25.0 {
+        // Once in CI: a 10.1 MB recording and a 3.81 MB archive, where this machine's
+        // 3.4-4.5 MB recordings give 1.0 MB: what the events were, to see what compressed
+        // worse.
+        let (info, _) = run(&["info", "-i", file.to_str().unwrap()], &[]);
+        panic!("{pct}% of the recording and its files:\n{summary}\n{info}");
+    }
     assert!(summary.contains("/usr/bin/tar"), "{summary}");
     // And it still gives what the recording gave, as does the one `record --archive` wrote.
     let a = parse_folded(&folded(&file, "cpu", &[]));
