@@ -26,19 +26,25 @@ struct {
 	__type(value, struct send_call);
 } send_calls SEC(".maps") __weak;
 
-/* The current thread's stacks: kernel, and user (unwound where there are tables). */
-static __always_inline void take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u64 *kstack,
+/* The current thread's stacks: kernel, and user (unwound where there are tables). False
+ * when the user stack is a frame-pointer walk that DWARF mode would unwind better once
+ * record has built the process's tables (so it stands for no later call). */
+static __always_inline bool take_stacks(void *ctx, __u32 pid, __s32 *kbytes, __u64 *kstack,
 					__s32 *ubytes, __u64 *ustack)
 {
 	*kbytes = bpf_get_stack(ctx, kstack, MAX_STACK_DEPTH * 8, TP_BTF_SKIP);
 	struct task_struct *task = bpf_get_current_task_btf();
 	__s32 unwound = -1;
-	if (task->flags & PF_KTHREAD)
+	if (task->flags & PF_KTHREAD) {
 		*ubytes = 0;
-	else if ((unwound = unwind_user_stack(pid, ustack)) >= 0)
+		return true;
+	}
+	if ((unwound = unwind_user_stack(pid, ustack)) >= 0) {
 		*ubytes = unwound;
-	else
-		*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+		return true;
+	}
+	*ubytes = bpf_get_stack(ctx, ustack, MAX_STACK_DEPTH * 8, BPF_F_USER_STACK);
+	return !unwind_enabled;
 }
 
 /* The socket's addresses and ports (and its state) into a net_event or net_call_event. */

@@ -92,11 +92,13 @@ static __always_inline void send_call_event(void *ctx, const struct sock *sk, __
 	struct call_site *last = bpf_map_lookup_elem(&call_sites, &tid);
 	e->same_stacks = last && last->ip == site.ip && last->sp == site.sp &&
 			 last->nr == site.nr && last->pid == site.pid;
+	bool lasting = true;
 	if (e->same_stacks) {
 		e->kstack_bytes = 0;
 		e->ustack_bytes = 0;
 	} else {
-		take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes, e->ustack);
+		lasting = take_stacks(ctx, pid, &e->kstack_bytes, e->kstack, &e->ustack_bytes,
+				      e->ustack);
 	}
 	/* Another program of this CPU may have used the scratch meanwhile (preempted). */
 	if (e->tid != (__u32)id || e->time_ns != send_ns) {
@@ -119,9 +121,15 @@ static __always_inline void send_call_event(void *ctx, const struct sock *sk, __
 	if (us)
 		bpf_dynptr_write(&out, CALL_HEAD + ks, e->ustack, us, 0);
 	bpf_ringbuf_submit_dynptr(&out, submit_flags());
-	/* Only stacks that reached the ring stand for the calls after. */
-	if (!same)
+	/* Only stacks that reached the ring stand for the calls after, and only those that will
+	 * not unwind better later: a walk before record built the process's tables stops at the
+	 * first function without frame pointers (iperf3's sends all stood on its libc write). */
+	if (same)
+		return;
+	if (lasting)
 		bpf_map_update_elem(&call_sites, &tid, &site, BPF_ANY);
+	else if (last)
+		bpf_map_delete_elem(&call_sites, &tid);
 }
 
 SEC("tp_btf/tcp_sendmsg_locked")

@@ -31,6 +31,20 @@ for i in range(n):
 time.sleep(0.5)
 "#;
 
+/// A client that sends for about a second from one place in a loop: 16 KiB every 5 ms.
+const SEND_LOOP: &str = r#"
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.create_connection((host, port))
+for i in range(200):
+    s.sendall(b"c" * 16384)
+    time.sleep(0.005)
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+s.close()
+"#;
+
 /// The test's server: accepts N connections on PORT; reads each to its end, replies REPLY
 /// bytes and closes; prints "RPORT RECEIVED SENT" per connection.
 const SERVER: &str = r#"
@@ -908,6 +922,67 @@ fn nft_counter(ns: &str, comment: &str) -> u64 {
                 .find_map(|e| e["counter"]["packets"].as_u64())
         })
         .unwrap_or_else(|| panic!("no counter {comment}: {json}"))
+}
+
+/// A send call made from where the thread's last one was reuses that call's stacks (not
+/// walked again in the kernel), but only stacks that will not unwind better later: python3
+/// keeps no frame pointers, and its first sends, made before record built its unwind tables,
+/// stop at libc's send. Before, every later send stood on those (iperf3's too).
+#[test]
+fn a_send_loops_stacks_unwind_once_its_tables_are_built() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-send-loop");
+    let ns = Netns::new();
+    let mut server = ns.server(&dir, 1, 10);
+    let client = dir.path("loop.py");
+    std::fs::write(&client, SEND_LOOP).unwrap();
+    let out = dir.path("loop.data");
+    let port = PORT.to_string();
+    let rec = record(
+        &["-e", "net", "-o", out.to_str().unwrap()],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &port,
+        ],
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    let samples = parse_script(&perf_script_clean(&out));
+    let depths: Vec<usize> = samples
+        .iter()
+        .filter(|s| s.event.contains("net_send"))
+        .map(|s| {
+            s.frames
+                .iter()
+                .filter(|(_, dso)| !dso.contains("kernel"))
+                .count()
+        })
+        .collect();
+    let deep = depths.iter().filter(|&&d| d > 3).count();
+    eprintln!(
+        "{} sends followed, {deep} with more than 3 user frames; depths {:?}",
+        depths.len(),
+        depths.iter().fold(BTreeMap::new(), |mut m, d| {
+            *m.entry(d).or_insert(0) += 1;
+            m
+        })
+    );
+    assert!(depths.len() >= 200, "{depths:?}");
+    // Tables are built within a few tens of milliseconds of python3's start, of a second.
+    assert!(
+        deep * 10 >= depths.len() * 8,
+        "{deep} of {} sends unwound past libc's send",
+        depths.len()
+    );
 }
 
 #[test]
