@@ -1,5 +1,7 @@
 //! Events from the BPF ring buffer, decoded from the skeleton's generated types.
 
+use std::sync::Arc;
+
 use crate::skel::types;
 
 // SAFETY: generated plain-old-data structs (integers and arrays only).
@@ -281,9 +283,10 @@ pub struct NetEvent {
     /// Opened by connect() (else accepted, or opened before recording).
     pub active: bool,
     /// [`NetWhat::Conn`]: the connect() stacks; otherwise the current ones (user stack
-    /// only where the current thread is one of the owner's).
-    pub kernel_stack: Vec<u64>,
-    pub user_stack: Vec<u64>,
+    /// only where the current thread is one of the owner's). Shared: the skbs of one send
+    /// call, one [`NetWhat::Send`] each, hold its stacks (tens of thousands a second).
+    pub kernel_stack: Arc<[u64]>,
+    pub user_stack: Arc<[u64]>,
 }
 
 /// What the BPF programs report.
@@ -532,8 +535,8 @@ impl Event {
                     rport: e.rport,
                     state: e.oldstate,
                     active: e.active != 0,
-                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
-                    user_stack: stack(&e.ustack, e.ustack_bytes),
+                    kernel_stack: stack(&e.kstack, e.kstack_bytes).into(),
+                    user_stack: stack(&e.ustack, e.ustack_bytes).into(),
                 }))
             }
             EVENT_EXIT => {

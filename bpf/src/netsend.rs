@@ -2,7 +2,10 @@
 //! call, holding its stacks once, and a small record per skb naming its call by (socket, start
 //! time): joined here into one [`NetWhat::Send`] event per skb, as record writes them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::events::{NetEvent, NetWhat};
 use crate::skel::types;
@@ -29,18 +32,18 @@ struct Call {
     state: u8,
     saddr: [u8; 16],
     daddr: [u8; 16],
-    kernel_stack: Vec<u64>,
-    user_stack: Vec<u64>,
+    kernel_stack: Arc<[u64]>,
+    user_stack: Arc<[u64]>,
 }
 
 /// The calls seen, by (socket, start time).
 #[derive(Default)]
 pub(crate) struct Joiner {
-    calls: HashMap<(u64, u64), Call>,
+    calls: FxHashMap<(u64, u64), Call>,
     order: VecDeque<(u64, u64)>,
     /// Each thread's last stacks, by tid, for the calls that come without them (made from
     /// where that one was: netsend.bpf.c's call_sites).
-    last_stacks: HashMap<u32, (Vec<u64>, Vec<u64>)>,
+    last_stacks: FxHashMap<u32, (Arc<[u64]>, Arc<[u64]>)>,
 }
 
 impl Joiner {
@@ -54,13 +57,13 @@ impl Joiner {
             return false;
         };
         bytes[..head].copy_from_slice(h);
-        let frames = |at: usize, len: i32| -> Option<Vec<u64>> {
+        let frames = |at: usize, len: i32| -> Option<Arc<[u64]>> {
             let len = usize::try_from(len).ok()?;
             let raw = data.get(at..at.checked_add(len)?)?;
             Some(
                 raw.chunks_exact(8)
                     .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-                    .collect(),
+                    .collect::<Arc<[u64]>>(),
             )
         };
         let Some(mut kernel_stack) = frames(head, e.kstack_bytes) else {
@@ -71,8 +74,8 @@ impl Joiner {
         };
         if e.same_stacks != 0 {
             if let Some((k, u)) = self.last_stacks.get(&e.tid) {
-                kernel_stack.clone_from(k);
-                user_stack.clone_from(u);
+                kernel_stack = k.clone();
+                user_stack = u.clone();
             }
         } else {
             if self.last_stacks.len() >= CALLS && !self.last_stacks.contains_key(&e.tid) {
@@ -113,8 +116,14 @@ impl Joiner {
     pub fn skb(&self, data: &[u8]) -> Option<NetEvent> {
         let mut e = types::net_skb_event::default();
         plain::copy_from_bytes(&mut e, data).ok()?;
-        let none = Call::default();
-        let c = self.calls.get(&(e.sk, e.send_ns)).unwrap_or(&none);
+        let none;
+        let c = match self.calls.get(&(e.sk, e.send_ns)) {
+            Some(c) => c,
+            None => {
+                none = Call::default();
+                &none
+            }
+        };
         Some(NetEvent {
             what: NetWhat::Send,
             pid: c.pid,
@@ -191,17 +200,29 @@ mod tests {
         assert!(j.call(&call_record(0xb, 100, 8, &[5], &[6])));
         let e = j.skb(&skb_record(0xa, 100, 1448)).unwrap();
         assert_eq!((e.what, e.pid, e.tid), (NetWhat::Send, 7, 8));
-        assert_eq!((e.kernel_stack, e.user_stack), (vec![1, 2, 3], vec![9, 8]));
+        assert_eq!(
+            (&e.kernel_stack[..], &e.user_stack[..]),
+            (&[1, 2, 3][..], &[9, 8][..])
+        );
         assert_eq!((e.tx_bytes, e.rx_bytes, e.reason), (1448, 2000, 300));
         assert_eq!(
             (e.start_time, e.time, e.lport, e.rport),
             (100, 5100, 40000, 5201)
         );
         assert_eq!(
-            j.skb(&skb_record(0xa, 200, 1)).unwrap().kernel_stack,
-            vec![4]
+            &j.skb(&skb_record(0xa, 200, 1)).unwrap().kernel_stack[..],
+            &[4]
         );
         assert_eq!(j.skb(&skb_record(0xb, 100, 1)).unwrap().pid, 8);
+        // The skbs of one call share its stacks, not copies (tens of thousands a second).
+        let (a, b) = (
+            j.skb(&skb_record(0xa, 100, 1)),
+            j.skb(&skb_record(0xa, 100, 2)),
+        );
+        assert!(Arc::ptr_eq(
+            &a.unwrap().kernel_stack,
+            &b.unwrap().kernel_stack
+        ));
         // Its call unknown: timed, no owner.
         let lost = j.skb(&skb_record(0xc, 100, 1)).unwrap();
         assert_eq!((lost.pid, lost.kernel_stack.len()), (0, 0));
@@ -216,7 +237,10 @@ mod tests {
         same[std::mem::offset_of!(types::net_call_event, same_stacks)] = 1;
         assert!(j.call(&same));
         let e = j.skb(&skb_record(0xa, 200, 1)).unwrap();
-        assert_eq!((e.kernel_stack, e.user_stack), (vec![1, 2], vec![9]));
+        assert_eq!(
+            (&e.kernel_stack[..], &e.user_stack[..]),
+            (&[1, 2][..], &[9][..])
+        );
         // A thread never seen with stacks: none.
         let mut r = call_record(0xc, 300, 30, &[], &[]);
         r[std::mem::offset_of!(types::net_call_event, same_stacks)] = 1;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -334,9 +335,6 @@ fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
     }
 }
 
-/// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
-/// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
-/// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
 /// Tells the BPF programs about a process that runs a Python interpreter (a mapping of one,
 /// or a fork of such a process). A failure costs that process its Python frames only.
 fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &Fact) {
@@ -347,19 +345,49 @@ fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fa
     }
 }
 
-fn strip_tracing_glue(e: &mut bpf::Event, symbols: &kernel::Symbols) {
-    let stack = match e {
-        bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
-        bpf::Event::BlockIo(b) => &mut b.kernel_stack,
-        bpf::Event::Wakeup(w) => &mut w.kernel_stack,
-        bpf::Event::Trace(t) => &mut t.kernel_stack,
-        bpf::Event::Net(n) => &mut n.kernel_stack,
-        bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
-    };
-    let n = symbols.glue_frames(stack);
-    stack.drain(..n);
+/// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
+/// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
+#[derive(Default)]
+struct GlueStripper {
+    /// The last shared network stack seen and what it is without the glue: the skbs of one
+    /// send call, tens of thousands a second, share their call's stack.
+    last_net: Option<(Arc<[u64]>, Arc<[u64]>)>,
 }
 
+impl GlueStripper {
+    fn strip(&mut self, e: &mut bpf::Event, symbols: &kernel::Symbols) {
+        let stack = match e {
+            bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
+            bpf::Event::BlockIo(b) => &mut b.kernel_stack,
+            bpf::Event::Wakeup(w) => &mut w.kernel_stack,
+            bpf::Event::Trace(t) => &mut t.kernel_stack,
+            bpf::Event::Net(n) => return self.strip_shared(&mut n.kernel_stack, symbols),
+            bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
+        };
+        let n = symbols.glue_frames(stack);
+        stack.drain(..n);
+    }
+
+    fn strip_shared(&mut self, stack: &mut Arc<[u64]>, symbols: &kernel::Symbols) {
+        // The memo holds the stack it saw: its address cannot be reused meanwhile.
+        if let Some((seen, stripped)) = &self.last_net {
+            if Arc::ptr_eq(seen, stack) {
+                *stack = stripped.clone();
+                return;
+            }
+        }
+        let n = symbols.glue_frames(stack);
+        let stripped: Arc<[u64]> = if n == 0 {
+            stack.clone()
+        } else {
+            stack[n..].into()
+        };
+        let seen = std::mem::replace(stack, stripped.clone());
+        self.last_net = Some((seen, stripped));
+    }
+}
+
+/// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
 fn on_chosen_cpu(cfg: &Config, e: &bpf::Event) -> bool {
     match (&cfg.cpus, e.cpu()) {
         (Some(cpus), Some(cpu)) => cpus.contains(&cpu),
@@ -553,6 +581,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut cache_taken = monotonic_ns();
     let mut aggregated_taken = monotonic_ns();
     let mut status = crate::status::StatusLine::new(cfg.status_line);
+    let mut glue = GlueStripper::default();
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
         let pending = &mut rec.pending;
@@ -564,7 +593,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
             python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
-                strip_tracing_glue(&mut e, &symbols);
+                glue.strip(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
             }
         })?;
@@ -695,7 +724,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         let taken = profiler.poll(Duration::ZERO, |mut e| {
             python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
-                strip_tracing_glue(&mut e, &symbols);
+                glue.strip(&mut e, &symbols);
                 pending.extend(Item::from_event(e))
             }
         })?;
