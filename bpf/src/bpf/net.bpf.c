@@ -278,8 +278,7 @@ int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 	claim(ctx, sk);
 	sock_wait_end(ctx, sk, 1);
 	/* The send call is over: the next tcp_sendmsg_locked starts another. */
-	__u64 key = (__u64)sk;
-	struct send_call *c = bpf_map_lookup_elem(&send_calls, &key);
+	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
 	if (c)
 		c->in_call = 0;
 	return 0;

@@ -19,10 +19,12 @@ struct send_call {
 	__u32 _pad;
 };
 
+/* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer
+ * walk, not a hash, on every chunk of every send and every skb queued. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
-	__type(key, __u64); /* struct sock * */
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct send_call);
 } send_calls SEC(".maps") __weak;
 

@@ -138,41 +138,40 @@ int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 {
 	if (!netsend_enabled)
 		return 0;
+	/* The call's later chunks: nothing new (only a tracked thread's call is marked). */
+	struct send_call *c = bpf_sk_storage_get(&send_calls, (struct sock *)sk, 0, 0);
+	if (c && c->in_call)
+		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32;
 	if (!pid || !tracked(pid))
 		return 0;
-	__u64 key = (__u64)sk;
-	struct send_call *c = bpf_map_lookup_elem(&send_calls, &key);
-	/* The call's later chunks: nothing new. */
-	if (c && c->in_call)
+	if (!c)
+		c = bpf_sk_storage_get(&send_calls, (struct sock *)sk, 0,
+				       BPF_SK_STORAGE_GET_F_CREATE);
+	if (!c) {
+		count_drop(EVENT_NET);
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	if (c) {
-		c->send_ns = now;
-		c->in_call = 1;
-	} else {
-		struct send_call call = { .send_ns = now, .in_call = 1 };
-		if (bpf_map_update_elem(&send_calls, &key, &call, BPF_ANY)) {
-			count_drop(EVENT_NET);
-			return 0;
-		}
 	}
+	__u64 now = bpf_ktime_get_ns();
+	c->send_ns = now;
+	c->in_call = 1;
 	send_call_event(ctx, sk, pid, id, now);
 	return 0;
 }
 
-/* Bytes of TCP payload in an skb on its way to the device (skb->data at its link header). */
+/* Bytes of TCP payload in an skb on its way to the device (skb->data at its link header).
+ * The skb's fields are read directly (a tp_btf argument: no helper call per field). */
 static __always_inline __s64 tcp_payload(const struct sk_buff *skb)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u16 th = BPF_CORE_READ(skb, transport_header);
+	unsigned char *head = skb->head;
+	unsigned char *data = skb->data;
+	__u16 th = skb->transport_header;
 	__u8 off = 0;
 	if (bpf_probe_read_kernel(&off, 1, head + th + 12))
 		return -1;
 	__s64 headers = (__s64)th + (off >> 4) * 4 - (data - head);
-	return (__s64)BPF_CORE_READ(skb, len) - headers;
+	return (__s64)skb->len - headers;
 }
 
 SEC("tp_btf/net_dev_queue")
@@ -180,12 +179,13 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 {
 	if (!netsend_enabled)
 		return 0;
-	struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct sock *sk = skb->sk;
 	if (!sk)
 		return 0;
 	__u64 key = (__u64)sk;
-	struct send_call *c = bpf_map_lookup_elem(&send_calls, &key);
-	if (!c || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	/* Only sockets a tracked thread sent on have storage (and only TCP ones do). */
+	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
+	if (!c || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	/* Data only: not the connection's pure ACKs, SYN or FIN. */
 	if (tcp_payload(skb) <= 0)
