@@ -969,12 +969,17 @@ impl Recorder {
 
     /// Writes every pending item older than `cut` in time order, then ends the round.
     pub fn flush_until(&mut self, cut: u64) -> anyhow::Result<()> {
-        self.pending.sort_by_key(Item::time);
-        let n = self.pending.partition_point(|i| i.time() < cut);
-        let ready: Vec<Item> = self.pending.drain(..n).collect();
-        for item in &ready {
-            self.write_item(item)?;
-        }
+        // Written in place, then dropped: items are a few hundred bytes, and moving each
+        // into a vector of its own was a tenth of record's CPU at 70k events a second.
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_by_key(Item::time);
+        let n = pending.partition_point(|i| i.time() < cut);
+        let written = pending[..n]
+            .iter()
+            .try_for_each(|item| self.write_item(item));
+        pending.drain(..n);
+        self.pending = pending;
+        written?;
         if self.thin {
             // Their last counts are written: what exited before holds no more.
             if let Some(known) = &mut self.known {

@@ -34,6 +34,8 @@ use crate::Error;
 const GROW_MIN: u64 = 4 << 20;
 /// ...and at most this many, so a long recording does not reserve gigabytes at once.
 const GROW_MAX: u64 = 256 << 20;
+/// How far ahead of the writes the map's pages are faulted in.
+const PREFAULT: usize = 1 << 20;
 
 /// Kept free at the end of the file for the feature sections `finish` writes, so that a
 /// recording that filled its filesystem can still be finished.
@@ -66,6 +68,9 @@ pub struct PerfFileWriter {
     full: bool,
     /// Pages of the map below this offset were given back (see [`PerfFileWriter::commit`]).
     released: usize,
+    /// Pages of the map below this offset were faulted in ahead of the writes (see
+    /// [`PerfFileWriter::prefault`]).
+    populated: usize,
 }
 
 impl EventAttr {
@@ -171,6 +176,7 @@ impl PerfFileWriter {
             packed: Vec::new(),
             full: false,
             released: 0,
+            populated: 0,
         };
         // The data section starts with an empty round, covered by the header at once: a
         // writer killed before its first round leaves a file perf reads as empty, rather
@@ -249,7 +255,27 @@ impl PerfFileWriter {
         // SAFETY: the file is ours (created and truncated above) and only this writer maps it.
         self.map = unsafe { memmap2::MmapMut::map_mut(&self.file) }
             .map_err(|e| Error::io(&self.path, e))?;
+        self.populated = 0;
         Ok(())
+    }
+
+    /// Faults in the map's pages up to `end` and [`PREFAULT`] beyond, in one call
+    /// (MADV_POPULATE_WRITE) where a write would take a page fault per page: those faults
+    /// were a fifth of record's CPU at 10 MB/s of records. Where the kernel cannot (before
+    /// 5.14), the writes fault as before.
+    fn prefault(&mut self, end: usize) {
+        const PAGE: usize = 4096;
+        if end <= self.populated {
+            return;
+        }
+        let from = self.populated.max(self.len as usize / PAGE * PAGE);
+        let to = end.saturating_add(PREFAULT).min(self.map.len());
+        if to > from {
+            let _ = self
+                .map
+                .advise_range(memmap2::Advice::PopulateWrite, from, to - from);
+        }
+        self.populated = to.max(end);
     }
 
     /// Reserves the file's blocks from `from` to `to`. Filesystems that cannot reserve are
@@ -316,6 +342,7 @@ impl PerfFileWriter {
         match r {
             Ok(()) if !self.full => {
                 let at = self.len as usize;
+                self.prefault(at + n as usize);
                 self.map[at..at + n as usize].copy_from_slice(&buf);
                 self.len += n;
             }
