@@ -22,6 +22,9 @@ unsafe impl plain::Plain for types::net_skb_event {}
 const CALLS: usize = 16384;
 const PER_SOCKET: usize = 1024;
 
+/// A call's kernel and user stacks, shared by its skbs' events.
+type Stacks = (Arc<[u64]>, Arc<[u64]>);
+
 /// A send call: who made it, on which connection, with which stacks.
 #[derive(Debug, Default)]
 struct Call {
@@ -48,7 +51,7 @@ pub(crate) struct Joiner {
     kept: usize,
     /// Each thread's last stacks, by tid, for the calls that come without them (made from
     /// where that one was: netsend.bpf.c's call_sites).
-    last_stacks: FxHashMap<u32, (Arc<[u64]>, Arc<[u64]>)>,
+    last_stacks: FxHashMap<u32, Stacks>,
 }
 
 impl Joiner {

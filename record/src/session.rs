@@ -351,8 +351,10 @@ fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fa
 struct GlueStripper {
     /// The last shared network stack seen and what it is without the glue: the skbs of one
     /// send call, tens of thousands a second, share their call's stack.
-    last_net: Option<(Arc<[u64]>, Arc<[u64]>)>,
+    last_net: Option<SeenAndStripped>,
 }
+
+type SeenAndStripped = (Arc<[u64]>, Arc<[u64]>);
 
 impl GlueStripper {
     fn strip(&mut self, e: &mut bpf::Event, symbols: &kernel::Symbols) {
