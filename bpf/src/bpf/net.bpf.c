@@ -323,6 +323,8 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 {
 	if (!net_enabled)
 		return 0;
+	__u64 skey = (__u64)skb;
+	bpf_map_delete_elem(&send_skbs, &skey);
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	if (!sk)
 		sk = rx_sk;

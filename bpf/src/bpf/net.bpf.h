@@ -17,6 +17,14 @@ struct send_call {
 	__u64 send_ns;
 	__u32 in_call; /* 1: between the call's first tcp_sendmsg_locked and its return */
 	__u32 _pad;
+	/* The socket's last skb followed into net_dev_queue, its times and the sequence numbers
+	 * of its payload: the segments that software GSO cuts it into reach the driver as new
+	 * skbs (netsend.bpf.c). */
+	__u64 last_skb;
+	__u64 last_send_ns;
+	__u64 last_queue_ns;
+	__u32 last_seq;
+	__u32 last_end;
 };
 
 /* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer
@@ -27,6 +35,23 @@ struct {
 	__type(key, int);
 	__type(value, struct send_call);
 } send_calls SEC(".maps") __weak;
+
+/* An skb of a send call between net_dev_queue and net_dev_xmit (netsend.bpf.c); one
+ * dropped on the way is forgotten at kfree_skb (net.bpf.c): its address, reused for a later
+ * skb, would pass for it. */
+struct send_skb {
+	__u64 sk;
+	__u64 send_ns;
+	__u64 queue_ns;
+	__u64 start_ns; /* net_dev_start_xmit (0: not yet) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct sk_buff * */
+	__type(value, struct send_skb);
+} send_skbs SEC(".maps") __weak;
 
 /* The current thread's stacks: kernel, and user (unwound where there are tables). False
  * when the user stack is a frame-pointer walk that DWARF mode would unwind better once
