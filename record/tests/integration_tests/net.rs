@@ -977,12 +977,19 @@ fn a_send_loops_stacks_unwind_once_its_tables_are_built() {
         })
     );
     assert!(depths.len() >= 200, "{depths:?}");
-    // Tables are built within a few tens of milliseconds of python3's start, of a second.
+    // Tables are built within tens of milliseconds of python3's start here (more on a busy
+    // machine): the first sends may stop at libc's, but none after the first that did not.
+    let first_deep = depths.iter().position(|&d| d > 3);
     assert!(
-        deep * 10 >= depths.len() * 8,
-        "{deep} of {} sends unwound past libc's send",
-        depths.len()
+        first_deep.is_some(),
+        "no send unwound past libc's: {depths:?}"
     );
+    let after = &depths[first_deep.unwrap_or(0)..];
+    assert!(
+        after.iter().all(|&d| d > 3),
+        "a send after the first deep one stopped at libc's: {depths:?}"
+    );
+    assert!(deep * 2 >= depths.len(), "{deep} of {}", depths.len());
 }
 
 /// A device without TSO: TCP hands it skbs of up to 64 KB that software GSO splits into
