@@ -298,5 +298,11 @@ fn off_cpu_time_annotates_where_threads_blocked() {
     // 2 threads x 10 x 10 ms asked for: at least that, in ns, passed through the call. (Not
     // all of the function's off-CPU time: under a loaded CI its CPU burn is preempted now and
     // then, runnable but off the CPU: 2.6% once.)
-    assert!(call.2 >= 190_000_000 && call.0 > 90.0, "{text}");
+    if call.2 < 190_000_000 || call.0 <= 90.0 {
+        // Once in CI: 181 ms (one or two of the 20 sleeps missing or elsewhere): where the
+        // off-CPU time went, and whether record counted events lost.
+        let folded = run_ok(&["report", "--folded", "--event", "offcpu", "-i", f]);
+        let info = run_ok(&["info", "-i", f]);
+        panic!("{text}\n{folded}\n{info}");
+    }
 }
