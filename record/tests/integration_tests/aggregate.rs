@@ -651,7 +651,9 @@ fn system_wide_counts_describe_only_the_processes_they_count() {
         "{} of {processes} processes described",
         described.len()
     );
-    // busy-fp's counts, written after it exited, are named: spin_inner leads.
+    // busy-fp's counts, written after it exited, are named: spin_inner and hash_loop hold
+    // nearly all. (Not "spin_inner leads": their split follows the machine's speed, 148 of 300
+    // for spin_inner on a busy fresh CI machine.)
     let weight = |keep: &dyn Fn(&str) -> bool| -> u64 {
         samples
             .iter()
@@ -661,11 +663,12 @@ fn system_wide_counts_describe_only_the_processes_they_count() {
     };
     let total = weight(&|_| true);
     let spin = weight(&|l| l.ends_with("spin_inner"));
+    let hash = weight(&|l| l.ends_with("hash_loop"));
     let unknown = weight(&|l| l.contains("[unknown]"));
     assert!(total >= 100, "{samples:#?}");
     assert!(
-        spin * 2 > total,
-        "spin_inner {spin} of {total}: {samples:#?}"
+        (spin + hash) * 10 >= total * 9 && spin * 4 > total,
+        "spin_inner {spin}, hash_loop {hash} of {total}: {samples:#?}"
     );
     assert!(unknown * 100 <= total, "[unknown] {unknown} of {total}");
     // analyze names them too.
