@@ -168,26 +168,35 @@ static __always_inline __s64 tcp_payload(const struct sk_buff *skb, __u32 *seq)
 	return (__s64)skb->len - headers;
 }
 
+/* The send state of `skb`'s socket if a tracked thread sent on it and the skb carries data
+ * (not the connection's pure ACKs, SYN or FIN), with its payload and first sequence
+ * number; NULL otherwise. */
+static __always_inline struct send_call *followed_data(const struct sk_buff *skb,
+						      __s64 *payload, __u32 *seq)
+{
+	struct sock *sk = skb->sk;
+	if (!sk)
+		return NULL;
+	/* Only sockets a tracked thread sent on have storage. */
+	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
+	if (!c || sk->sk_protocol != IPPROTO_TCP)
+		return NULL;
+	*payload = tcp_payload(skb, seq);
+	return *payload > 0 ? c : NULL;
+}
+
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 {
 	if (!netsend_enabled)
 		return 0;
-	struct sock *sk = skb->sk;
-	if (!sk)
-		return 0;
-	__u64 key = (__u64)sk;
-	/* Only sockets a tracked thread sent on have storage (and only TCP ones do). */
-	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
-	if (!c || sk->sk_protocol != IPPROTO_TCP)
-		return 0;
-	/* Data only: not the connection's pure ACKs, SYN or FIN. */
+	__s64 payload = 0;
 	__u32 seq = 0;
-	__s64 payload = tcp_payload(skb, &seq);
-	if (payload <= 0)
+	struct send_call *c = followed_data(skb, &payload, &seq);
+	if (!c)
 		return 0;
 	struct send_skb s = {
-		.sk = key,
+		.sk = (__u64)skb->sk,
 		.send_ns = c->send_ns,
 		.queue_ns = bpf_ktime_get_ns(),
 	};
@@ -209,18 +218,14 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
  * an earlier one: its entry then waits for the LRU. */
 static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey)
 {
-	struct sock *sk = skb->sk;
-	if (!sk)
-		return;
-	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
-	if (!c || !c->last_queue_ns || sk->sk_protocol != IPPROTO_TCP)
-		return;
+	__s64 payload = 0;
 	__u32 seq = 0;
-	if (tcp_payload(skb, &seq) <= 0)
+	struct send_call *c = followed_data(skb, &payload, &seq);
+	if (!c || !c->last_queue_ns)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	struct send_skb s = {
-		.sk = (__u64)sk,
+		.sk = (__u64)skb->sk,
 		.send_ns = c->last_send_ns,
 		.queue_ns = c->last_queue_ns,
 		.start_ns = now,
