@@ -564,9 +564,7 @@ fn retransmits_and_drops_under_loss() {
          iifname \"{}\" tcp dport {PORT} ip length > 200 numgen random mod 10 < 2 counter drop\n }}\n}}\n",
         ns.veth_b
     );
-    let rules_file = dir.path("rules.nft");
-    std::fs::write(&rules_file, rules).unwrap();
-    in_ns(&ns.b, &["nft", "-f", rules_file.to_str().unwrap()]);
+    load_nft(&ns.b, &dir, &rules);
     let (n, size, reply) = (4, 500_000u64, 1_000u64);
     let mut server = ns.server(&dir, n, reply as usize);
     let out = dir.path("loss.data");
@@ -907,6 +905,30 @@ fn offcpu_waits_grouped_by_peer() {
 
 /// An nft counter's packets in namespace `ns`, table inet bpfperf, by the counter's rule
 /// comment.
+/// Loads nft `rules` into namespace `ns` (through a file in `dir`).
+fn load_nft(ns: &str, dir: &TempDir, rules: &str) {
+    let file = dir.path("rules.nft");
+    std::fs::write(&file, rules).unwrap();
+    in_ns(ns, &["nft", "-f", file.to_str().unwrap()]);
+}
+
+/// The client's retransmits among `lines`.
+fn client_retransmits(lines: &[Line]) -> u64 {
+    lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:tcp_retransmit" && l.local.0 == CLIENT_ADDR)
+        .count() as u64
+}
+
+/// How many `net_send` samples stand under a send call (tcp_sendmsg on their stacks).
+fn sends_under_tcp_sendmsg(samples: &[ScriptSample]) -> usize {
+    samples
+        .iter()
+        .filter(|s| s.event.contains("net_send"))
+        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("tcp_sendmsg")))
+        .count()
+}
+
 fn nft_counter(ns: &str, comment: &str) -> u64 {
     let json = in_ns(ns, &["nft", "-j", "list", "table", "inet", "bpfperf"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -1018,9 +1040,7 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
          iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
         dev = ns.veth_b
     );
-    let rules_file = dir.path("rules.nft");
-    std::fs::write(&rules_file, rules).unwrap();
-    in_ns(&ns.b, &["nft", "-f", rules_file.to_str().unwrap()]);
+    load_nft(&ns.b, &dir, &rules);
     let (n, size) = (2, 1_000_000u64);
     let mut server = ns.server(&dir, n, 100);
     let out = dir.path("gso.data");
@@ -1034,10 +1054,7 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
         .iter()
         .filter(|l| l.event == "bpfperf:net_send")
         .collect();
-    let retransmits = lines
-        .iter()
-        .filter(|l| l.event == "bpfperf:tcp_retransmit" && l.local.0 == CLIENT_ADDR)
-        .count() as u64;
+    let retransmits = client_retransmits(&lines);
     let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
     eprintln!(
         "data segments at the server {data}; followed {}, {payload} bytes; {retransmits} \
@@ -1059,11 +1076,7 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
     }
     // Under the client's send call, as skbs the device got whole.
     let samples = parse_script(&perf_script_clean(&out));
-    let under_send = samples
-        .iter()
-        .filter(|s| s.event.contains("net_send"))
-        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("tcp_sendmsg")))
-        .count();
+    let under_send = sends_under_tcp_sendmsg(&samples);
     assert_eq!(under_send, sends.len());
 }
 
@@ -1083,9 +1096,7 @@ fn sends_followed_to_the_device() {
          oifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
         dev = ns.veth_a
     );
-    let rules_file = dir.path("rules.nft");
-    std::fs::write(&rules_file, rules).unwrap();
-    in_ns(&ns.a, &["nft", "-f", rules_file.to_str().unwrap()]);
+    load_nft(&ns.a, &dir, &rules);
     let (n, size, reply) = (3, 1_000_000u64, 100u64);
     let mut server = ns.server(&dir, n, reply as usize);
     let out = dir.path("send.data");
@@ -1127,10 +1138,7 @@ fn sends_followed_to_the_device() {
     // A retransmitted skb goes to the device again, and is followed again (a fresh CI
     // machine retransmitted one of 61: 60,816 bytes over): each retransmit may add one skb.
     let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
-    let retransmits = lines
-        .iter()
-        .filter(|l| l.event == "bpfperf:tcp_retransmit" && l.local.0 == CLIENT_ADDR)
-        .count() as u64;
+    let retransmits = client_retransmits(&lines);
     let sent = n as u64 * size;
     if retransmits == 0 {
         assert_eq!(payload, sent, "{sends:#?}");
@@ -1144,11 +1152,7 @@ fn sends_followed_to_the_device() {
     // Each under the client's send call.
     let text = perf_script_clean(&out);
     let samples = parse_script(&text);
-    let under_send = samples
-        .iter()
-        .filter(|s| s.event.contains("net_send"))
-        .filter(|s| s.frames.iter().any(|(f, _)| f.contains("tcp_sendmsg")))
-        .count();
+    let under_send = sends_under_tcp_sendmsg(&samples);
     assert_eq!(under_send, sends.len(), "{text}");
     // And under its user stack, libc's send (python3 keeps no frame pointers: the stack ends
     // there in this mode): sendall's later calls carry no frames from the kernel (made where
