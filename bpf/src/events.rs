@@ -271,6 +271,10 @@ pub struct NetEvent {
     pub tx_bytes: u64,
     pub rx_bytes: u64,
     pub reason: u32,
+    /// The events it stands for: 1, but for a [`NetWhat::Send`] that also stands for the
+    /// skbs of its socket not followed before it (the rate, [`crate::Options::net_send_rate`]):
+    /// its tx_bytes are theirs too.
+    pub skbs: u32,
     /// AF_INET (2) or AF_INET6 (10); 0 when no socket was known.
     pub family: u16,
     /// Local and remote addresses (network order: IPv4 in the first 4 bytes) and ports.
@@ -528,6 +532,7 @@ impl Event {
                     tx_bytes: e.tx_bytes,
                     rx_bytes: e.rx_bytes,
                     reason: e.reason,
+                    skbs: 1,
                     family: e.family,
                     saddr: e.saddr,
                     daddr: e.daddr,

@@ -95,6 +95,9 @@ pub struct Options {
     pub cache: bool,
     /// Report TCP connections (at close), retransmits, resets and drops ([`Event::Net`]).
     pub net: bool,
+    /// With [`Options::net`]: skbs of each socket followed to the device a second, each
+    /// standing for those skipped before it ([`NetEvent::skbs`]); 0: every one.
+    pub net_send_rate: u64,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
@@ -129,6 +132,7 @@ impl Default for Options {
             block_io: true,
             cache: true,
             net: false,
+            net_send_rate: 1000,
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             aggregate: false,
@@ -269,6 +273,13 @@ impl Profiler {
     /// calls block in (start, end).
     pub fn look_for_socket_waits(&self, fns: &[(u64, u64)]) {
         programs::offcpu::look_for_socket_waits(self.loaded.skel(), fns);
+    }
+
+    /// With [`Options::net`]: the skbs each open socket's rate skipped since its last
+    /// followed one, sent as events (the recording ends: what is skipped after goes
+    /// uncounted).
+    pub fn send_tails(&self) -> Result<(), Error> {
+        programs::net::send_tails(self.loaded.skel())
     }
 
     /// Each process's page-cache counts since the last call (and the counters restart):

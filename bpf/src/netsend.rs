@@ -41,13 +41,31 @@ struct Call {
     user_stack: Arc<[u64]>,
 }
 
+/// The times of a socket's last skb followed: its call's start, to net_dev_queue, in the
+/// qdisc, and to net_dev_xmit (ns). The skbs its socket's rate skipped after it (a tail
+/// record) are given them.
+#[derive(Debug, Default, Clone, Copy)]
+struct Times {
+    send_ns: u64,
+    queue_ns: u64,
+    qdisc_ns: u32,
+    duration_ns: u64,
+}
+
+/// What is kept of a socket: its latest calls by start time, the newest last, and its last
+/// skb's times.
+#[derive(Default)]
+struct Socket {
+    calls: VecDeque<(u64, Call)>,
+    last: Times,
+}
+
 /// The calls seen, by socket: a small table that stays in cache, where one keyed by each
 /// call took a cache miss to insert, one to forget and one per skb (a quarter of record's
 /// CPU following iperf3's 70k skbs a second).
 #[derive(Default)]
 pub(crate) struct Joiner {
-    /// Each socket's latest calls by start time, the newest last.
-    calls: FxHashMap<u64, VecDeque<(u64, Call)>>,
+    calls: FxHashMap<u64, Socket>,
     kept: usize,
     /// Each thread's last stacks, by tid, for the calls that come without them (made from
     /// where that one was: netsend.bpf.c's call_sites).
@@ -107,7 +125,7 @@ impl Joiner {
             kernel_stack,
             user_stack,
         };
-        let socket = self.calls.entry(e.sk).or_default();
+        let socket = &mut self.calls.entry(e.sk).or_default().calls;
         match socket.back_mut() {
             // The same call again (a record repeated): the later one stands.
             Some((time, kept)) if *time == e.time_ns => *kept = call,
@@ -132,8 +150,8 @@ impl Joiner {
             self.calls.clear();
         }
         for socket in self.calls.values_mut() {
-            let n = socket.len();
-            socket.drain(..n.saturating_sub(1));
+            let n = socket.calls.len();
+            socket.calls.drain(..n.saturating_sub(1));
         }
         self.kept = self.calls.len();
     }
@@ -142,6 +160,7 @@ impl Joiner {
     fn find(&self, sk: u64, start: u64) -> Option<&Call> {
         let socket = self.calls.get(&sk)?;
         socket
+            .calls
             .iter()
             .rev()
             .find(|(time, _)| *time == start)
@@ -150,28 +169,46 @@ impl Joiner {
 
     /// An skb's record (`net_skb_event`) as the NET_SEND event of its call; one whose call
     /// is unknown (its record lost, or forgotten) keeps its timing, with no owner or stacks.
-    pub fn skb(&self, data: &[u8]) -> Option<NetEvent> {
+    /// A socket's tail (the skbs its rate skipped after its last followed one, when its
+    /// owner closes it) gets that one's call and times, at the close's time.
+    pub fn skb(&mut self, data: &[u8]) -> Option<NetEvent> {
         let mut e = types::net_skb_event::default();
         plain::copy_from_bytes(&mut e, data).ok()?;
+        let times = if e.send_ns == 0 {
+            self.calls.get(&e.sk).map(|s| s.last).unwrap_or_default()
+        } else {
+            let t = Times {
+                send_ns: e.send_ns,
+                queue_ns: e.queue_ns,
+                qdisc_ns: e.qdisc_ns,
+                duration_ns: e.time_ns.saturating_sub(e.send_ns),
+            };
+            if let Some(socket) = self.calls.get_mut(&e.sk) {
+                socket.last = t;
+            }
+            t
+        };
         let none;
-        let c = match self.find(e.sk, e.send_ns) {
+        let c = match self.find(e.sk, times.send_ns) {
             Some(c) => c,
             None => {
                 none = Call::default();
                 &none
             }
         };
-        Some(NetEvent {
+        let time = e.time_ns;
+        let event = NetEvent {
             what: NetWhat::Send,
             pid: c.pid,
             tid: c.tid,
             comm: c.comm,
             cpu: e.cpu,
-            time: e.time_ns,
-            start_time: e.send_ns,
-            tx_bytes: u64::from(e.len),
-            rx_bytes: e.queue_ns,
-            reason: e.qdisc_ns,
+            time,
+            start_time: time.saturating_sub(times.duration_ns),
+            tx_bytes: u64::from(e.len) + e.skipped_bytes,
+            rx_bytes: times.queue_ns,
+            reason: times.qdisc_ns,
+            skbs: e.skbs.max(1),
             family: c.family,
             saddr: c.saddr,
             daddr: c.daddr,
@@ -181,7 +218,8 @@ impl Joiner {
             active: false,
             kernel_stack: c.kernel_stack.clone(),
             user_stack: c.user_stack.clone(),
-        })
+        };
+        Some(event)
     }
 }
 
@@ -224,6 +262,8 @@ mod tests {
             len,
             qdisc_ns: 300,
             queue_ns: 2000,
+            skbs: 1,
+            ..Default::default()
         };
         // SAFETY: plain data.
         unsafe { plain::as_bytes(&e) }.to_vec()
@@ -290,6 +330,45 @@ mod tests {
     }
 
     #[test]
+    fn skipped_skbs_are_carried_and_a_sockets_tail_gets_its_last_times() {
+        let mut j = Joiner::default();
+        assert!(j.call(&call_record(0xa, 100, 7, &[1, 2], &[9])));
+        assert!(j.call(&call_record(0xa, 200, 7, &[4], &[])));
+        // Followed, standing for 2 skipped before it (3,000 bytes).
+        let mut r = skb_record(0xa, 100, 1448);
+        r[std::mem::offset_of!(types::net_skb_event, skbs)] = 3;
+        r[std::mem::offset_of!(types::net_skb_event, skipped_bytes)..][..8]
+            .copy_from_slice(&3000u64.to_ne_bytes());
+        let e = j.skb(&r).unwrap();
+        assert_eq!((e.skbs, e.tx_bytes, e.time - e.start_time), (3, 4448, 5000));
+        // The tail: 5 skipped after it, charged to its call with its times, at the close.
+        let tail = types::net_skb_event {
+            kind: types::event_kind::EVENT_NET_SKB.0,
+            time_ns: 90_000,
+            sk: 0xa,
+            skbs: 5,
+            skipped_bytes: 7000,
+            ..Default::default()
+        };
+        // SAFETY: plain data.
+        let e = j.skb(unsafe { plain::as_bytes(&tail) }).unwrap();
+        assert_eq!(
+            (
+                e.skbs,
+                e.tx_bytes,
+                e.time,
+                e.start_time,
+                e.rx_bytes,
+                e.reason
+            ),
+            (5, 7000, 90_000, 85_000, 2000, 300)
+        );
+        assert_eq!((e.pid, &e.kernel_stack[..]), (7, &[1, 2][..]));
+        // Its skbs still to be sent (all followed now) keep their calls.
+        assert_eq!(j.skb(&skb_record(0xa, 200, 1)).unwrap().pid, 7);
+    }
+
+    #[test]
     fn bad_records_are_refused_and_old_calls_forgotten() {
         let mut j = Joiner::default();
         let mut r = call_record(0xa, 1, 7, &[1, 2], &[3]);
@@ -307,17 +386,16 @@ mod tests {
         // Past CALLS in all, each socket its latest one.
         let sockets = CALLS / PER_SOCKET + 1;
         for sk in 1..=sockets as u64 {
-            for t in 0..PER_SOCKET as u64 {
+            for t in 1..=PER_SOCKET as u64 {
                 assert!(j.call(&call_record(0x100 + sk, t, 7, &[1], &[])));
             }
         }
         assert!(j.kept <= CALLS, "{}", j.kept);
         assert_eq!(
-            j.skb(&skb_record(0x101, PER_SOCKET as u64 - 1, 1))
-                .unwrap()
-                .pid,
+            j.skb(&skb_record(0x101, PER_SOCKET as u64, 1)).unwrap().pid,
             7
         );
-        assert_eq!(j.skb(&skb_record(0x101, 0, 1)).unwrap().pid, 0);
+        // (A start of 0 is a socket's tail: calls start later.)
+        assert_eq!(j.skb(&skb_record(0x101, 1, 1)).unwrap().pid, 0);
     }
 }

@@ -470,10 +470,17 @@ pub struct Net {
     pub comm: [u8; 16],
     /// When the connection was first seen (0: before the recording).
     pub start_ns: u64,
+    /// The events the sample stands for ([`COUNT_FIELD`]; 0, or a payload written before
+    /// the field, means 1): net_send, the skbs of its socket not followed since the last one
+    /// that was (record's rate) and itself; its tx_bytes are all of theirs, its period its
+    /// duration times this. See [`Net::events`].
+    pub count: u32,
 }
 
-/// Size of the network events' RAW payload.
-pub const NET_RAW_SIZE: usize = 112;
+/// Size of the network events' RAW payload (112 before [`Net::count`]).
+pub const NET_RAW_SIZE: usize = 116;
+/// Size of the payload that every network event has.
+const NET_RAW_MIN: usize = 112;
 
 impl Net {
     /// The RAW payload, at the offsets of [`net_format`] (common_pid: the owner).
@@ -497,12 +504,21 @@ impl Net {
         b[84..88].copy_from_slice(&self.owner_tid.to_le_bytes());
         b[88..104].copy_from_slice(&self.comm);
         b[104..112].copy_from_slice(&self.start_ns.to_le_bytes());
+        b[112..116].copy_from_slice(&self.count.to_le_bytes());
         b
+    }
+
+    /// How many events it stands for: [`Net::count`], at least 1.
+    pub fn events(&self) -> u64 {
+        u64::from(self.count.max(1))
     }
 
     /// Reads a payload written by [`Net::to_raw`]; `None` if it is not one.
     pub fn from_raw(raw: &[u8]) -> Option<Net> {
-        let raw = raw.get(..NET_RAW_SIZE)?;
+        let count = raw
+            .get(NET_RAW_MIN..NET_RAW_SIZE)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+        let raw = raw.get(..NET_RAW_MIN)?;
         let event = u16::from_le_bytes([raw[0], raw[1]]) as u64;
         if !NET_EVENTS.iter().any(|(_, id)| *id == event) {
             return None;
@@ -526,6 +542,7 @@ impl Net {
             owner_tid: u32_at(84) as i32,
             comm: raw[88..104].try_into().unwrap(),
             start_ns: u64_at(104),
+            count,
         })
     }
 
@@ -589,10 +606,11 @@ pub fn net_format(tracepoint_id: u64) -> EventFormat {
 \tfield:unsigned int reason;\toffset:80;\tsize:4;\tsigned:0;\n\
 \tfield:int owner_tid;\toffset:84;\tsize:4;\tsigned:1;\n\
 \tfield:char comm[16];\toffset:88;\tsize:16;\tsigned:0;\n\
-\tfield:u64 start_ns;\toffset:104;\tsize:8;\tsigned:0;\n\n\
-print fmt: \"%u.%u.%u.%u:%u > %u.%u.%u.%u:%u tx=%llu rx=%llu duration=%llu ns reason=%u state=%u comm=%s\", \
+\tfield:u64 start_ns;\toffset:104;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned int {COUNT_FIELD};\toffset:112;\tsize:4;\tsigned:0;\n\n\
+print fmt: \"%u.%u.%u.%u:%u > %u.%u.%u.%u:%u tx=%llu rx=%llu duration=%llu ns reason=%u state=%u comm=%s count=%u\", \
 {s}, REC->lport, {d}, REC->rport, REC->tx_bytes, REC->rx_bytes, REC->duration_ns, \
-REC->reason, REC->state, REC->comm\n"
+REC->reason, REC->state, REC->comm, REC->{COUNT_FIELD}\n"
     );
     EventFormat {
         system: "bpfperf".into(),
@@ -677,6 +695,7 @@ mod tests {
             reason: 3,
             owner_tid: 9,
             start_ns: 100,
+            count: 3,
             ..Default::default()
         };
         n.saddr[..4].copy_from_slice(&[10, 0, 0, 1]);
@@ -689,6 +708,9 @@ mod tests {
             ("10.0.0.1", "10.0.0.2")
         );
         assert_eq!(Net::from_raw(&BlockIo::default().to_raw()), None);
+        // A payload written before the count: one event each.
+        let old = Net::from_raw(&raw[..112]).unwrap();
+        assert_eq!((old.count, old.events(), n.events()), (0, 1, 3));
         for (_, id) in NET_EVENTS {
             fields_fit(net_format(id), NET_RAW_SIZE);
         }

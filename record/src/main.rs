@@ -124,6 +124,12 @@ struct Args {
     /// Do not record page faults that had to read (major faults, timed: fault-time).
     #[arg(long)]
     no_faults: bool,
+    /// With -e net: follow at most this many skbs of each socket a second to the device
+    /// (in bursts of up to a tenth of that), each standing for the skbs of its socket not
+    /// followed since the last one (the sample's count, tx bytes and period are theirs too:
+    /// counts, bytes and the latency distribution stay whole); 0: every skb.
+    #[arg(long, default_value_t = 1000, value_name = "SKBS")]
+    net_send_rate: u64,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
     /// perf and analyze read the file as they read perf's. The level is attached (`-z5`,
     /// `--compression-level=5`), as perf takes it: in `record -z true`, `true` is the command.
@@ -426,6 +432,7 @@ impl Args {
             // A hash lookup per socket state change and per freed skb of the whole
             // machine: only when asked for by name.
             net: self.events.iter().any(|e| e == "net"),
+            net_send_rate: self.net_send_rate,
             verbose: self.verbose,
             status_line: !self.quiet,
             duration,

@@ -742,6 +742,7 @@ impl Recorder {
                     owner_tid: n.tid as i32,
                     comm: n.comm,
                     start_ns: n.start_time,
+                    count: n.skbs,
                 }
                 .to_raw(n.pid as i32);
                 self.write_stack_sample(
@@ -755,8 +756,8 @@ impl Recorder {
                     match n.what {
                         bpf::NetWhat::Conn => duration_ns.max(1),
                         bpf::NetWhat::Wait => n.tx_bytes.max(1),
-                        // A send's latency to the device.
-                        bpf::NetWhat::Send => duration_ns.max(1),
+                        // A send's latency to the device, for each skb it stands for.
+                        bpf::NetWhat::Send => duration_ns.max(1) * u64::from(n.skbs.max(1)),
                         _ => 1,
                     },
                     &n.kernel_stack,

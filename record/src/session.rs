@@ -40,6 +40,8 @@ pub struct Config {
     pub cache: bool,
     /// Record TCP connections, retransmits, resets and drops.
     pub net: bool,
+    /// With `net`: skbs of each socket followed to the device a second (0: all).
+    pub net_send_rate: u64,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -434,6 +436,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         block_io: cfg.block_io,
         cache: cfg.cache,
         net: cfg.net,
+        net_send_rate: cfg.net_send_rate,
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         aggregate: cfg.aggregate && cfg.sampling,
@@ -719,6 +722,12 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     // Last events: the workload's own are published before it can be reaped (the kernel
     // writes them in do_exit); a BPF program still running on another CPU needs microseconds.
     std::thread::sleep(Duration::from_millis(5));
+    if cfg.net {
+        // The skbs the sockets still open had skipped since their last followed one.
+        if let Err(e) = profiler.send_tails() {
+            eprintln!("record: warning: the sends of open sockets since their last one followed are not counted: {e}");
+        }
+    }
     // What is left in the ring, a batch at a time (each batch written before the next).
     loop {
         let pending = &mut rec.pending;

@@ -63,13 +63,14 @@ fn column_width(span_ns: u64) -> u64 {
 }
 
 impl Heatmap {
-    /// Latencies: each sample's weight is its latency in ns.
+    /// Latencies: each sample's weight is its latency in ns (the latencies of the events it
+    /// stands for summed: their mean places it).
     pub fn latency(samples: &[Weighed<'_>], (first, last): (u64, u64)) -> Heatmap {
         let column_ns = column_width(last.saturating_sub(first));
         let columns = (last.saturating_sub(first) / column_ns + 1) as usize;
         let buckets: Vec<usize> = samples
             .iter()
-            .map(|(_, w)| latency::bucket_of(*w))
+            .map(|(s, w)| latency::bucket_of(*w / s.count.max(1)))
             .collect();
         let first_bucket = buckets.iter().copied().min().unwrap_or(0);
         let rows = buckets
@@ -340,5 +341,21 @@ mod tests {
         assert_eq!(column_width(150_000_000), 2_000_000);
         assert_eq!(column_width(40_000_000_000), 500_000_000);
         assert_eq!(column_width(101_000_000_000), 2_000_000_000);
+    }
+
+    #[test]
+    fn a_sample_standing_for_several_events_sits_at_their_mean_latency() {
+        use crate::read::testing::sample;
+        // 20 us alone; 9 events of 10 us in one sample (weighing 90 us).
+        let one = sample(0, 1, 1_000, 20_000, &[], None);
+        let mut nine = sample(0, 1, 2_000, 90_000, &[], None);
+        nine.count = 9;
+        let samples = [(&one, one.period), (&nine, nine.period)];
+        let map = Heatmap::latency(&samples, (0, 10_000));
+        assert_eq!(map.axis, Axis::Latency { first_bucket: 3 });
+        assert_eq!((map.columns, map.rows), (1, 2));
+        // Row 0: [8, 16) us, row 1: [16, 32) us.
+        assert_eq!(map.counts, [9, 1]);
+        assert_eq!(map.weights, [90_000, 20_000]);
     }
 }

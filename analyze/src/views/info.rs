@@ -33,6 +33,10 @@ pub struct EventSummary {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CountedEvents {
     pub events: u64,
+    /// Whether its format says why a sample was written alone (`record --aggregate`'s
+    /// events); without, the samples stand for events skipped before them (record's
+    /// bpfperf:net_send, followed at a rate).
+    pub aggregated: bool,
     pub alone_stack_copy: u64,
     pub alone_no_room: u64,
 }
@@ -287,9 +291,12 @@ pub fn summarize_reader(
             field(format::events::ALONE_FIELD),
         );
         if count.is_some() {
-            e.counted_events = Some(CountedEvents::default());
+            e.counted_events = Some(CountedEvents {
+                aggregated: alone.is_some(),
+                ..Default::default()
+            });
         }
-        count_fields.push(count.zip(alone));
+        count_fields.push(count.map(|c| (c, alone)));
         e.fields = f.map(|f| f.own_fields().map(|f| f.name.clone()).collect());
         e.latency = l;
     }
@@ -332,7 +339,7 @@ pub fn summarize_reader(
                                     _ => 0,
                                 };
                                 c.events += number(count).max(1);
-                                match number(alone) {
+                                match alone.as_ref().map_or(0, number) {
                                     1 => c.alone_stack_copy += 1,
                                     2 => c.alone_no_room += 1,
                                     _ => {}
@@ -497,7 +504,18 @@ impl FileSummary {
             }
         }
         for e in &self.events {
-            if let Some(c) = e.counted_events {
+            match e.counted_events {
+                Some(c) if !c.aggregated && c.events != e.samples => {
+                    let _ = writeln!(
+                        o,
+                        "  {}: its {} samples stand for {} events (bpfperf_count: each for \
+                         those of its socket that record's rate skipped before it)",
+                        e.name, e.samples, c.events
+                    );
+                }
+                _ => {}
+            }
+            if let Some(c) = e.counted_events.filter(|c| c.aggregated) {
                 let _ = writeln!(
                     o,
                     "  {}: counted in the kernel (record --aggregate): its {} samples stand \

@@ -13,24 +13,38 @@ pub struct Summary {
     pub total_ns: u64,
 }
 
-/// The `q` quantile (0..=1) of sorted values, nearest rank.
-fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
+/// The `q` quantile (0..=1) of (value, weight) pairs sorted by value, nearest rank: each
+/// pair counts as `weight` values (never expanded into copies: a damaged file's weight is
+/// any number).
+fn quantile(sorted: &[(u64, u64)], total: u64, q: f64) -> u64 {
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total.max(1));
+    let mut seen = 0u64;
+    for &(v, w) in sorted {
+        seen = seen.saturating_add(w);
+        if seen >= rank {
+            return v;
+        }
     }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    sorted.last().map_or(0, |&(v, _)| v)
 }
 
 pub fn summary(latencies_ns: impl IntoIterator<Item = u64>) -> Summary {
-    let mut lat: Vec<u64> = latencies_ns.into_iter().collect();
+    summary_weighted(latencies_ns.into_iter().map(|ns| (ns, 1)))
+}
+
+/// [`summary`] of latencies that each stand for `weight` events (a sample of several).
+pub fn summary_weighted(latencies_ns: impl IntoIterator<Item = (u64, u64)>) -> Summary {
+    let mut lat: Vec<(u64, u64)> = latencies_ns.into_iter().filter(|&(_, w)| w > 0).collect();
     lat.sort_unstable();
+    let count = lat.iter().fold(0u64, |n, &(_, w)| n.saturating_add(w));
     Summary {
-        count: lat.len() as u64,
-        p50_ns: quantile(&lat, 0.5),
-        p99_ns: quantile(&lat, 0.99),
-        max_ns: lat.last().copied().unwrap_or(0),
-        total_ns: lat.iter().sum(),
+        count,
+        p50_ns: quantile(&lat, count, 0.5),
+        p99_ns: quantile(&lat, count, 0.99),
+        max_ns: lat.last().map_or(0, |&(v, _)| v),
+        total_ns: lat
+            .iter()
+            .fold(0u64, |t, &(v, w)| t.saturating_add(v.saturating_mul(w))),
     }
 }
 
@@ -53,13 +67,18 @@ pub fn bucket_bounds_us(i: usize) -> (u64, u64) {
 
 /// Counts per log2 bucket of microseconds, up to the highest bucket used.
 pub fn histogram_us(latencies_ns: impl IntoIterator<Item = u64>) -> Vec<u64> {
+    histogram_us_weighted(latencies_ns.into_iter().map(|ns| (ns, 1)))
+}
+
+/// [`histogram_us`] of latencies that each stand for `weight` events.
+pub fn histogram_us_weighted(latencies_ns: impl IntoIterator<Item = (u64, u64)>) -> Vec<u64> {
     let mut buckets = Vec::new();
-    for ns in latencies_ns {
+    for (ns, weight) in latencies_ns {
         let i = bucket_of(ns);
         if buckets.len() <= i {
             buckets.resize(i + 1, 0);
         }
-        buckets[i] += 1;
+        buckets[i] = u64::saturating_add(buckets[i], weight);
     }
     buckets
 }
@@ -102,5 +121,24 @@ mod tests {
         assert_eq!((h.len(), h[3], h.iter().sum::<u64>()), (10, 1, 100));
         assert_eq!((bucket_of(999), bucket_of(1000)), (0, 0));
         assert_eq!(bucket_bounds_us(3), (8, 15));
+    }
+
+    #[test]
+    fn weighted_latencies_count_as_many_events() {
+        // 10 us standing for 98 events, 1 ms for 2: the median is 10 us, p99 1 ms.
+        let s = summary_weighted([(1_000_000, 2), (10_000, 98)]);
+        assert_eq!(
+            (s.count, s.p50_ns, s.p99_ns, s.max_ns, s.total_ns),
+            (100, 10_000, 1_000_000, 1_000_000, 2_980_000)
+        );
+        assert_eq!(summary_weighted([(5, 1)]), summary([5]));
+        // A damaged file's weight is counted, not expanded.
+        let s = summary_weighted([(7, 1 << 62), (9, 1 << 62), (8, u64::MAX)]);
+        assert_eq!((s.count, s.p50_ns, s.total_ns), (u64::MAX, 8, u64::MAX));
+        let s = summary_weighted([(7, 1 << 62), (9, 1 << 62)]);
+        assert_eq!((s.count, s.p50_ns, s.p99_ns), (1 << 63, 7, 9));
+        let h = histogram_us_weighted([(10_000, 98), (1_000_000, 2)]);
+        assert_eq!((h[3], h[9], h.iter().sum::<u64>()), (98, 2, 100));
+        assert_eq!(summary_weighted([]), Summary::default());
     }
 }

@@ -255,24 +255,28 @@ pub fn waits(samples: &[NetSample]) -> BTreeMap<(i32, String), PeerWait> {
 /// Sends followed to the device (`bpfperf:net_send`), per (pid, comm, local, remote): the
 /// skbs, their bytes, and the time of each layer (ns): send call to net_dev_queue (the
 /// socket and TCP/IP), in the qdisc, in the driver; and send call to net_dev_xmit in all.
+/// Each time with the skbs its sample stands for (record follows a socket's skbs at a rate,
+/// each followed one standing for those skipped before it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sends {
+    pub skbs: u64,
     pub bytes: u64,
-    pub total: Vec<u64>,
-    pub stack: Vec<u64>,
-    pub qdisc: Vec<u64>,
-    pub driver: Vec<u64>,
+    pub total: Vec<(u64, u64)>,
+    pub stack: Vec<(u64, u64)>,
+    pub qdisc: Vec<(u64, u64)>,
+    pub driver: Vec<(u64, u64)>,
 }
 
 impl Sends {
     fn add(&mut self, n: &Net) {
-        let (stack, qdisc) = (n.rx_bytes, n.reason as u64);
-        self.bytes += n.tx_bytes;
-        self.total.push(n.duration_ns);
-        self.stack.push(stack);
-        self.qdisc.push(qdisc);
-        self.driver
-            .push(n.duration_ns.saturating_sub(stack).saturating_sub(qdisc));
+        let (stack, qdisc, skbs) = (n.rx_bytes, n.reason as u64, n.events());
+        self.skbs = self.skbs.saturating_add(skbs);
+        self.bytes = self.bytes.saturating_add(n.tx_bytes);
+        self.total.push((n.duration_ns, skbs));
+        self.stack.push((stack, skbs));
+        self.qdisc.push((qdisc, skbs));
+        let driver = n.duration_ns.saturating_sub(stack).saturating_sub(qdisc);
+        self.driver.push((driver, skbs));
     }
 }
 
@@ -298,17 +302,25 @@ pub fn sends(samples: &[NetSample]) -> (BTreeMap<SendKey, Sends>, Sends) {
 }
 
 fn sends_report(o: &mut String, samples: &[NetSample]) {
-    use super::latency::{histogram_us, render_histogram, summary, us};
+    use super::latency::{histogram_us_weighted, render_histogram, summary_weighted, us};
     let (by, all) = sends(samples);
     if all.total.is_empty() {
         return;
     }
+    let followed = if all.total.len() as u64 == all.skbs {
+        String::new()
+    } else {
+        format!(
+            ", {} of them followed, each standing for those of its socket before it              (record --net-send-rate)",
+            all.total.len()
+        )
+    };
     let _ = writeln!(
         o,
-        "\nsends to the device: {} skbs of TCP data, {} KB (from the send call's start to \
-         net_dev_xmit; layers: socket/TCP/IP to net_dev_queue, qdisc to \
+        "\nsends to the device: {} skbs of TCP data, {} KB{followed} (from the send call's \
+         start to net_dev_xmit; layers: socket/TCP/IP to net_dev_queue, qdisc to \
          net_dev_start_xmit, driver to net_dev_xmit; report --event net-send: by stack)",
-        all.total.len(),
+        all.skbs,
         all.bytes / 1024
     );
     let _ = writeln!(
@@ -328,10 +340,10 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
     );
     let row = |o: &mut String, pid: &str, comm: &str, l: &str, r: &str, s: &Sends| {
         let (t, st, q, d) = (
-            summary(s.total.iter().copied()),
-            summary(s.stack.iter().copied()),
-            summary(s.qdisc.iter().copied()),
-            summary(s.driver.iter().copied()),
+            summary_weighted(s.total.iter().copied()),
+            summary_weighted(s.stack.iter().copied()),
+            summary_weighted(s.qdisc.iter().copied()),
+            summary_weighted(s.driver.iter().copied()),
         );
         let _ = writeln!(
             o,
@@ -359,7 +371,7 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
     render_histogram(
         o,
         "send latency to the device (send call to net_dev_xmit):",
-        &histogram_us(all.total.iter().copied()),
+        &histogram_us_weighted(all.total.iter().copied()),
     );
 }
 
@@ -546,5 +558,35 @@ mod tests {
             r.contains("7       curl             10.0.0.1        40000 10.0.0.2           80       12        0       2.50"),
             "{r}"
         );
+    }
+
+    /// A send sample standing for `skbs` skbs of 1,500 bytes that took `ns`.
+    fn send(skbs: u32, ns: u64) -> NetSample {
+        let mut s = sample(NET_SEND_TRACEPOINT_ID, 7, 40000, 1500 * u64::from(skbs));
+        (s.net.duration_ns, s.net.count) = (ns, skbs);
+        s
+    }
+
+    #[test]
+    fn sends_count_the_skbs_each_sample_stands_for() {
+        // One skb followed alone at 2.5 ms, one standing for 9 at 10 us (record's rate).
+        let samples = [send(1, 2_500_000), send(9, 10_000)];
+        let (by, all) = sends(&samples);
+        assert_eq!(
+            (all.skbs, all.bytes, all.total.len(), by.len()),
+            (10, 15_000, 2, 1)
+        );
+        let mut o = String::new();
+        sends_report(&mut o, &samples);
+        assert!(
+            o.contains("10 skbs of TCP data, 14 KB, 2 of them followed"),
+            "{o}"
+        );
+        // The median skb took 10 us; the histogram counts 9 there, 1 at 2.5 ms.
+        let row = o.lines().find(|l| l.starts_with("7 ")).unwrap();
+        let w: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!((w[4], w[6], w[7]), ("10", "10.0", "2500.0"), "{o}");
+        assert!(o.contains("8 -> 15         : 9 "), "{o}");
+        assert!(o.contains("2048 -> 4095       : 1 "), "{o}");
     }
 }

@@ -561,7 +561,7 @@ struct net_event {
 /* Sends followed to the device (netsend.bpf.c) come in two records, so that the stacks of a
  * send call cross the ring buffer once, not once per skb it produced: a net_call_event when
  * the call begins (the struct up to kstack, then the frames each stack holds, as
- * trace_record), and a net_skb_event (48 bytes) per skb that reaches the device, naming its
+ * trace_record), and a net_skb_event (64 bytes) per skb that reaches the device, naming its
  * call by (sk, send_ns). record joins them into one NET_SEND net_event per skb (bpf crate,
  * netsend.rs). */
 struct net_call_event {
@@ -590,11 +590,17 @@ struct net_skb_event {
 	__u32 kind; /* EVENT_NET_SKB */
 	__u32 cpu;
 	__u64 time_ns;	/* net_dev_xmit */
-	__u64 send_ns;	/* its call's start (net_call_event.time_ns) */
+	__u64 send_ns;	/* its call's start (net_call_event.time_ns); 0: a socket's tail */
 	__u64 sk;	/* its call's socket */
 	__u32 len;	/* the skb's length */
 	__u32 qdisc_ns; /* net_dev_queue to net_dev_start_xmit */
 	__u64 queue_ns; /* the call's start to net_dev_queue */
+	/* The skbs it stands for: itself and those of its socket not followed since the last
+	 * one that was (netsend.bpf.c's rate); a tail (send_ns 0), sent when the socket
+	 * closes, stands for those not followed after its last. */
+	__u32 skbs;
+	__u32 _pad;
+	__u64 skipped_bytes; /* the lengths of the skbs it stands for but itself */
 };
 
 /* ---- Python frames (python.bpf.h): where an interpreter keeps them, per process. ---- */

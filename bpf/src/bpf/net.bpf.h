@@ -25,6 +25,14 @@ struct send_call {
 	__u64 last_queue_ns;
 	__u32 last_seq;
 	__u32 last_end;
+	/* The socket's rate of skbs followed (netsend.bpf.c's follow_or_skip): credit in ns,
+	 * when it was last topped up, and the skbs (and their bytes) not followed since the
+	 * last one that was, which the next followed skb stands for. */
+	__u64 credit_ns;
+	__u64 credit_at;
+	__u64 skipped_bytes;
+	__u32 skipped;
+	__u32 _pad2;
 };
 
 /* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer
@@ -44,6 +52,11 @@ struct send_skb {
 	__u64 send_ns;
 	__u64 queue_ns;
 	__u64 start_ns; /* net_dev_start_xmit (0: not yet) */
+	/* Decided at its first net_dev_start_xmit: the skbs it stands for when followed (0:
+	 * not decided yet), or skip (1: not followed, counted in its socket's skipped). */
+	__u32 skbs;
+	__u32 skip;
+	__u64 skipped_bytes;
 };
 
 struct {

@@ -12,6 +12,12 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     let rodata = super::rodata(open);
     rodata.net_enabled = o.net;
     rodata.netsend_enabled = o.net;
+    if o.net_send_rate > 0 {
+        // One skb per interval, from credit of up to a tenth of a second's skbs.
+        let interval = 1_000_000_000 / o.net_send_rate.min(1_000_000_000);
+        rodata.send_interval_ns = interval;
+        rodata.send_burst_ns = interval * (o.net_send_rate / 10).max(1);
+    }
     for prog in [
         &mut open.progs.on_sock_state,
         &mut open.progs.on_tcp_retransmit,
@@ -24,6 +30,8 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_net_dev_queue,
         &mut open.progs.on_net_dev_start_xmit,
         &mut open.progs.on_net_dev_xmit,
+        &mut open.progs.on_send_close,
+        &mut open.progs.send_tails,
     ] {
         prog.set_autoload(o.net);
     }
@@ -43,6 +51,27 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_net_dev_queue, "attach net_dev_queue", links)?;
         attach_one(&p.on_net_dev_start_xmit, "attach net_dev_start_xmit", links)?;
         attach_one(&p.on_net_dev_xmit, "attach net_dev_xmit", links)?;
+        attach_one(&p.on_send_close, "attach inet_sock_set_state", links)?;
     }
+    Ok(())
+}
+
+/// Sends the skbs that each socket's rate skipped after its last followed one to the ring
+/// buffer, as tail records: reading the iterator over the sockets' send state runs
+/// `send_tails` on each (at the end of the recording, for the sockets still open).
+pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
+    let link = skel
+        .progs
+        .send_tails
+        .attach_iter(skel.maps.send_calls.as_fd())
+        .map_err(Error::bpf("attach the send tails' iterator"))?;
+    let mut iter =
+        libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
+    let mut out = Vec::new();
+    iter.read_to_end(&mut out)
+        .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
     Ok(())
 }

@@ -31,6 +31,19 @@ for i in range(n):
 time.sleep(0.5)
 "#;
 
+/// A client that sends SIZE bytes at once and keeps its connection open for two seconds.
+const SEND_AND_WAIT: &str = r#"
+import socket, sys, time
+host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.create_connection((host, port))
+s.sendall(b"c" * size)
+time.sleep(2)
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+s.close()
+"#;
+
 /// A client that sends for about a second from one place in a loop: 16 KiB every 5 ms.
 const SEND_LOOP: &str = r#"
 import socket, sys, time
@@ -929,6 +942,23 @@ fn sends_under_tcp_sendmsg(samples: &[ScriptSample]) -> usize {
         .count()
 }
 
+/// The skbs a `net_send` line stands for: itself and those of its socket that record's rate
+/// skipped before it (`count`).
+fn skbs_of(l: &Line) -> u64 {
+    l.fields.get("count").copied().unwrap_or(1).max(1)
+}
+
+/// The skbs `net_send` lines stand for, and their TCP payload (their bytes less each skb's
+/// headers).
+fn skbs_and_payload(sends: &[&Line]) -> (u64, u64) {
+    sends.iter().fold((0, 0), |(n, bytes), l| {
+        (
+            n + skbs_of(l),
+            bytes + l.fields["tx"] - HEADERS * skbs_of(l),
+        )
+    })
+}
+
 fn nft_counter(ns: &str, comment: &str) -> u64 {
     let json = in_ns(ns, &["nft", "-j", "list", "table", "inet", "bpfperf"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -1055,29 +1085,185 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
         .filter(|l| l.event == "bpfperf:net_send")
         .collect();
     let retransmits = client_retransmits(&lines);
-    let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
+    let (skbs, payload) = skbs_and_payload(&sends);
     eprintln!(
-        "data segments at the server {data}; followed {}, {payload} bytes; {retransmits} \
-         retransmits",
+        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
+         bytes; {retransmits} retransmits",
         sends.len()
     );
     // Each segment carries at most an MSS (1448 bytes with timestamps): 2 MB is 1,382 or more.
     assert!(data >= n as u64 * size / 1448, "{data}");
     if retransmits == 0 {
         let small: Vec<_> = sends.iter().filter(|l| l.fields["tx"] < 1000).collect();
-        assert_eq!(
-            sends.len() as u64,
-            data,
-            "every segment followed; small: {small:#?}"
-        );
+        assert_eq!(skbs, data, "every segment counted; small: {small:#?}");
         assert_eq!(payload, n as u64 * size);
     } else {
-        assert!(sends.len() as u64 >= data, "{} of {data}", sends.len());
+        assert!(skbs >= data, "{skbs} of {data}");
     }
     // Under the client's send call, as skbs the device got whole.
     let samples = parse_script(&perf_script_clean(&out));
     let under_send = sends_under_tcp_sendmsg(&samples);
     assert_eq!(under_send, sends.len());
+}
+
+/// A socket that sends faster than `--net-send-rate` has fewer of its skbs followed, each
+/// standing for those skipped before it: the count, the bytes and the weight stay whole (the
+/// cost of following iperf3's 70k skbs a second was writing a sample for each).
+#[test]
+fn a_fast_sender_is_followed_at_the_rate_with_every_skb_counted() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-rate");
+    let ns = Netns::new();
+    // Segments of at most an MSS: 4 MB is 2,800 skbs or more.
+    in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
+    let rules = format!(
+        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
+         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
+        dev = ns.veth_b
+    );
+    load_nft(&ns.b, &dir, &rules);
+    let (n, size) = (1, 4_000_000u64);
+    let mut server = ns.server(&dir, n, 100);
+    let out = dir.path("rate.data");
+    let rec = ns.record_client(
+        &dir,
+        &["-e", "net", "--net-send-rate", "100"],
+        &out,
+        n,
+        size,
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let data = nft_counter(&ns.b, "data");
+    let lines = perf_script_net(&out);
+    let sends: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:net_send")
+        .collect();
+    let retransmits = client_retransmits(&lines);
+    let (skbs, payload) = skbs_and_payload(&sends);
+    eprintln!(
+        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
+         bytes; {retransmits} retransmits",
+        sends.len()
+    );
+    assert!(data >= size / 1448, "{data}");
+    // 10 at once (a tenth of a second's credit), then 100 a second, the rest counted.
+    assert!(
+        (sends.len() as u64) * 10 < skbs,
+        "{} samples for {skbs} skbs",
+        sends.len()
+    );
+    assert!(sends.iter().any(|l| skbs_of(l) > 1), "{sends:#?}");
+    if retransmits == 0 {
+        assert_eq!(skbs, data);
+        assert_eq!(payload, size);
+    } else {
+        assert!(skbs >= data, "{skbs} of {data}");
+    }
+    // Each weighs its latency for each skb it stands for; analyze net counts the skbs.
+    let folded = analyze_folded(&out, &["--event", "net-send"]);
+    let durations: u64 = sends
+        .iter()
+        .map(|l| l.fields["duration"] * skbs_of(l))
+        .sum();
+    assert_eq!(folded.values().sum::<u64>(), durations, "{folded:#?}");
+    let a = analyze(&["net"], &out);
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    let summary = format!("sends to the device: {skbs} skbs of TCP data");
+    assert!(text.contains(&summary), "{text}");
+    assert!(
+        text.contains(&format!("{} of them followed", sends.len())),
+        "{text}"
+    );
+    let info = analyze(&["info"], &out);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.contains(&format!(
+            "bpfperf:net_send: its {} samples stand for {skbs} events",
+            sends.len()
+        )),
+        "{info}"
+    );
+}
+
+/// The skbs a socket's rate skipped after its last followed one, the socket still open when
+/// the recording ends (`--duration`), are counted too: read from the sockets' send state
+/// at the end (a socket's close sends them otherwise).
+#[test]
+fn skbs_skipped_on_a_socket_still_open_at_the_end_are_counted() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-open-tail");
+    let ns = Netns::new();
+    in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
+    let rules = format!(
+        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
+         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
+        dev = ns.veth_b
+    );
+    load_nft(&ns.b, &dir, &rules);
+    let mut server = ns.server(&dir, 1, 10);
+    let client = dir.path("wait.py");
+    std::fs::write(&client, SEND_AND_WAIT).unwrap();
+    let out = dir.path("open.data");
+    let size = 2_000_000u64;
+    let rec = record(
+        &[
+            "-e",
+            "net",
+            "--net-send-rate",
+            "100",
+            "--duration",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[
+            "ip",
+            "netns",
+            "exec",
+            &ns.a,
+            "python3",
+            client.to_str().unwrap(),
+            SERVER_ADDR,
+            &PORT.to_string(),
+            &size.to_string(),
+        ],
+    );
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    // The data went out in the first milliseconds; the connection is still open.
+    let data = nft_counter(&ns.b, "data");
+    let _ = server.wait();
+    let lines = perf_script_net(&out);
+    let sends: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:net_send")
+        .collect();
+    let retransmits = client_retransmits(&lines);
+    let (skbs, payload) = skbs_and_payload(&sends);
+    eprintln!(
+        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
+         bytes; {retransmits} retransmits",
+        sends.len()
+    );
+    assert!(
+        lines.iter().all(|l| l.event != "bpfperf:tcp_conn"),
+        "{lines:#?}"
+    );
+    assert!((sends.len() as u64) * 10 < skbs, "{}", sends.len());
+    if retransmits == 0 {
+        assert_eq!((skbs, payload), (data, size));
+    } else {
+        assert!(skbs >= data, "{skbs} of {data}");
+    }
 }
 
 #[test]
@@ -1118,17 +1304,14 @@ fn sends_followed_to_the_device() {
         .find(|l| l.event == "bpfperf:tcp_conn")
         .map(|l| l.pid)
         .unwrap();
+    let (skbs, payload) = skbs_and_payload(&sends);
     eprintln!(
         "veth tx packets {packets} (nft: {all}, {data} with data); skbs followed to the \
-         device {}",
+         device {} standing for {skbs}",
         sends.len()
     );
     assert_eq!(all, packets, "the counter sees what the veth sends");
-    assert_eq!(
-        sends.len() as u64,
-        data,
-        "every data packet followed, none else"
-    );
+    assert_eq!(skbs, data, "every data packet counted, none else");
     assert!(
         packets - data >= (2 * n) as u64,
         "SYN and ACKs at least: {packets} - {data}"
@@ -1137,7 +1320,6 @@ fn sends_followed_to_the_device() {
     // The payload followed is what the client sent (the veth's bytes less the headers).
     // A retransmitted skb goes to the device again, and is followed again (a fresh CI
     // machine retransmitted one of 61: 60,816 bytes over): each retransmit may add one skb.
-    let payload: u64 = sends.iter().map(|l| l.fields["tx"] - HEADERS).sum();
     let retransmits = client_retransmits(&lines);
     let sent = n as u64 * size;
     if retransmits == 0 {
@@ -1189,11 +1371,14 @@ fn sends_followed_to_the_device() {
         })
         .collect();
     assert_eq!(rows.len(), n, "{text}");
-    assert_eq!(rows.iter().sum::<u64>(), sends.len() as u64, "{text}");
+    assert_eq!(rows.iter().sum::<u64>(), skbs, "{text}");
     assert!(text.contains("send latency to the device"), "{text}");
     let folded = analyze_folded(&out, &["--event", "net-send"]);
     let total: u64 = folded.values().sum();
-    let durations: u64 = sends.iter().map(|l| l.fields["duration"]).sum();
+    let durations: u64 = sends
+        .iter()
+        .map(|l| l.fields["duration"] * skbs_of(l))
+        .sum();
     assert_eq!(total, durations, "{folded:#?}");
     let svg = dir.path("send.svg");
     let h = analyze(
