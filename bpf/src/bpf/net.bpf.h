@@ -16,7 +16,9 @@
 struct send_call {
 	__u64 send_ns;
 	__u32 in_call; /* 1: between the call's first tcp_sendmsg_locked and its return */
-	__u32 _pad;
+	/* 1: the call's record went to record (the socket's rate had credit when it began);
+	 * 0: its skbs are only counted, carried by a later followed skb. */
+	__u32 call_followed;
 	/* The socket's last skb followed into net_dev_queue, its times and the sequence numbers
 	 * of its payload: the segments that software GSO cuts it into reach the driver as new
 	 * skbs (netsend.bpf.c). */
@@ -32,7 +34,7 @@ struct send_call {
 	__u64 credit_at;
 	__u64 skipped_bytes;
 	__u32 skipped;
-	__u32 _pad2;
+	__u32 last_followed; /* 1: last_skb is in send_skbs (its call followed) */
 };
 
 /* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer

@@ -133,6 +133,28 @@ static __always_inline void send_call_event(void *ctx, const struct sock *sk, __
 		bpf_map_delete_elem(&call_sites, &tid);
 }
 
+/* Whether the socket's rate allows one more skb followed now: its credit topped up with
+ * the time since it last was, up to the burst. */
+static __always_inline bool has_credit(struct send_call *c, __u64 now)
+{
+	__u64 interval = send_interval_ns;
+	if (!interval)
+		return true;
+	__u64 credit = c->credit_ns + (now - c->credit_at);
+	if (credit > send_burst_ns)
+		credit = send_burst_ns;
+	c->credit_ns = credit;
+	c->credit_at = now;
+	return credit >= interval;
+}
+
+/* An skb of `len` bytes that the socket's rate skips: counted, for the next one followed. */
+static __always_inline void skip(struct send_call *c, __u32 len)
+{
+	c->skipped += 1;
+	c->skipped_bytes += len;
+}
+
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 	     const struct sk_buff *skb, int size_goal)
@@ -157,7 +179,9 @@ int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 	__u64 now = bpf_ktime_get_ns();
 	c->send_ns = now;
 	c->in_call = 1;
-	send_call_event(ctx, sk, pid, id, now);
+	c->call_followed = has_credit(c, now);
+	if (c->call_followed)
+		send_call_event(ctx, sk, pid, id, now);
 	return 0;
 }
 
@@ -208,6 +232,14 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	struct send_call *c = followed_data(skb, &payload, &seq);
 	if (!c)
 		return 0;
+	c->last_seq = seq;
+	c->last_end = seq + (__u32)payload;
+	c->last_followed = c->call_followed;
+	/* An skb of a call not followed is counted where it reaches the driver, unknown. */
+	if (!c->call_followed) {
+		c->last_skb = 0;
+		return 0;
+	}
 	struct send_skb s = {
 		.sk = (__u64)skb->sk,
 		.send_ns = c->send_ns,
@@ -218,8 +250,6 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	c->last_skb = skey;
 	c->last_send_ns = s.send_ns;
 	c->last_queue_ns = s.queue_ns;
-	c->last_seq = seq;
-	c->last_end = seq + (__u32)payload;
 	return 0;
 }
 
@@ -231,40 +261,38 @@ static __always_inline void follow_or_skip(struct send_call *c, struct send_skb 
 {
 	if (s->skbs || s->skip)
 		return;
-	__u64 interval = send_interval_ns;
-	if (interval) {
-		__u64 credit = c->credit_ns + (now - c->credit_at);
-		if (credit > send_burst_ns)
-			credit = send_burst_ns;
-		c->credit_at = now;
-		if (credit < interval) {
-			c->credit_ns = credit;
-			c->skipped += 1;
-			c->skipped_bytes += len;
-			s->skip = 1;
-			return;
-		}
-		c->credit_ns = credit - interval;
+	if (!has_credit(c, now)) {
+		skip(c, len);
+		s->skip = 1;
+		return;
 	}
+	c->credit_ns -= send_interval_ns;
 	s->skbs = 1 + c->skipped;
 	s->skipped_bytes = c->skipped_bytes;
 	c->skipped = 0;
 	c->skipped_bytes = 0;
 }
 
-/* An skb of TCP data that reaches the driver without having been queued: a segment of a
- * followed skb that software GSO split. Followed from here with its socket's last queued
- * skb's times. The skb split never reaches the driver: when the segment's sequence number
- * lies in that last skb's, that one is forgotten (its address, reused for a later skb,
- * would pass for it: 4 of 1,386 sends once). Behind a qdisc's backlog, the skb split may be
- * an earlier one: its entry then waits for the LRU. */
+/* An skb of TCP data that reaches the driver unknown: one of a call not followed (or a
+ * segment of one), counted; or a segment of a followed skb that software GSO split (its
+ * sequence number in the socket's last queued skb's, which was followed), followed from
+ * here with that skb's times as the rate allows. The skb split never reaches the driver:
+ * it is forgotten (its address, reused for a later skb, would pass for it: 4 of 1,386
+ * sends once). Behind a qdisc's backlog, a segment of an earlier skb is only counted, and
+ * that skb's entry waits for the LRU. A driver that refuses an skb counted here (it comes
+ * again) makes it count twice. */
 static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey)
 {
 	__s64 payload = 0;
 	__u32 seq = 0;
 	struct send_call *c = followed_data(skb, &payload, &seq);
-	if (!c || !c->last_queue_ns)
+	if (!c)
 		return;
+	bool split_here = seq - c->last_seq < c->last_end - c->last_seq;
+	if (!(split_here && c->last_followed && c->last_queue_ns)) {
+		skip(c, skb->len);
+		return;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	struct send_skb s = {
 		.sk = (__u64)skb->sk,
@@ -273,9 +301,10 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 		.start_ns = now,
 	};
 	follow_or_skip(c, &s, skb->len, now);
-	bpf_map_update_elem(&send_skbs, &skey, &s, BPF_ANY);
+	if (!s.skip)
+		bpf_map_update_elem(&send_skbs, &skey, &s, BPF_ANY);
 	__u64 split = c->last_skb;
-	if (split && split != skey && seq - c->last_seq < c->last_end - c->last_seq) {
+	if (split && split != skey) {
 		bpf_map_delete_elem(&send_skbs, &split);
 		c->last_skb = 0;
 	}
