@@ -37,7 +37,8 @@ pub enum EventSel {
     /// (bpfperf's own timed events: their ns).
     Named(String),
     /// `bpfperf:net_send` samples (record -e net): skbs of send calls timed to the device;
-    /// weight = nanoseconds from the send call's start to net_dev_xmit, at the call's stack.
+    /// weight = nanoseconds from the send call's start to net_dev_xmit, times the skbs the
+    /// sample stands for (its period), at the call's stack.
     NetSend,
     /// Every sample of every event, weight 1 (what an archive must cover).
     All,

@@ -36,7 +36,8 @@ pub struct Filter {
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (page faults that had to
     /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
-    /// time, ns), net-send (TCP sends, ns from the send call to the device, at its stack),
+    /// time, ns), net-send (TCP sends, ns from the send call to the device of each skb a
+    /// sample stands for, at its stack),
     /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), or the name
     /// of any event in the file (e.g. task-clock, sched:sched_switch,
     /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise). With -e
