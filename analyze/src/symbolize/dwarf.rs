@@ -204,21 +204,26 @@ impl<'a> Loaded<'a> {
             return Some(Loaded::from_whole(file, &obj, svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
-        let mut units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
+        let units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
+        let whole_info = units
+            .as_ref()
+            .is_none_or(|(_, missing)| !missing.is_empty());
         let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
         let (_, mut sections) = rayon::join(
-            || match &mut units {
-                Some(units) => {
+            || match &units {
+                // Addresses aranges leave out are looked for in every unit they do not list.
+                Some((_, missing)) if !missing.is_empty() => info.inflate_to(usize::MAX),
+                Some((units, _)) => {
                     // Each unit's length is in its header: inflate up to the last header,
                     // then up to the last unit's end.
                     let last = units.iter().map(|u| u.at).max().unwrap_or(0);
                     info.inflate_to(last + 12);
-                    for u in units.iter_mut() {
-                        u.len = unit_length(info.bytes(), u.at).unwrap_or(0);
-                    }
                     let end = units
                         .iter()
-                        .map(|u| u.at.saturating_add(u.len))
+                        .map(|u| {
+                            let len = unit_length(info.bytes(), u.at).unwrap_or(0);
+                            u.at.saturating_add(len)
+                        })
                         .max()
                         .unwrap_or(0);
                     info.inflate_to(end);
@@ -234,23 +239,20 @@ impl<'a> Loaded<'a> {
             },
         );
         sections.push((gimli::SectionId::DebugAranges, aranges));
-        // A unit may refer to entries of units left out: then parse the whole file.
-        let abbrev = sections
-            .iter()
-            .find(|(id, _)| *id == gimli::SectionId::DebugAbbrev)
-            .map_or(&[][..], |(_, b)| &b[..]);
-        if !units
-            .as_ref()
-            .is_some_and(|units| can_narrow(info.bytes(), abbrev, units))
-        {
-            units = None;
-            info.inflate_to(usize::MAX);
-        }
-        Some(Loaded {
+        let narrowed = units.is_some();
+        let mut loaded = Loaded {
             sections,
             info: info.into_bytes(),
-            units,
-        })
+            units: None,
+        };
+        loaded.units = units.and_then(|(units, missing)| loaded.narrowed(units, &missing));
+        // A unit may refer to entries of units left out: then parse the whole file.
+        if narrowed && loaded.units.is_none() && !whole_info {
+            let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
+            info.inflate_to(usize::MAX);
+            loaded.info = info.into_bytes();
+        }
+        Some(loaded)
     }
 
     /// From sections inflated whole: no inflating left, only the choice of units.
@@ -271,15 +273,51 @@ impl<'a> Loaded<'a> {
             units: None,
         };
         let aranges = loaded.section(gimli::SectionId::DebugAranges);
-        let mut units = svmas.and_then(|svmas| units_holding(aranges, svmas));
-        if let Some(units) = &mut units {
-            for u in units.iter_mut() {
-                u.len = unit_length(&loaded.info, u.at).unwrap_or(0);
-            }
-        }
-        let abbrev = loaded.section(gimli::SectionId::DebugAbbrev);
-        loaded.units = units.filter(|units| can_narrow(&loaded.info, abbrev, units));
+        let units = svmas.and_then(|svmas| units_holding(aranges, svmas));
+        loaded.units = units.and_then(|(units, missing)| loaded.narrowed(units, &missing));
         loaded
+    }
+
+    /// `units` (those aranges say hold the lookups) with those of the units aranges do not
+    /// list whose own ranges hold the addresses aranges left out (`missing`: an address in
+    /// no unit at all, a PLT stub say, needs none), each with its length, if each can be
+    /// parsed alone; `None` (the whole file) otherwise.
+    fn narrowed(&self, mut units: Vec<Unit>, missing: &[u64]) -> Option<Vec<Unit>> {
+        if !missing.is_empty() {
+            units.extend(self.unlisted_units_holding(missing)?);
+            units.sort_unstable_by_key(|u| u.at);
+            units.dedup_by_key(|u| u.at);
+        }
+        for u in units.iter_mut() {
+            u.len = unit_length(&self.info, u.at).unwrap_or(0);
+        }
+        let abbrev = self.section(gimli::SectionId::DebugAbbrev);
+        can_narrow(&self.info, abbrev, &units).then_some(units)
+    }
+
+    /// The units `.debug_aranges` does not list whose root entries' ranges hold one of
+    /// `svmas` (as addr2line looks them up), with those ranges.
+    fn unlisted_units_holding(&self, svmas: &[u64]) -> Option<Vec<Unit>> {
+        let listed: std::collections::HashSet<usize> =
+            arange_entries(self.section(gimli::SectionId::DebugAranges))
+                .into_iter()
+                .map(|(_, _, at)| at)
+                .collect();
+        let units = inlines::Units::new(self.dwarf(&self.info, false)?);
+        let found = (0..units.len())
+            .into_par_iter()
+            .filter(|&u| !listed.contains(&units.start(u)))
+            .filter_map(|u| {
+                let ranges = units.ranges(u);
+                let holds = |&(s, e): &(u64, u64)| svmas.iter().any(|&a| s <= a && a < e);
+                ranges.iter().any(holds).then(|| Unit {
+                    at: units.start(u),
+                    len: 0,
+                    ranges,
+                })
+            })
+            .collect();
+        Some(found)
     }
 
     fn section(&self, id: gimli::SectionId) -> &[u8] {
@@ -519,16 +557,21 @@ fn arange_entries(aranges: &[u8]) -> Vec<(u64, u64, usize)> {
 }
 
 /// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,
-/// with all their ranges; `None` if there are no aranges or one address is not covered.
-fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
+/// with all their ranges, and the addresses they leave out ([`Loaded::narrowed`] looks for
+/// those in the units aranges do not list); `None` if there are no aranges.
+fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<(Vec<Unit>, Vec<u64>)> {
     let mut all = arange_entries(aranges);
     if all.is_empty() {
         return None;
     }
     all.sort_unstable();
     let mut wanted: Vec<usize> = Vec::new();
+    let mut missing = Vec::new();
     for &svma in svmas {
-        wanted.push(holder(&all, svma)?);
+        match holder(&all, svma) {
+            Some(at) => wanted.push(at),
+            None => missing.push(svma),
+        }
     }
     wanted.sort_unstable();
     wanted.dedup();
@@ -545,22 +588,16 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Vec<Unit>> {
             units[i].ranges.push((start, end));
         }
     }
-    Some(units)
+    Some((units, missing))
 }
 
-/// Where in `.debug_info` the compilation units lie that `.debug_aranges` says hold `svmas`,
-/// if each of them can be read alone (no references into other units); `None` otherwise.
-pub(crate) fn units_alone(
-    info: &[u8],
-    abbrev: &[u8],
-    aranges: &[u8],
-    svmas: &[u64],
-) -> Option<Vec<std::ops::Range<usize>>> {
-    let mut units = units_holding(aranges, svmas)?;
-    for u in &mut units {
-        u.len = unit_length(info, u.at)?;
-    }
-    can_narrow(info, abbrev, &units).then(|| units.iter().map(|u| u.at..u.at + u.len).collect())
+/// Where in `.debug_info` the compilation units lie that hold `svmas` (those looking them up
+/// parses: [`Loaded::load`]), if each of them can be read alone (no references into other
+/// units); `None` otherwise.
+pub(crate) fn units_alone(file: &ElfData, svmas: &[u64]) -> Option<Vec<std::ops::Range<usize>>> {
+    let loaded = Loaded::load(file, svmas)?;
+    let units = loaded.units?;
+    Some(units.iter().map(|u| u.at..u.at + u.len).collect())
 }
 
 /// Where in `.debug_line` the line programs of the units in `info` lie (by their
@@ -860,13 +897,88 @@ mod tests {
     }
 
     #[test]
-    fn a_lookup_outside_the_aranges_loads_the_whole_file() {
+    fn a_lookup_in_no_unit_needs_none() {
         let Some(debug) = libc_debug() else {
             eprintln!("skipped: no libc debug file");
             return;
         };
-        let loaded = Loaded::load(&debug, &[1]).unwrap();
-        assert_eq!(loaded.narrowed_units(), None);
+        // Address 1 lies in no unit, listed in aranges or not: the others stay narrowed
+        // (before, one such address, a PLT stub say, had the whole file parsed, and an
+        // archive keep all of its DWARF).
+        assert_eq!(
+            Loaded::load(&debug, &[1]).unwrap().narrowed_units(),
+            Some(0)
+        );
+        let mut svmas = some_functions(&debug);
+        let alone = Loaded::load(&debug, &svmas).unwrap().narrowed_units();
+        svmas.push(1);
+        let narrow = Loaded::load(&debug, &svmas).unwrap();
+        assert_eq!(narrow.narrowed_units(), alone);
+        let whole = Loaded::load_whole(&debug).unwrap();
+        let (narrow, whole) = (Frames::new(&narrow).unwrap(), Frames::new(&whole).unwrap());
+        for &svma in &svmas {
+            assert_eq!(
+                show(narrow.find(svma)),
+                show(whole.find(svma)),
+                "at {svma:#x}"
+            );
+        }
+    }
+
+    /// A program of two units, one compiled by gcc (listed in `.debug_aranges`), one by clang
+    /// (which writes no aranges): a lookup in the second finds its unit by the unit's own
+    /// ranges, as addr2line does, and stays narrowed.
+    #[test]
+    fn a_unit_aranges_do_not_list_is_found_by_its_own_ranges() {
+        let dir = std::env::temp_dir().join(format!("bpfperf-aranges-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.c"),
+            "int from_gcc(int x) { return x * 3 + 1; }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("b.c"),
+            "int from_gcc(int);\nint from_clang(int x) { return from_gcc(x) * 5; }\n\
+             int main(int argc, char **argv) { return from_clang(argc); }\n",
+        )
+        .unwrap();
+        let run = |cmd: &[&str]| {
+            let ok = std::process::Command::new(cmd[0])
+                .args(&cmd[1..])
+                .current_dir(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok || std::env::var_os("CI").is_none(), "{cmd:?} failed");
+            ok
+        };
+        if !(run(&["gcc", "-g", "-O1", "-c", "a.c"])
+            && run(&["clang", "-g", "-O1", "-c", "b.c"])
+            && run(&["gcc", "a.o", "b.o", "-o", "two"]))
+        {
+            eprintln!("skipped: no gcc or clang");
+            return;
+        }
+        let bytes = std::fs::read(dir.join("two")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let elf = ElfData::parse("two".into(), crate::files::Bytes::Owned(bytes)).unwrap();
+        let obj = object::File::parse(&*elf.bytes).unwrap();
+        let at = |name: &str| {
+            obj.symbols()
+                .find(|s| s.name() == Ok(name))
+                .map(|s| s.address())
+                .unwrap()
+        };
+        let (gcc, clang) = (at("from_gcc"), at("from_clang"));
+        let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
+        let (listed, missing) = units_holding(&aranges, &[gcc, clang]).unwrap();
+        assert_eq!((listed.len(), &missing[..]), (1, &[clang][..]));
+        let loaded = Loaded::load(&elf, &[gcc, clang]).unwrap();
+        assert_eq!(loaded.narrowed_units(), Some(2));
+        let frames = Frames::new(&loaded).unwrap();
+        let name = |a| frames.find(a).pop().and_then(|f| f.name);
+        assert_eq!(name(clang).as_deref(), Some("from_clang"));
+        assert_eq!(name(gcc).as_deref(), Some("from_gcc"));
     }
 
     #[test]

@@ -184,15 +184,10 @@ pub fn function_at(
         })
 }
 
-/// The compilation units of `.debug_info` (uncompressed, as are `abbrev` and `aranges`) that
-/// hold `svmas`, if they can be read without the others: what an archive keeps of DWARF.
-pub fn dwarf_units_alone(
-    info: &[u8],
-    abbrev: &[u8],
-    aranges: &[u8],
-    svmas: &[u64],
-) -> Option<Vec<std::ops::Range<usize>>> {
-    dwarf::units_alone(info, abbrev, aranges, svmas)
+/// Where in `.debug_info` (uncompressed) the compilation units of `file` lie that hold
+/// `svmas`, if they can be read without the others: what an archive keeps of DWARF.
+pub fn dwarf_units_alone(file: &ElfData, svmas: &[u64]) -> Option<Vec<std::ops::Range<usize>>> {
+    dwarf::units_alone(file, svmas)
 }
 
 /// Where in `.debug_line` the line programs of the units in `info` lie.

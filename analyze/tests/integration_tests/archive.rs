@@ -360,13 +360,13 @@ fn the_archive_of_tar_xf_is_at_most_a_quarter_of_the_recording_and_its_files() {
         .and_then(|s| s.rsplit(' ').next())
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("{summary}"));
-    // A debug file whose DWARF is kept whole: the reducer keeps all of it when a sampled
-    // function's start lies in no unit .debug_aranges lists (libc's are all listed but 13
-    // soft-float helpers; a PLT stub is in none) or a unit refers to another
-    // (`symbolize::dwarf::units_alone`). Once in CI libc's debug file kept 3.55 of 4.17 MB
-    // (30.7% then), where this machine's samples keep 0.80 MB; which start it was is not
-    // known. A limitation of the archive, not this test's subject: the quarter holds where
-    // the DWARF could be narrowed.
+    // A debug file whose DWARF is kept whole: the reducer keeps all of it when a unit that
+    // holds a sampled function refers to another (`symbolize::dwarf::units_alone`). Twice in
+    // CI libc's debug file kept 3.55 of 4.17 MB (30.7% then), where this machine's samples
+    // keep 0.80 MB: then, a sampled start in no unit .debug_aranges lists (libc's list all
+    // but 13 soft-float helpers; a PLT stub is in none) kept it whole too, which no longer
+    // happens (such a start is looked for in the unlisted units' own ranges, else needs no
+    // unit). Not this test's subject: the quarter holds where the DWARF could be narrowed.
     let kept_whole = summary.lines().any(|l| {
         let w: Vec<&str> = l.split_whitespace().collect();
         w.len() > 5

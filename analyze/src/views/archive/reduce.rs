@@ -73,7 +73,7 @@ pub(super) fn reduce(elf: &ElfData, functions: &[(u64, u64)]) -> (Vec<u8>, u64) 
     let Ok(obj) = object::File::parse(&*elf.bytes) else {
         return (elf.bytes.to_vec(), elf.bytes.len() as u64);
     };
-    let rewritten = pruned_dwarf(&obj, functions);
+    let rewritten = pruned_dwarf(elf, &obj, functions);
     let skip: Vec<&str> = match &rewritten {
         Some(sections) => sections
             .iter()
@@ -116,6 +116,7 @@ pub(super) fn reduce(elf: &ElfData, functions: &[(u64, u64)]) -> (Vec<u8>, u64) 
 /// with only their line programs (the others zeroed: offsets stay), uncompressed; `None`
 /// where that cannot be done (no aranges, units that refer to others).
 fn pruned_dwarf(
+    elf: &ElfData,
     obj: &object::File<'_>,
     functions: &[(u64, u64)],
 ) -> Option<Vec<(&'static str, Vec<u8>)>> {
@@ -125,9 +126,8 @@ fn pruned_dwarf(
     let data = |name: &str| obj.section_by_name(name)?.uncompressed_data().ok();
     let info = data(".debug_info")?;
     let abbrev = data(".debug_abbrev")?;
-    let aranges = data(".debug_aranges")?;
     let starts: Vec<u64> = functions.iter().map(|f| f.0).collect();
-    let units = crate::symbolize::dwarf_units_alone(&info, &abbrev, &aranges, &starts)?;
+    let units = crate::symbolize::dwarf_units_alone(elf, &starts)?;
     let mut new_info = Vec::new();
     for u in units {
         new_info.extend_from_slice(info.get(u)?);
