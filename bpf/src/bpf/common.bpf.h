@@ -57,6 +57,9 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sock_wait);
 } sock_waits SEC(".maps") __weak;
+/* Whether off-CPU intervals fill sock_waits (net and off-CPU both on): else a socket call's
+ * return has none to look up. */
+const volatile bool socket_waits __weak = false;
 
 /* A cache of `pids` that costs an array index, not a hash lookup (which was a fifth of a
  * filtered-out event's cost): slot tgid % TRACKED_SLOTS holds tgid once it was found

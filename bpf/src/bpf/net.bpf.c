@@ -239,6 +239,8 @@ static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 wha
  * stacks. analyze labels the thread's off-CPU samples from first_ns to now with it. */
 static __always_inline void sock_wait_end(void *ctx, const struct sock *sk, __u32 send)
 {
+	if (!socket_waits)
+		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, pid = id >> 32;
 	struct sock_wait *w = bpf_map_lookup_elem(&sock_waits, &tid);

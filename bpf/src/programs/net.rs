@@ -12,6 +12,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     let rodata = super::rodata(open);
     rodata.net_enabled = o.net;
     rodata.netsend_enabled = o.net;
+    rodata.socket_waits = o.net && o.off_cpu_min_ns.is_some();
     if o.net_send_rate > 0 {
         // One skb per interval, from credit of up to a tenth of a second's skbs.
         let interval = 1_000_000_000 / o.net_send_rate.min(1_000_000_000);
