@@ -4,7 +4,7 @@
 //! their fields).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -234,25 +234,29 @@ impl Netns {
         n: usize,
         size: u64,
     ) -> std::process::Output {
-        let client = dir.path("client.py");
-        std::fs::write(&client, CLIENT).unwrap();
-        let mut args = flags.to_vec();
-        args.extend(["-o", out.to_str().unwrap()]);
-        record(
-            &args,
-            &[
-                "ip",
-                "netns",
-                "exec",
-                &self.a,
-                "python3",
-                client.to_str().unwrap(),
-                SERVER_ADDR,
-                &PORT.to_string(),
-                &n.to_string(),
-                &size.to_string(),
-            ],
-        )
+        let (n, size) = (n.to_string(), size.to_string());
+        self.record_python(dir, CLIENT, flags, out, &[&n, &size])
+    }
+
+    /// `record FLAGS -o out` of the python3 program `script` in namespace a, given the
+    /// server's address and port, then `args`.
+    fn record_python(
+        &self,
+        dir: &TempDir,
+        script: &str,
+        flags: &[&str],
+        out: &std::path::Path,
+        args: &[&str],
+    ) -> std::process::Output {
+        let path = dir.path("client.py");
+        std::fs::write(&path, script).unwrap();
+        let mut flags = flags.to_vec();
+        flags.extend(["-o", out.to_str().unwrap()]);
+        let port = PORT.to_string();
+        let mut command = vec!["ip", "netns", "exec", &self.a, "python3"];
+        command.extend([path.to_str().unwrap(), SERVER_ADDR, &port]);
+        command.extend(args);
+        record(&flags, &command)
     }
 }
 
@@ -959,6 +963,81 @@ fn skbs_and_payload(sends: &[&Line]) -> (u64, u64) {
     })
 }
 
+/// An nft counter, "data", of the TCP segments with payload that arrive on the server's end
+/// of the veth (IPv4 and TCP headers with timestamps are 52 bytes; a SYN's options make it
+/// longer).
+fn count_data_at_the_server(ns: &Netns, dir: &TempDir) {
+    let rules = format!(
+        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
+         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
+        dev = ns.veth_b
+    );
+    load_nft(&ns.b, dir, &rules);
+}
+
+/// A recording's `net_send` samples, the skbs and payload they stand for, and the client's
+/// retransmits.
+struct Tally<'a> {
+    sends: Vec<&'a Line>,
+    skbs: u64,
+    payload: u64,
+    retransmits: u64,
+}
+
+impl Tally<'_> {
+    /// The skbs are the `data` segments the server counted, their payload the bytes `sent`;
+    /// a retransmitted skb goes to the device again, and is counted again.
+    fn assert_whole(&self, data: u64, sent: u64) {
+        if self.retransmits == 0 {
+            assert_eq!((self.skbs, self.payload), (data, sent), "{:#?}", self.sends);
+        } else {
+            assert!(self.skbs >= data, "{} of {data}", self.skbs);
+        }
+    }
+}
+
+/// Records the client (`n` connections sending `size` bytes each) into `name` with `flags`,
+/// the server answering: the recording, its network events, and the server's count of data
+/// segments ([`count_data_at_the_server`]).
+fn record_sends(
+    ns: &Netns,
+    dir: &TempDir,
+    name: &str,
+    flags: &[&str],
+    n: usize,
+    size: u64,
+) -> (PathBuf, Vec<Line>, u64) {
+    let mut server = ns.server(dir, n, 100);
+    let out = dir.path(name);
+    let rec = ns.record_client(dir, flags, &out, n, size);
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines = perf_script_net(&out);
+    (out, lines, nft_counter(&ns.b, "data"))
+}
+
+/// The [`Tally`] of `lines`, printed beside the server's count of `data` segments.
+fn tally(lines: &[Line], data: u64) -> Tally<'_> {
+    let sends: Vec<&Line> = lines
+        .iter()
+        .filter(|l| l.event == "bpfperf:net_send")
+        .collect();
+    let retransmits = client_retransmits(lines);
+    let (skbs, payload) = skbs_and_payload(&sends);
+    eprintln!(
+        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
+         bytes; {retransmits} retransmits",
+        sends.len()
+    );
+    Tally {
+        sends,
+        skbs,
+        payload,
+        retransmits,
+    }
+}
+
 fn nft_counter(ns: &str, comment: &str) -> u64 {
     let json = in_ns(ns, &["nft", "-j", "list", "table", "inet", "bpfperf"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -989,23 +1068,8 @@ fn a_send_loops_stacks_unwind_once_its_tables_are_built() {
     let dir = TempDir::new("net-send-loop");
     let ns = Netns::new();
     let mut server = ns.server(&dir, 1, 10);
-    let client = dir.path("loop.py");
-    std::fs::write(&client, SEND_LOOP).unwrap();
     let out = dir.path("loop.data");
-    let port = PORT.to_string();
-    let rec = record(
-        &["-e", "net", "-o", out.to_str().unwrap()],
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &ns.a,
-            "python3",
-            client.to_str().unwrap(),
-            SERVER_ADDR,
-            &port,
-        ],
-    );
+    let rec = ns.record_python(&dir, SEND_LOOP, &["-e", "net"], &out, &[]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     let samples = parse_script(&perf_script_clean(&out));
@@ -1065,41 +1129,14 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
         features.contains("tcp-segmentation-offload: off"),
         "{features}"
     );
-    let rules = format!(
-        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
-         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
-        dev = ns.veth_b
-    );
-    load_nft(&ns.b, &dir, &rules);
+    count_data_at_the_server(&ns, &dir);
     let (n, size) = (2, 1_000_000u64);
-    let mut server = ns.server(&dir, n, 100);
-    let out = dir.path("gso.data");
-    let rec = ns.record_client(&dir, &["-e", "net"], &out, n, size);
-    assert!(rec.status.success(), "{}", stderr_of(&rec));
-    let _ = server.wait();
-    std::thread::sleep(Duration::from_millis(100));
-    let data = nft_counter(&ns.b, "data");
-    let lines = perf_script_net(&out);
-    let sends: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.event == "bpfperf:net_send")
-        .collect();
-    let retransmits = client_retransmits(&lines);
-    let (skbs, payload) = skbs_and_payload(&sends);
-    eprintln!(
-        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
-         bytes; {retransmits} retransmits",
-        sends.len()
-    );
+    let (out, lines, data) = record_sends(&ns, &dir, "gso.data", &["-e", "net"], n, size);
+    let t = tally(&lines, data);
     // Each segment carries at most an MSS (1448 bytes with timestamps): 2 MB is 1,382 or more.
     assert!(data >= n as u64 * size / 1448, "{data}");
-    if retransmits == 0 {
-        let small: Vec<_> = sends.iter().filter(|l| l.fields["tx"] < 1000).collect();
-        assert_eq!(skbs, data, "every segment counted; small: {small:#?}");
-        assert_eq!(payload, n as u64 * size);
-    } else {
-        assert!(skbs >= data, "{skbs} of {data}");
-    }
+    t.assert_whole(data, n as u64 * size);
+    let sends = t.sends;
     // Under the client's send call, as skbs the device got whole.
     let samples = parse_script(&perf_script_clean(&out));
     let under_send = sends_under_tcp_sendmsg(&samples);
@@ -1119,39 +1156,14 @@ fn a_fast_sender_is_followed_at_the_rate_with_every_skb_counted() {
     let ns = Netns::new();
     // Segments of at most an MSS: 4 MB is 2,800 skbs or more.
     in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
-    let rules = format!(
-        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
-         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
-        dev = ns.veth_b
-    );
-    load_nft(&ns.b, &dir, &rules);
-    let (n, size) = (1, 4_000_000u64);
-    let mut server = ns.server(&dir, n, 100);
-    let out = dir.path("rate.data");
-    let rec = ns.record_client(
-        &dir,
-        &["-e", "net", "--net-send-rate", "100"],
-        &out,
-        n,
-        size,
-    );
-    assert!(rec.status.success(), "{}", stderr_of(&rec));
-    let _ = server.wait();
-    std::thread::sleep(Duration::from_millis(100));
-    let data = nft_counter(&ns.b, "data");
-    let lines = perf_script_net(&out);
-    let sends: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.event == "bpfperf:net_send")
-        .collect();
-    let retransmits = client_retransmits(&lines);
-    let (skbs, payload) = skbs_and_payload(&sends);
-    eprintln!(
-        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
-         bytes; {retransmits} retransmits",
-        sends.len()
-    );
+    count_data_at_the_server(&ns, &dir);
+    let size = 4_000_000u64;
+    let flags = ["-e", "net", "--net-send-rate", "100"];
+    let (out, lines, data) = record_sends(&ns, &dir, "rate.data", &flags, 1, size);
+    let t = tally(&lines, data);
     assert!(data >= size / 1448, "{data}");
+    t.assert_whole(data, size);
+    let (sends, skbs) = (&t.sends, t.skbs);
     // 10 at once (a tenth of a second's credit), then 100 a second, the rest counted.
     assert!(
         (sends.len() as u64) * 10 < skbs,
@@ -1159,12 +1171,6 @@ fn a_fast_sender_is_followed_at_the_rate_with_every_skb_counted() {
         sends.len()
     );
     assert!(sends.iter().any(|l| skbs_of(l) > 1), "{sends:#?}");
-    if retransmits == 0 {
-        assert_eq!(skbs, data);
-        assert_eq!(payload, size);
-    } else {
-        assert!(skbs >= data, "{skbs} of {data}");
-    }
     // Each weighs its latency for each skb it stands for; analyze net counts the skbs.
     let folded = analyze_folded(&out, &["--event", "net-send"]);
     let durations: u64 = sends
@@ -1204,66 +1210,24 @@ fn skbs_skipped_on_a_socket_still_open_at_the_end_are_counted() {
     let dir = TempDir::new("net-open-tail");
     let ns = Netns::new();
     in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
-    let rules = format!(
-        "table inet bpfperf {{\n chain in {{\n  type filter hook prerouting priority 0; policy accept;\n  \
-         iifname \"{dev}\" ip length > 52 tcp flags & syn == 0 counter comment \"data\"\n }}\n}}\n",
-        dev = ns.veth_b
-    );
-    load_nft(&ns.b, &dir, &rules);
+    count_data_at_the_server(&ns, &dir);
     let mut server = ns.server(&dir, 1, 10);
-    let client = dir.path("wait.py");
-    std::fs::write(&client, SEND_AND_WAIT).unwrap();
     let out = dir.path("open.data");
     let size = 2_000_000u64;
-    let rec = record(
-        &[
-            "-e",
-            "net",
-            "--net-send-rate",
-            "100",
-            "--duration",
-            "1",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &[
-            "ip",
-            "netns",
-            "exec",
-            &ns.a,
-            "python3",
-            client.to_str().unwrap(),
-            SERVER_ADDR,
-            &PORT.to_string(),
-            &size.to_string(),
-        ],
-    );
+    let flags = ["-e", "net", "--net-send-rate", "100", "--duration", "1"];
+    let rec = ns.record_python(&dir, SEND_AND_WAIT, &flags, &out, &[&size.to_string()]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     // The data went out in the first milliseconds; the connection is still open.
     let data = nft_counter(&ns.b, "data");
     let _ = server.wait();
     let lines = perf_script_net(&out);
-    let sends: Vec<&Line> = lines
-        .iter()
-        .filter(|l| l.event == "bpfperf:net_send")
-        .collect();
-    let retransmits = client_retransmits(&lines);
-    let (skbs, payload) = skbs_and_payload(&sends);
-    eprintln!(
-        "data segments at the server {data}; {} samples standing for {skbs}, {payload} \
-         bytes; {retransmits} retransmits",
-        sends.len()
-    );
+    let t = tally(&lines, data);
     assert!(
         lines.iter().all(|l| l.event != "bpfperf:tcp_conn"),
         "{lines:#?}"
     );
-    assert!((sends.len() as u64) * 10 < skbs, "{}", sends.len());
-    if retransmits == 0 {
-        assert_eq!((skbs, payload), (data, size));
-    } else {
-        assert!(skbs >= data, "{skbs} of {data}");
-    }
+    assert!((t.sends.len() as u64) * 10 < t.skbs, "{}", t.sends.len());
+    t.assert_whole(data, size);
 }
 
 #[test]
