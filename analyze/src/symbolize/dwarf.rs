@@ -591,22 +591,34 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<(Vec<Unit>, Vec<u64>)>
     Some((units, missing))
 }
 
-/// Where in `.debug_info` the compilation units lie that hold `svmas` (those looking them up
-/// parses: [`Loaded::load`]), if each of them can be read alone (no references into other
-/// units); `None` otherwise.
-pub(crate) fn units_alone(file: &ElfData, svmas: &[u64]) -> Option<Vec<std::ops::Range<usize>>> {
+/// What looking up `svmas` in `file` reads of its DWARF (the units [`Loaded::load`] parses,
+/// if each can be read alone, no references into other units; `None` otherwise): their
+/// `.debug_info` entries one after the other, and `.debug_line` with only their line
+/// programs, the others zeroed so that offsets stay (`None`: the file has none). Sections
+/// inflated once, here, or mapped from the cache of inflated DWARF.
+pub(crate) fn pruned(file: &ElfData, svmas: &[u64]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
     let loaded = Loaded::load(file, svmas)?;
-    let units = loaded.units?;
-    Some(units.iter().map(|u| u.at..u.at + u.len).collect())
+    let mut info = Vec::new();
+    for u in loaded.units.as_ref()? {
+        info.extend_from_slice(loaded.info.get(u.at..u.at.checked_add(u.len)?)?);
+    }
+    let line = loaded.section(gimli::SectionId::DebugLine);
+    let abbrev = loaded.section(gimli::SectionId::DebugAbbrev);
+    let kept_line = (!line.is_empty()).then(|| {
+        let mut kept = vec![0u8; line.len()];
+        for r in line_programs(&info, abbrev, line) {
+            if let (Some(from), Some(to)) = (line.get(r.clone()), kept.get_mut(r)) {
+                to.copy_from_slice(from);
+            }
+        }
+        kept
+    });
+    Some((info, kept_line))
 }
 
 /// Where in `.debug_line` the line programs of the units in `info` lie (by their
 /// `DW_AT_stmt_list`).
-pub(crate) fn line_programs(
-    info: &[u8],
-    abbrev: &[u8],
-    line: &[u8],
-) -> Vec<std::ops::Range<usize>> {
+fn line_programs(info: &[u8], abbrev: &[u8], line: &[u8]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let abbrev = gimli::DebugAbbrev::new(abbrev, gimli::LittleEndian);
     let mut headers = gimli::DebugInfo::new(info, gimli::LittleEndian).units();

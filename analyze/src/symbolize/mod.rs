@@ -184,15 +184,12 @@ pub fn function_at(
         })
 }
 
-/// Where in `.debug_info` (uncompressed) the compilation units of `file` lie that hold
-/// `svmas`, if they can be read without the others: what an archive keeps of DWARF.
-pub fn dwarf_units_alone(file: &ElfData, svmas: &[u64]) -> Option<Vec<std::ops::Range<usize>>> {
-    dwarf::units_alone(file, svmas)
-}
-
-/// Where in `.debug_line` the line programs of the units in `info` lie.
-pub fn dwarf_line_programs(info: &[u8], abbrev: &[u8], line: &[u8]) -> Vec<std::ops::Range<usize>> {
-    dwarf::line_programs(info, abbrev, line)
+/// What an archive keeps of `file`'s DWARF for looking up `svmas`: `.debug_info` with only
+/// the compilation units that hold them, and `.debug_line` with only their line programs
+/// (the others zeroed: offsets stay; `None`: it has none), uncompressed; `None` where the
+/// units cannot be read without the others (no aranges, references between units).
+pub fn dwarf_pruned(file: &ElfData, svmas: &[u64]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    dwarf::pruned(file, svmas)
 }
 
 /// One level of the source location of an instruction: the function (demangled) and the

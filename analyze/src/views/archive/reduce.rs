@@ -73,7 +73,7 @@ pub(super) fn reduce(elf: &ElfData, functions: &[(u64, u64)]) -> (Vec<u8>, u64) 
     let Ok(obj) = object::File::parse(&*elf.bytes) else {
         return (elf.bytes.to_vec(), elf.bytes.len() as u64);
     };
-    let rewritten = pruned_dwarf(elf, &obj, functions);
+    let rewritten = pruned_dwarf(elf, functions);
     let skip: Vec<&str> = match &rewritten {
         Some(sections) => sections
             .iter()
@@ -115,34 +115,17 @@ pub(super) fn reduce(elf: &ElfData, functions: &[(u64, u64)]) -> (Vec<u8>, u64) 
 /// `.debug_info` with only the compilation units that hold `functions`, and `.debug_line`
 /// with only their line programs (the others zeroed: offsets stay), uncompressed; `None`
 /// where that cannot be done (no aranges, units that refer to others).
-fn pruned_dwarf(
-    elf: &ElfData,
-    obj: &object::File<'_>,
-    functions: &[(u64, u64)],
-) -> Option<Vec<(&'static str, Vec<u8>)>> {
+fn pruned_dwarf(elf: &ElfData, functions: &[(u64, u64)]) -> Option<Vec<(&'static str, Vec<u8>)>> {
     if functions.is_empty() {
         return None;
     }
-    let data = |name: &str| obj.section_by_name(name)?.uncompressed_data().ok();
-    let info = data(".debug_info")?;
-    let abbrev = data(".debug_abbrev")?;
     let starts: Vec<u64> = functions.iter().map(|f| f.0).collect();
-    let units = crate::symbolize::dwarf_units_alone(elf, &starts)?;
-    let mut new_info = Vec::new();
-    for u in units {
-        new_info.extend_from_slice(info.get(u)?);
-    }
+    let (info, line) = crate::symbolize::dwarf_pruned(elf, &starts)?;
     let mut out = Vec::new();
-    if let Some(line) = data(".debug_line") {
-        let mut new_line = vec![0u8; line.len()];
-        for r in crate::symbolize::dwarf_line_programs(&new_info, &abbrev, &line) {
-            if let (Some(from), Some(to)) = (line.get(r.clone()), new_line.get_mut(r)) {
-                to.copy_from_slice(from);
-            }
-        }
-        out.push((".debug_line", new_line));
+    if let Some(line) = line {
+        out.push((".debug_line", line));
     }
-    out.push((".debug_info", new_info));
+    out.push((".debug_info", info));
     Some(out)
 }
 
