@@ -169,8 +169,8 @@ impl Joiner {
 
     /// An skb's record (`net_skb_event`) as the NET_SEND event of its call; one whose call
     /// is unknown (its record lost, or forgotten) keeps its timing, with no owner or stacks.
-    /// A socket's tail (the skbs its rate skipped after its last followed one, when its
-    /// owner closes it) gets that one's call and times, at the close's time.
+    /// A socket's tail (the skbs its rate skipped after its last followed one, sent when its
+    /// owner closes it or the recording ends) gets that one's call and times, at its own time.
     pub fn skb(&mut self, data: &[u8]) -> Option<NetEvent> {
         let mut e = types::net_skb_event::default();
         plain::copy_from_bytes(&mut e, data).ok()?;
@@ -197,7 +197,7 @@ impl Joiner {
             }
         };
         let time = e.time_ns;
-        let event = NetEvent {
+        Some(NetEvent {
             what: NetWhat::Send,
             pid: c.pid,
             tid: c.tid,
@@ -218,8 +218,7 @@ impl Joiner {
             active: false,
             kernel_stack: c.kernel_stack.clone(),
             user_stack: c.user_stack.clone(),
-        };
-        Some(event)
+        })
     }
 }
 
@@ -364,7 +363,7 @@ mod tests {
             (5, 7000, 90_000, 85_000, 2000, 300)
         );
         assert_eq!((e.pid, &e.kernel_stack[..]), (7, &[1, 2][..]));
-        // Its skbs still to be sent (all followed now) keep their calls.
+        // The tail leaves the socket's calls: its skbs still to be sent keep them.
         assert_eq!(j.skb(&skb_record(0xa, 200, 1)).unwrap().pid, 7);
     }
 

@@ -504,16 +504,14 @@ impl FileSummary {
             }
         }
         for e in &self.events {
-            match e.counted_events {
-                Some(c) if !c.aggregated && c.events != e.samples => {
-                    let _ = writeln!(
-                        o,
-                        "  {}: its {} samples stand for {} events (bpfperf_count: each for \
-                         those of its socket that record's rate skipped before it)",
-                        e.name, e.samples, c.events
-                    );
-                }
-                _ => {}
+            let sampled = |c: &CountedEvents| !c.aggregated && c.events != e.samples;
+            if let Some(c) = e.counted_events.filter(sampled) {
+                let _ = writeln!(
+                    o,
+                    "  {}: its {} samples stand for {} events (bpfperf_count: each for \
+                     those of its socket that record's rate skipped before it)",
+                    e.name, e.samples, c.events
+                );
             }
             if let Some(c) = e.counted_events.filter(|c| c.aggregated) {
                 let _ = writeln!(

@@ -259,7 +259,6 @@ pub fn waits(samples: &[NetSample]) -> BTreeMap<(i32, String), PeerWait> {
 /// each followed one standing for those skipped before it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sends {
-    pub skbs: u64,
     pub bytes: u64,
     pub total: Vec<(u64, u64)>,
     pub stack: Vec<(u64, u64)>,
@@ -270,13 +269,19 @@ pub struct Sends {
 impl Sends {
     fn add(&mut self, n: &Net) {
         let (stack, qdisc, skbs) = (n.rx_bytes, n.reason as u64, n.events());
-        self.skbs = self.skbs.saturating_add(skbs);
         self.bytes = self.bytes.saturating_add(n.tx_bytes);
         self.total.push((n.duration_ns, skbs));
         self.stack.push((stack, skbs));
         self.qdisc.push((qdisc, skbs));
         let driver = n.duration_ns.saturating_sub(stack).saturating_sub(qdisc);
         self.driver.push((driver, skbs));
+    }
+
+    /// The skbs the samples stand for.
+    pub fn skbs(&self) -> u64 {
+        self.total
+            .iter()
+            .fold(0u64, |n, &(_, skbs)| n.saturating_add(skbs))
     }
 }
 
@@ -307,7 +312,8 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
     if all.total.is_empty() {
         return;
     }
-    let followed = if all.total.len() as u64 == all.skbs {
+    let skbs = all.skbs();
+    let followed = if all.total.len() as u64 == skbs {
         String::new()
     } else {
         format!(
@@ -320,7 +326,7 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
         "\nsends to the device: {} skbs of TCP data, {} KB{followed} (from the send call's \
          start to net_dev_xmit; layers: socket/TCP/IP to net_dev_queue, qdisc to \
          net_dev_start_xmit, driver to net_dev_xmit; report --event net-send: by stack)",
-        all.skbs,
+        skbs,
         all.bytes / 1024
     );
     let _ = writeln!(
@@ -573,7 +579,7 @@ mod tests {
         let samples = [send(1, 2_500_000), send(9, 10_000)];
         let (by, all) = sends(&samples);
         assert_eq!(
-            (all.skbs, all.bytes, all.total.len(), by.len()),
+            (all.skbs(), all.bytes, all.total.len(), by.len()),
             (10, 15_000, 2, 1)
         );
         let mut o = String::new();

@@ -597,7 +597,7 @@ struct net_skb_event {
 	__u64 queue_ns; /* the call's start to net_dev_queue */
 	/* The skbs it stands for: itself and those of its socket not followed since the last
 	 * one that was (netsend.bpf.c's rate); a tail (send_ns 0), sent when the socket
-	 * closes, stands for those not followed after its last. */
+	 * closes or the recording ends, stands for those not followed after its last. */
 	__u32 skbs;
 	__u32 _pad;
 	__u64 skipped_bytes; /* the lengths of the skbs it stands for but itself */

@@ -327,10 +327,9 @@ int BPF_PROG(on_net_dev_start_xmit, const struct sk_buff *skb, const struct net_
 	s->start_ns = now;
 	struct sock *sk = skb->sk;
 	struct send_call *c = sk ? bpf_sk_storage_get(&send_calls, sk, 0, 0) : NULL;
+	/* Without its socket's state it stands for itself (net_dev_xmit's default). */
 	if (c)
 		follow_or_skip(c, s, skb->len, now);
-	else if (!s->skbs)
-		s->skbs = 1;
 	return 0;
 }
 
