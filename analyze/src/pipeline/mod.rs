@@ -60,7 +60,7 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
     };
     let resolved = resolve(rec, o, loader)?;
     let symbols = symbolize_addresses(rec, &resolved, o, loader);
-    Ok(stacks::symbolized(rec, resolved, &symbols, o))
+    Ok(stacks::symbolized(rec, resolved, symbols, o))
 }
 
 /// The first stage alone, for views of when and how much rather than where (heatmaps): the
@@ -150,7 +150,7 @@ pub fn resolve<'r>(
     // lie in a handful of mappings.
     let mut used = vec![false; rec.mappings.len()];
     for l in stacks.iter().flat_map(|s| &s.user) {
-        if let Some(m) = l.map {
+        if let Some(m) = l.map() {
             used[m as usize] = true;
         }
     }
@@ -158,7 +158,7 @@ pub fn resolve<'r>(
     let resolver = Resolver::new(rec, used_maps, loader);
     let keys: Vec<Vec<Option<Key>>> = stacks
         .par_iter()
-        .map(|s| s.user.iter().map(|l| resolver.resolve(l)).collect())
+        .map(|s| resolver.resolve_all(&s.user))
         .collect();
     crate::timing::mark("resolve");
     Ok(Resolved {

@@ -107,7 +107,7 @@ fn unnamed_by_file(
 pub(super) fn symbolized(
     rec: &Recording,
     mut r: Resolved<'_>,
-    symbols: &Symbols,
+    mut symbols: Symbols,
     o: &Options,
 ) -> Symbolized {
     let mut out = Symbolized {
@@ -117,7 +117,7 @@ pub(super) fn symbolized(
         unit: o.unit(),
         ..Default::default()
     };
-    let ids = intern_frames(&r, symbols, &mut out.frames);
+    let ids = intern_frames(&r, &symbols, &mut out.frames);
     let grouped_timeline = std::mem::take(&mut r.timeline);
     let unknown: Vec<bool> = out.frames.iter().map(FrameInfo::is_unknown).collect();
     let by_address: Vec<bool> = out.frames.iter().map(|f| f.by_address).collect();
@@ -127,19 +127,22 @@ pub(super) fn symbolized(
     if let Some(b) = &r.bar {
         b.set_message("stacks");
     }
+    // Each stack's unwound frames, keys and slots are freed as it is built, by the thread
+    // that built it (dropped afterwards, a deep recursion's took a millisecond on one).
+    let (stacks, keys, slots) = (
+        std::mem::take(&mut r.stacks),
+        std::mem::take(&mut r.keys),
+        std::mem::take(&mut symbols.slots),
+    );
     let built: Vec<(SymbolizedStack, u64, (u64, u64))> = r
         .samples
         .par_iter()
-        .zip(
-            r.stacks
-                .par_iter()
-                .zip(r.keys.par_iter().zip(&symbols.slots)),
-        )
+        .zip(stacks.into_par_iter().zip(keys.into_par_iter().zip(slots)))
         .map(|((s, weight), (st, (keys, slots)))| {
             // Inline frames can add more; most stacks have as many frames as addresses.
             let mut frames = Vec::with_capacity(st.user.len() + s.kernel.len());
             let mut addrs = Vec::new();
-            for ((loc, key), &slot) in st.user.iter().zip(keys).zip(slots).rev() {
+            for ((loc, key), slot) in st.user.iter().zip(keys).zip(slots).rev() {
                 let found = key.filter(|_| slot != NO_SLOT).map(|(f, _)| {
                     (
                         &ids.files[f as usize][slot as usize],

@@ -197,9 +197,14 @@ fn span(recs: impl Iterator<Item = Rec>) -> u64 {
     end.saturating_sub(start) as u64
 }
 
-/// Samples per chunk of the merge: each chunk merges its own, then the chunks' survivors
-/// merge (a chunk of a long recording holds a few hundred distinct stacks).
-const MERGE_CHUNK: usize = 1 << 16;
+/// Samples per chunk of the merge, of `n` samples: each chunk merges its own, then the
+/// chunks' survivors merge (a chunk of a long recording holds a few hundred distinct stacks).
+/// A short recording is still cut in 16 chunks or more, so that every core merges (a few
+/// thousand samples of deep, mostly distinct stacks took 3 ms on one); the size depends on
+/// `n` alone, so the result does not depend on the thread count.
+fn merge_chunk(n: usize) -> usize {
+    (n / 16).clamp(1 << 10, 1 << 16)
+}
 
 /// A sample kept by the merge, and the identical ones merged into it.
 struct Kept {
@@ -439,8 +444,9 @@ pub(super) fn read(
     // Identical samples merge into the first of them (in time order): each chunk of samples
     // merges its own in parallel, then the chunks' survivors merge in order. Chunks are cut
     // at fixed places, so the result does not depend on the number of threads.
+    let merge_chunk = merge_chunk(samples.len());
     let merged: Vec<Vec<Kept>> = samples
-        .par_chunks(MERGE_CHUNK)
+        .par_chunks(merge_chunk)
         .enumerate()
         .map(|(c, chunk)| {
             // Room for the samples that will stand alone (in DWARF recordings, nearly all):
@@ -456,7 +462,7 @@ pub(super) fn read(
                     let next = chunk[k..].iter().take(CHUNK);
                     pages.went_through(span(next.map(|&(r, _, _)| recs[r as usize])));
                 }
-                let sample = c * MERGE_CHUNK + k;
+                let sample = c * merge_chunk + k;
                 // Samples of a format that may carry a stack copy stand alone here, unread
                 // (most carry one; those that do not are grouped by the pipeline, which
                 // groups unwound stacks too); their period is read when they are placed.

@@ -68,11 +68,14 @@ enum Resolved {
     Unknown,
 }
 
+/// A mapping's file, and the mapping's bias (AVMA - SVMA) where it is an ELF file.
+type MapFile = (FileId, Option<u64>);
+
 pub struct Resolver<'r> {
     rec: &'r Recording,
     files: Vec<File>,
     /// The file of each mapping, and the mapping's bias (AVMA - SVMA) where it is an ELF file.
-    file_of_map: FxHashMap<MapId, (FileId, Option<u64>)>,
+    file_of_map: FxHashMap<MapId, MapFile>,
 }
 
 /// The jitdump file process `pid` mapped (`.../jit-PID.dump`), if it did.
@@ -150,8 +153,35 @@ impl<'r> Resolver<'r> {
         }
     }
 
+    /// The lookup keys of a stack's frames, as [`Resolver::resolve`] gives them one by one
+    /// (neighbouring frames mostly lie in one mapping: its file is found once for them).
+    pub fn resolve_all(&self, user: &[Located]) -> Vec<Option<Key>> {
+        let mut last: Option<(MapId, Option<&MapFile>)> = None;
+        user.iter()
+            .map(|loc| {
+                let file = loc.map().and_then(|m| match last {
+                    Some((lm, f)) if lm == m => f,
+                    _ => {
+                        let f = self.file_of_map.get(&m);
+                        last = Some((m, f));
+                        f
+                    }
+                });
+                match self.resolved_in(loc, file) {
+                    Resolved::Key(k) => Some(k),
+                    Resolved::NotCode | Resolved::Unknown => None,
+                }
+            })
+            .collect()
+    }
+
     fn resolved(&self, loc: &Located) -> Resolved {
-        let Some(&(file, bias)) = loc.map.and_then(|m| self.file_of_map.get(&m)) else {
+        self.resolved_in(loc, loc.map().and_then(|m| self.file_of_map.get(&m)))
+    }
+
+    /// What `loc` resolves to, in `file` (its mapping's file and bias, if known).
+    fn resolved_in(&self, loc: &Located, file: Option<&MapFile>) -> Resolved {
+        let Some(&(file, bias)) = file else {
             return Resolved::Unknown;
         };
         let lookup = |addr| Lookup {
@@ -184,7 +214,7 @@ impl<'r> Resolver<'r> {
     /// for an address outside every executable mapping, or outside the code of the file an
     /// executable mapping holds.
     pub fn dso_of(&self, loc: &Located) -> &str {
-        match loc.map {
+        match loc.map() {
             Some(_) if matches!(self.resolved(loc), Resolved::NotCode) => crate::UNKNOWN,
             Some(m) => match self.file_of_map.get(&m) {
                 Some(&(f, _)) => &self.files[f as usize].dso,

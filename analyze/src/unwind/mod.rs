@@ -19,12 +19,32 @@ use dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, UnwoundFrame};
 pub use dwarf::{StackEnd, UnwindCache};
 
 /// A user frame after unwinding: its AVMA, the mapping it fell in, and whether it is a
-/// return address (whose call site is the instruction before).
+/// return address (whose call site is the instruction before). 16 bytes (an `Option` of the
+/// mapping would make it 24: a deep recursion's stacks hold hundreds of thousands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Located {
     pub addr: u64,
-    pub map: Option<MapId>,
+    /// The mapping, or [`NO_MAP`].
+    map: MapId,
     pub is_return: bool,
+}
+
+const NO_MAP: MapId = MapId::MAX;
+
+impl Located {
+    pub fn new(addr: u64, map: Option<MapId>, is_return: bool) -> Located {
+        Located {
+            addr,
+            // A recording cannot hold u32::MAX mappings: they are indexed by u32 from 0.
+            map: map.unwrap_or(NO_MAP),
+            is_return,
+        }
+    }
+
+    /// The mapping the address fell in, if any.
+    pub fn map(&self) -> Option<MapId> {
+        (self.map != NO_MAP).then_some(self.map)
+    }
 }
 
 /// The user part of a sample's stack, innermost first.
@@ -116,11 +136,7 @@ impl<'r> Unwinder<'r> {
                     .user
                     .iter()
                     .enumerate()
-                    .map(|(i, f)| Located {
-                        addr: f.addr,
-                        map: f.map,
-                        is_return: i > 0,
-                    })
+                    .map(|(i, f)| Located::new(f.addr, f.map, i > 0))
                     .collect(),
                 end: None,
             };
@@ -139,11 +155,7 @@ impl<'r> Unwinder<'r> {
                     UnwoundFrame::InstructionPointer(a) => a,
                     UnwoundFrame::ReturnAddress(a) => a - 1,
                 };
-                Located {
-                    addr,
-                    map: self.rec.find_map(s.pid, addr),
-                    is_return: false,
-                }
+                Located::new(addr, self.rec.find_map(s.pid, addr), false)
             })
             .collect();
         UnwoundStack {

@@ -124,11 +124,26 @@ impl Bpftrace {
 
     /// Interrupts bpftrace (as Ctrl-C does) and returns what it printed: "Attaching N
     /// probes...", then its maps.
+    /// bpftrace 0.17 can miss a SIGINT that comes just before it blocks waiting for events
+    /// (seen here: it slept in epoll_wait for 13 minutes, and a second SIGINT ended it): the
+    /// signal is sent again every few seconds until it exits.
     fn stop(mut self) -> String {
-        // SAFETY: a signal to the child this test started (not yet waited for).
-        let r = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-        assert_eq!(r, 0, "kill -INT bpftrace");
-        let status = self.child.wait().unwrap();
+        let status = 'exited: {
+            for _ in 0..6 {
+                // SAFETY: a signal to the child this test started (not yet waited for).
+                let r = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+                assert_eq!(r, 0, "kill -INT bpftrace");
+                let asked = std::time::Instant::now();
+                while asked.elapsed() < Duration::from_secs(5) {
+                    if let Some(status) = self.child.try_wait().unwrap() {
+                        break 'exited status;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            self.kill();
+            panic!("bpftrace did not exit on SIGINT in 30 s");
+        };
         let out = self.stdout.take().unwrap().join().unwrap();
         let err = self.stderr.take().unwrap().join().unwrap();
         assert!(status.success(), "bpftrace: {status}\n{err}\n{out}");
