@@ -9,12 +9,13 @@
 //! `main::{lambda(double)#1}`, Go's `main.(*T).Run`.
 
 use std::borrow::Cow;
+use std::io::{self, Write};
 
 use rayon::prelude::*;
 
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::Profile;
+use crate::aggregate::{Profile, Stack};
 use crate::symbolize::FrameInfo;
 
 /// A frame's name in folded output: an unknown function is named by its file, in brackets
@@ -43,61 +44,229 @@ fn tidy(name: Cow<'_, str>) -> Cow<'_, str> {
     s.into()
 }
 
-/// The folded lines. `kernel_annotate` adds `_[k]` to kernel frames and `_[i]` to inlined
-/// ones (flamegraph.pl colours them).
-pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
-    // Merge by frame ids first (threads of one command fold together), then spell each once.
-    let mut by_ids: FxHashMap<(u32, &[u32], u32), u64> = FxHashMap::default();
-    for s in &profile.stacks {
-        *by_ids.entry((s.comm, &s.frames, s.user_len)).or_insert(0) += s.weight;
-    }
-    let names: Vec<Cow<str>> = profile.frames.iter().map(frame_name).collect();
-    // Spelled, then sorted, in parallel: a program's deep stacks (a recursive parser, tens of
-    // frames a stack, thousands of stacks) make this the longest stage of a folded report.
-    let mut lines: Vec<(String, u64)> = by_ids
-        .into_par_iter()
-        .map(|((comm, frames, user_len), weight)| {
-            let comm = &profile.comms[comm as usize];
-            // Room for the whole line, its count included: growing by doubling would copy.
-            let len = comm.len()
-                + frames
-                    .iter()
-                    .map(|&f| names[f as usize].len() + 5)
-                    .sum::<usize>()
-                + 21;
-            let mut key = String::with_capacity(len);
-            key.extend(comm.chars().map(|c| if c == ' ' { '_' } else { c }));
-            for (i, &f) in frames.iter().enumerate() {
-                key.push(';');
-                key.push_str(&names[f as usize]);
-                if kernel_annotate {
-                    if i >= user_len as usize {
-                        key.push_str("_[k]");
-                    } else if profile.frames[f as usize].inlined {
-                        key.push_str("_[i]");
-                    }
-                }
+/// The names lines are spelled from, each distinct spelling once (command names, frame
+/// names with their annotation), and the codes that sort lines without spelling them.
+///
+/// A line `a;b;c` is the pieces `a;`, `b;`, `c` + end. Where no name holds a `;` (frame
+/// names cannot: `tidy`), no piece begins another, so lines compare as the sequences of
+/// their pieces do, piece by piece: each piece is coded by its rank among all pieces in byte
+/// order (the end below every byte), big-endian, and lines compare as their codes do. A deep
+/// stack's code is a fifth of its text, and lines that share most of their text (a program's
+/// deep stacks, tens of frames a stack and thousands of stacks) made comparing spelled lines
+/// the longest stage of a folded report.
+struct Names<'p> {
+    text: Vec<Cow<'p, str>>,
+    /// Per command, per frame: its name (annotated: as a kernel frame, as an inlined one).
+    comm: Vec<u32>,
+    plain: Vec<u32>,
+    kernel: Vec<u32>,
+    inlined: Vec<u32>,
+    /// The code of each name as a line's last piece, and as one followed by `;`.
+    last: Vec<u32>,
+    more: Vec<u32>,
+    /// The name of each code.
+    name_of: Vec<u32>,
+}
+
+impl<'p> Names<'p> {
+    /// `None` if a name holds a `;` (a command's), which the codes cannot order.
+    fn new(profile: &'p Profile, kernel_annotate: bool) -> Option<Names<'p>> {
+        let mut text: Vec<Cow<'p, str>> = Vec::new();
+        let mut ids: FxHashMap<Cow<'p, str>, u32> = FxHashMap::default();
+        let mut intern = |t: Cow<'p, str>| -> u32 {
+            *ids.entry(t.clone()).or_insert_with(|| {
+                text.push(t);
+                (text.len() - 1) as u32
+            })
+        };
+        let comm = profile
+            .comms
+            .iter()
+            .map(|c| intern(c.replace(' ', "_").into()))
+            .collect();
+        let names: Vec<Cow<str>> = profile.frames.iter().map(frame_name).collect();
+        let plain = names.iter().map(|n| intern(n.clone())).collect();
+        let mut annotated = |suffix: &str| -> Vec<u32> {
+            if !kernel_annotate {
+                return Vec::new();
             }
-            (key, weight)
+            names
+                .iter()
+                .map(|n| intern(format!("{n}{suffix}").into()))
+                .collect()
+        };
+        let kernel = annotated("_[k]");
+        let inlined = annotated("_[i]");
+        if text.iter().any(|t| t.contains([';', '\0'])) {
+            return None;
+        }
+        // Pieces: (name, whether `;` follows), in byte order.
+        let piece = |&(t, more): &(u32, bool)| {
+            let end: &[u8] = if more { b";" } else { b"" };
+            text[t as usize].as_bytes().iter().chain(end)
+        };
+        let mut pieces: Vec<(u32, bool)> = (0..text.len() as u32)
+            .flat_map(|t| [(t, false), (t, true)])
+            .collect();
+        pieces.par_sort_unstable_by(|a, b| piece(a).cmp(piece(b)));
+        let (mut last, mut more) = (vec![0; text.len()], vec![0; text.len()]);
+        for (code, &(t, m)) in pieces.iter().enumerate() {
+            let to = if m { &mut more } else { &mut last };
+            to[t as usize] = code as u32;
+        }
+        let name_of = pieces.iter().map(|&(t, _)| t).collect();
+        Some(Names {
+            text,
+            comm,
+            plain,
+            kernel,
+            inlined,
+            last,
+            more,
+            name_of,
         })
-        .collect();
-    lines.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    // Stacks that spell the same (one name, two functions) are one line.
-    let mut merged: Vec<(String, u64)> = Vec::with_capacity(lines.len());
-    for (key, weight) in lines {
+    }
+
+    /// The names of a stack's line: its command, then its frames, root first.
+    fn of<'s>(&'s self, profile: &'s Profile, s: &'s Stack) -> impl Iterator<Item = u32> + 's {
+        let frames = s.frames.iter().enumerate().map(move |(i, &f)| {
+            let f = f as usize;
+            if self.kernel.is_empty() {
+                self.plain[f]
+            } else if s.is_kernel(i) {
+                self.kernel[f]
+            } else if profile.frames[f].inlined {
+                self.inlined[f]
+            } else {
+                self.plain[f]
+            }
+        });
+        std::iter::once(self.comm[s.comm as usize]).chain(frames)
+    }
+
+    /// A stack's code: its pieces' codes, big-endian.
+    fn code(&self, profile: &Profile, s: &Stack) -> Vec<u8> {
+        let n = s.frames.len() + 1;
+        let mut code = Vec::with_capacity(4 * n);
+        for (i, name) in self.of(profile, s).enumerate() {
+            let c = if i + 1 < n {
+                self.more[name as usize]
+            } else {
+                self.last[name as usize]
+            };
+            code.extend_from_slice(&c.to_be_bytes());
+        }
+        code
+    }
+
+    /// Writes the line a code stands for to `out`.
+    fn spell(&self, code: &[u8], out: &mut String) {
+        let names = code.chunks_exact(4).map(|c| {
+            let code = u32::from_be_bytes(c.try_into().expect("chunks of 4"));
+            &*self.text[self.name_of[code as usize] as usize]
+        });
+        spell_line(names, out);
+    }
+}
+
+/// Writes `names` joined by `;` to `out`.
+fn spell_line<'a>(names: impl Iterator<Item = &'a str>, out: &mut String) {
+    for (i, n) in names.enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(n);
+    }
+}
+
+/// The folded lines. `kernel_annotate` adds `_[k]` to kernel frames and `_[i]` to inlined
+/// ones (flamegraph.pl colours them). Threads of one command fold together; stacks that
+/// spell the same (one name, two functions) are one line.
+pub fn folded(profile: &Profile, kernel_annotate: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    let _ = each_line(profile, kernel_annotate, &mut |l| {
+        lines.push(l.to_string());
+        Ok(())
+    });
+    lines
+}
+
+/// Writes the folded lines to `out`, a line at a time (a program's thousands of deep stacks
+/// are megabytes of text: not held at once).
+pub fn write(profile: &Profile, kernel_annotate: bool, out: &mut dyn Write) -> io::Result<()> {
+    each_line(profile, kernel_annotate, &mut |l| writeln!(out, "{l}"))
+}
+
+/// Calls `each` with every folded line, in order.
+fn each_line(
+    profile: &Profile,
+    kernel_annotate: bool,
+    each: &mut dyn FnMut(&str) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut counted = |line: &mut String, weight: u64| {
+        line.push(' ');
+        line.push_str(&weight.to_string());
+        each(line)
+    };
+    match Names::new(profile, kernel_annotate) {
+        Some(names) => {
+            let mut coded: Vec<(Vec<u8>, u64)> = profile
+                .stacks
+                .par_iter()
+                .map(|s| (names.code(profile, s), s.weight))
+                .collect();
+            coded.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let mut line = String::new();
+            for (code, weight) in merge_equal(coded) {
+                line.clear();
+                names.spell(&code, &mut line);
+                counted(&mut line, weight)?;
+            }
+        }
+        None => {
+            let mut spelled: Vec<(String, u64)> = profile
+                .stacks
+                .par_iter()
+                .map(|s| (spell_slowly(profile, s, kernel_annotate), s.weight))
+                .collect();
+            spelled.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            for (mut line, weight) in merge_equal(spelled) {
+                counted(&mut line, weight)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sorted lines, those equal merged with their weights summed.
+fn merge_equal<T: PartialEq>(sorted: Vec<(T, u64)>) -> Vec<(T, u64)> {
+    let mut merged: Vec<(T, u64)> = Vec::with_capacity(sorted.len());
+    for (line, weight) in sorted {
         match merged.last_mut() {
-            Some(last) if last.0 == key => last.1 += weight,
-            _ => merged.push((key, weight)),
+            Some(last) if last.0 == line => last.1 += weight,
+            _ => merged.push((line, weight)),
         }
     }
     merged
-        .into_par_iter()
-        .map(|(mut key, weight)| {
-            key.push(' ');
-            key.push_str(&weight.to_string());
-            key
-        })
-        .collect()
+}
+
+/// A stack's line spelled out, for a profile whose names [`Names`] cannot code.
+fn spell_slowly(profile: &Profile, s: &Stack, kernel_annotate: bool) -> String {
+    let comm = profile.comms[s.comm as usize].replace(' ', "_");
+    let frames = s.frames.iter().enumerate().map(|(i, &f)| {
+        let name = frame_name(&profile.frames[f as usize]);
+        let suffix = match () {
+            _ if !kernel_annotate => "",
+            _ if s.is_kernel(i) => "_[k]",
+            _ if profile.frames[f as usize].inlined => "_[i]",
+            _ => "",
+        };
+        format!("{name}{suffix}")
+    });
+    let names: Vec<String> = std::iter::once(comm).chain(frames).collect();
+    let mut line = String::new();
+    spell_line(names.iter().map(String::as_str), &mut line);
+    line
 }
 
 #[cfg(test)]
@@ -112,6 +281,69 @@ mod tests {
             inlined: false,
             by_address: false,
         }
+    }
+
+    /// The lines spelled out and sorted as text, the way `folded` sorted them before it
+    /// coded them.
+    fn spelled_and_sorted(p: &Profile, annotate: bool) -> Vec<String> {
+        let mut lines: Vec<(String, u64)> = p
+            .stacks
+            .iter()
+            .map(|s| (spell_slowly(p, s, annotate), s.weight))
+            .collect();
+        lines.sort();
+        merge_equal(lines)
+            .into_iter()
+            .map(|(l, w)| format!("{l} {w}"))
+            .collect()
+    }
+
+    #[test]
+    fn coded_lines_sort_as_their_text() {
+        // Names that begin others, followed by bytes below and above `;`, lines that end
+        // where others go on, two functions of one name, kernel and inlined frames.
+        let names = ["a", "a.b", "a:c", "ab", "a b", "b", "a"];
+        let mut p = Profile {
+            comms: vec!["prog".into(), "prog 2".into()],
+            frames: names.iter().map(|n| f(n, "x")).collect(),
+            ..Default::default()
+        };
+        p.frames[2].inlined = true;
+        let mut weight = 0;
+        let mut stack = |comm: u32, frames: &[u32], user_len: u32| {
+            weight += 1;
+            Stack {
+                comm,
+                pid: 1,
+                tid: 1,
+                frames: frames.to_vec(),
+                user_len,
+                weight,
+                count: 1,
+            }
+        };
+        p.stacks = vec![
+            stack(0, &[0], 1),
+            stack(0, &[1], 1),
+            stack(0, &[0, 5], 2),
+            stack(0, &[0, 1], 1),
+            stack(0, &[1, 0], 2),
+            stack(0, &[2, 3, 4], 3),
+            stack(0, &[3], 1),
+            stack(0, &[4, 0], 1),
+            stack(0, &[6, 5], 2),
+            stack(1, &[0], 1),
+            stack(1, &[0, 2], 2),
+        ];
+        for annotate in [false, true] {
+            assert_eq!(folded(&p, annotate), spelled_and_sorted(&p, annotate));
+        }
+        // Frames 0 and 6 spell the same: their stacks are one line.
+        assert!(folded(&p, false).contains(&"prog;a;b 12".to_string()));
+        // A `;` in a command name: spelled out, still in order.
+        p.comms[1] = "pro;g".into();
+        assert!(Names::new(&p, false).is_none());
+        assert_eq!(folded(&p, false), spelled_and_sorted(&p, false));
     }
 
     #[test]

@@ -61,9 +61,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             analyze::timing::mark("aggregate");
             let mut out = std::io::BufWriter::new(stdout);
             if folded {
-                for line in views::folded::folded(&p, kernel_annotate) {
-                    writeln!(out, "{line}")?;
-                }
+                views::folded::write(&p, kernel_annotate, &mut out)?;
             } else {
                 let rows = views::report::Rows {
                     percent_limit,
