@@ -14,7 +14,6 @@ mod trace;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use analyze::views;
 use clap::Parser;
@@ -173,20 +172,37 @@ extern "C" fn no_huge_pages() {
 #[link_section = ".init_array"]
 static NO_HUGE_PAGES_AT_LOAD: extern "C" fn() = no_huge_pages;
 
-fn main() -> ExitCode {
+fn main() {
     let args = Args::parse();
     let result = run(args);
     analyze::timing::files_resident();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => 0,
         Err(e) => {
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::BrokenPipe {
-                    return ExitCode::SUCCESS;
-                }
+            let broken_pipe = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+            if !broken_pipe {
+                eprintln!("analyze: error: {e:#}");
             }
-            eprintln!("analyze: error: {e:#}");
-            ExitCode::from(1)
+            if broken_pipe {
+                0
+            } else {
+                1
+            }
         }
-    }
+    };
+    exit_now(code);
+}
+
+/// Ends the process without the C library's exit handlers: mimalloc's gives every page
+/// the run freed back to the kernel, one madvise at a time (4% of the CPU time of a 40 ms
+/// report), and the kernel takes them all back anyway. What the run wrote is flushed
+/// first; files it wrote are closed (their writers were dropped with `run`).
+fn exit_now(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit ends the process; nothing after it runs.
+    unsafe { libc::_exit(code) }
 }
