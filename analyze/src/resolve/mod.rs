@@ -42,8 +42,10 @@ pub struct File {
 }
 
 /// An address to look up in a file: an SVMA (an AVMA for JIT code), and whether it is a
-/// return address.
+/// return address. Packed to 4-byte alignment, so that a [`Key`] is 16 bytes and not 24 (a
+/// deep recursion's stacks hold hundreds of thousands of keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(C, packed(4))]
 pub struct Lookup {
     pub addr: u64,
     pub is_return: bool,
@@ -58,6 +60,8 @@ impl Lookup {
 
 /// The lookup key of a frame: which file, and what to look up there.
 pub type Key = (FileId, Lookup);
+
+const _: () = assert!(std::mem::size_of::<Option<Key>>() == 16);
 
 /// What a frame resolves to.
 enum Resolved {

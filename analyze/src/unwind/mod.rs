@@ -31,6 +31,8 @@ pub struct Located {
 
 const NO_MAP: MapId = MapId::MAX;
 
+const _: () = assert!(std::mem::size_of::<Located>() == 16);
+
 impl Located {
     pub fn new(addr: u64, map: Option<MapId>, is_return: bool) -> Located {
         Located {

@@ -151,7 +151,8 @@ fn inline_frames_without_lines_are_addr2lines() {
         let (walked, by_addr2line) = (names(false), names(true));
         let inlined = walked.iter().filter(|f| f.len() > 1).count();
         for (i, (w, a)) in walked.iter().zip(&by_addr2line).enumerate() {
-            assert_eq!(w, a, "{path} at {:#x}", lookups[i].addr);
+            let addr = lookups[i].addr;
+            assert_eq!(w, a, "{path} at {addr:#x}");
         }
         eprintln!(
             "{path}: {} addresses, {inlined} with inline frames",
