@@ -205,15 +205,13 @@ impl<'a> Loaded<'a> {
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
         let units = svmas.and_then(|svmas| units_holding(&aranges, svmas));
-        let whole_info = units
-            .as_ref()
-            .is_none_or(|(_, missing)| !missing.is_empty());
+        let whole_info = units.as_ref().is_none_or(|held| !held.missing.is_empty());
         let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
         let (_, mut sections) = rayon::join(
             || match &units {
                 // Addresses aranges leave out are looked for in every unit they do not list.
-                Some((_, missing)) if !missing.is_empty() => info.inflate_to(usize::MAX),
-                Some((units, _)) => {
+                Some(held) if !held.missing.is_empty() => info.inflate_to(usize::MAX),
+                Some(Held { units, .. }) => {
                     // Each unit's length is in its header: inflate up to the last header,
                     // then up to the last unit's end.
                     let last = units.iter().map(|u| u.at).max().unwrap_or(0);
@@ -245,7 +243,7 @@ impl<'a> Loaded<'a> {
             info: info.into_bytes(),
             units: None,
         };
-        loaded.units = units.and_then(|(units, missing)| loaded.narrowed(units, &missing));
+        loaded.units = units.and_then(|held| loaded.narrowed(held));
         // A unit may refer to entries of units left out: then parse the whole file.
         if narrowed && loaded.units.is_none() && !whole_info {
             let mut info = Section::open(&obj, gimli::SectionId::DebugInfo);
@@ -274,7 +272,7 @@ impl<'a> Loaded<'a> {
         };
         let aranges = loaded.section(gimli::SectionId::DebugAranges);
         let units = svmas.and_then(|svmas| units_holding(aranges, svmas));
-        loaded.units = units.and_then(|(units, missing)| loaded.narrowed(units, &missing));
+        loaded.units = units.and_then(|held| loaded.narrowed(held));
         loaded
     }
 
@@ -282,9 +280,14 @@ impl<'a> Loaded<'a> {
     /// list whose own ranges hold the addresses aranges left out (`missing`: an address in
     /// no unit at all, a PLT stub say, needs none), each with its length, if each can be
     /// parsed alone; `None` (the whole file) otherwise.
-    fn narrowed(&self, mut units: Vec<Unit>, missing: &[u64]) -> Option<Vec<Unit>> {
+    fn narrowed(&self, held: Held) -> Option<Vec<Unit>> {
+        let Held {
+            mut units,
+            missing,
+            listed,
+        } = held;
         if !missing.is_empty() {
-            units.extend(self.unlisted_units_holding(missing)?);
+            units.extend(self.unlisted_units_holding(&missing, &listed)?);
             units.sort_unstable_by_key(|u| u.at);
             units.dedup_by_key(|u| u.at);
         }
@@ -295,18 +298,13 @@ impl<'a> Loaded<'a> {
         can_narrow(&self.info, abbrev, &units).then_some(units)
     }
 
-    /// The units `.debug_aranges` does not list whose root entries' ranges hold one of
-    /// `svmas` (as addr2line looks them up), with those ranges.
-    fn unlisted_units_holding(&self, svmas: &[u64]) -> Option<Vec<Unit>> {
-        let listed: std::collections::HashSet<usize> =
-            arange_entries(self.section(gimli::SectionId::DebugAranges))
-                .into_iter()
-                .map(|(_, _, at)| at)
-                .collect();
+    /// The units `.debug_aranges` does not list (`listed`: those it does, sorted) whose root
+    /// entries' ranges hold one of `svmas` (as addr2line looks them up), with those ranges.
+    fn unlisted_units_holding(&self, svmas: &[u64], listed: &[usize]) -> Option<Vec<Unit>> {
         let units = inlines::Units::new(self.dwarf(&self.info, false)?);
         let found = (0..units.len())
             .into_par_iter()
-            .filter(|&u| !listed.contains(&units.start(u)))
+            .filter(|&u| listed.binary_search(&units.start(u)).is_err())
             .filter_map(|u| {
                 let ranges = units.ranges(u);
                 let holds = |&(s, e): &(u64, u64)| svmas.iter().any(|&a| s <= a && a < e);
@@ -556,10 +554,19 @@ fn arange_entries(aranges: &[u8]) -> Vec<(u64, u64, usize)> {
     all
 }
 
-/// The compilation units (by `.debug_info` offset) that `.debug_aranges` says hold `svmas`,
-/// with all their ranges, and the addresses they leave out ([`Loaded::narrowed`] looks for
-/// those in the units aranges do not list); `None` if there are no aranges.
-fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<(Vec<Unit>, Vec<u64>)> {
+/// What `.debug_aranges` says of a file's lookups.
+struct Held {
+    /// The compilation units (by `.debug_info` offset) holding them, with all their ranges.
+    units: Vec<Unit>,
+    /// The addresses no range listed holds ([`Loaded::narrowed`] looks for those in the
+    /// units aranges do not list).
+    missing: Vec<u64>,
+    /// Every unit aranges lists, sorted.
+    listed: Vec<usize>,
+}
+
+/// What `.debug_aranges` says of `svmas`; `None` if there are no aranges.
+fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<Held> {
     let mut all = arange_entries(aranges);
     if all.is_empty() {
         return None;
@@ -588,7 +595,14 @@ fn units_holding(aranges: &[u8], svmas: &[u64]) -> Option<(Vec<Unit>, Vec<u64>)>
             units[i].ranges.push((start, end));
         }
     }
-    Some((units, missing))
+    let mut listed: Vec<usize> = all.iter().map(|&(_, _, at)| at).collect();
+    listed.sort_unstable();
+    listed.dedup();
+    Some(Held {
+        units,
+        missing,
+        listed,
+    })
 }
 
 /// What looking up `svmas` in `file` reads of its DWARF (the units [`Loaded::load`] parses,
@@ -983,8 +997,8 @@ mod tests {
         };
         let (gcc, clang) = (at("from_gcc"), at("from_clang"));
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();
-        let (listed, missing) = units_holding(&aranges, &[gcc, clang]).unwrap();
-        assert_eq!((listed.len(), &missing[..]), (1, &[clang][..]));
+        let held = units_holding(&aranges, &[gcc, clang]).unwrap();
+        assert_eq!((held.units.len(), &held.missing[..]), (1, &[clang][..]));
         let loaded = Loaded::load(&elf, &[gcc, clang]).unwrap();
         assert_eq!(loaded.narrowed_units(), Some(2));
         let frames = Frames::new(&loaded).unwrap();
