@@ -36,6 +36,16 @@ pub(super) fn same_frames(s: &RawSample, chain: &[u64], mut in_kernel: bool) -> 
 
 /// A callchain (context markers included) as kernel and user frames, innermost first.
 pub(super) fn split_callchain(chain: &[u64], in_kernel: bool) -> (Vec<u64>, Vec<u64>) {
+    split_callchain_with(chain.iter().copied(), in_kernel, |a| a)
+}
+
+/// [`split_callchain`] of a callchain read as it goes (twice: once to count), each user
+/// frame made by `user`.
+pub(super) fn split_callchain_with<T>(
+    chain: impl Iterator<Item = u64> + Clone,
+    in_kernel: bool,
+    mut user: impl FnMut(u64) -> T,
+) -> (Vec<u64>, Vec<T>) {
     // Which side a callchain entry is a frame of (`None`: a context marker), as the markers
     // seen so far say.
     let side = |in_kernel: &mut bool, a: u64| match a {
@@ -52,7 +62,7 @@ pub(super) fn split_callchain(chain: &[u64], in_kernel: bool) -> (Vec<u64>, Vec<
     };
     // Sized exactly: the frames of every sample are held at once.
     let (mut kernel_frames, mut user_frames, mut at_kernel) = (0, 0, in_kernel);
-    for &a in chain {
+    for a in chain.clone() {
         match side(&mut at_kernel, a) {
             Some(true) => kernel_frames += 1,
             Some(false) => user_frames += 1,
@@ -60,16 +70,16 @@ pub(super) fn split_callchain(chain: &[u64], in_kernel: bool) -> (Vec<u64>, Vec<
         }
     }
     let mut kernel = Vec::with_capacity(kernel_frames);
-    let mut user = Vec::with_capacity(user_frames);
+    let mut users = Vec::with_capacity(user_frames);
     let mut at_kernel = in_kernel;
-    for &a in chain {
+    for a in chain {
         match side(&mut at_kernel, a) {
             Some(true) => kernel.push(a),
-            Some(false) => user.push(a),
+            Some(false) => users.push(user(a)),
             None => {}
         }
     }
-    (kernel, user)
+    (kernel, users)
 }
 
 /// The copied user stack and the registers to unwind it from, when the sample has them.

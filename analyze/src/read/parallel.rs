@@ -20,7 +20,7 @@ use format::PageBudget;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
-use super::callchain::{mapped_stack_copy, split_callchain, stack_copy};
+use super::callchain::{mapped_stack_copy, split_callchain_with, stack_copy};
 use super::recording::{RawSample, Recording, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
@@ -520,19 +520,14 @@ pub(super) fn read(
             // Samples that stood alone were not read yet: one whose head is cut is left out.
             let h = &head_of(i)?;
             let period = if count == 1 { h.period } else { kept_k.period };
-            let chain: Vec<u64> = h.chain().collect();
             let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
-            let (kernel, user_addrs) = split_callchain(&chain, kernel_mode);
             let mut finder = timeline
                 .process(h.pid, version)
                 .map(|pr| pr.finder(mappings));
-            let user = user_addrs
-                .iter()
-                .map(|&addr| UserFrame {
-                    addr,
-                    map: finder.as_mut().and_then(|f| f.find(addr)),
-                })
-                .collect();
+            let (kernel, user) = split_callchain_with(h.chain(), kernel_mode, |addr| UserFrame {
+                addr,
+                map: finder.as_mut().and_then(|f| f.find(addr)),
+            });
             let copy = may_copy(attr).then(|| stack_copy_of(r, attr, h)).flatten();
             Some(RawSample {
                 event: attr as usize,

@@ -24,7 +24,7 @@ pub(super) struct Head<'a> {
 
 impl Head<'_> {
     /// The callchain's entries (or the ip).
-    pub fn chain(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn chain(&self) -> impl Iterator<Item = u64> + Clone + '_ {
         self.chain
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
