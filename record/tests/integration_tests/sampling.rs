@@ -245,14 +245,19 @@ fn compressed_recording_reads_in_perf_and_analyze() {
         .count() as u64;
     assert_eq!(seen, samples, "perf sees every sample");
     let folded = analyze_folded(&file, &[]);
-    let in_spin: u64 = folded
+    // Unwound from the stack copies through the workers' frames: nearly every sample is in
+    // one of the two loops the workers run (how the time splits between them varies: 957
+    // of 1,969 in spin_inner in one CI run, 52-56% in others).
+    let in_loops: u64 = folded
         .iter()
-        .filter(|(k, _)| k.contains(";worker;") && k.contains("spin_inner"))
+        .filter(|(k, _)| {
+            k.contains(";worker;") && (k.contains(";spin_inner") || k.contains(";hash_loop"))
+        })
         .map(|(_, v)| v)
         .sum();
     assert!(
-        in_spin * 2 > samples,
-        "{in_spin} of {samples} in worker;..;spin_inner"
+        in_loops * 10 > samples * 9,
+        "{in_loops} of {samples} in worker;..;spin_inner or hash_loop"
     );
     let bytes_per_sample = std::fs::metadata(&file).unwrap().len() / samples.max(1);
     eprintln!("-z: {bytes_per_sample} bytes per sample");
