@@ -361,10 +361,9 @@ pub(super) fn read(
     if untimed.into_inner() {
         return false;
     }
-    // By time, then file order (the index makes every key unique). perf's own records
-    // (rounds, ids: no attr) are left out first: each would end a run of time order.
-    timed.retain(|&(_, _, attr)| attr != NO_ATTR);
-    let timed = super::time_order::in_time_order(timed);
+    // By time, then file order: the order a stable sort by time gives, without the stable
+    // sort's copy of the whole vector (the index makes every key unique).
+    timed.par_sort_unstable_by_key(|&(time, i, _)| (time, i));
     crate::timing::mark("read: sort");
 
     // The timeline, in time order; samples remember its version.
@@ -375,6 +374,9 @@ pub(super) fn read(
         .into_iter()
         .filter_map(|(_, i, attr)| {
             let r = recs[i as usize];
+            if attr == NO_ATTR {
+                return None;
+            }
             if r.kind as u32 == RecordType::SAMPLE.0 {
                 return Some((i, attr, timeline.version));
             }
