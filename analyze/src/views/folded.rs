@@ -44,6 +44,39 @@ fn tidy(name: Cow<'_, str>) -> Cow<'_, str> {
     s.into()
 }
 
+/// What flamegraph.pl's colours need added to a frame's name (with `--kernel-annotate`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Annotation {
+    None,
+    /// `_[k]`: a kernel frame.
+    Kernel,
+    /// `_[i]`: an inlined frame.
+    Inlined,
+}
+
+impl Annotation {
+    /// Frame `i` (root first) of `s`'s.
+    fn of(profile: &Profile, s: &Stack, i: usize, kernel_annotate: bool) -> Annotation {
+        if !kernel_annotate {
+            Annotation::None
+        } else if s.is_kernel(i) {
+            Annotation::Kernel
+        } else if profile.frames[s.frames[i] as usize].inlined {
+            Annotation::Inlined
+        } else {
+            Annotation::None
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Annotation::None => "",
+            Annotation::Kernel => "_[k]",
+            Annotation::Inlined => "_[i]",
+        }
+    }
+}
+
 /// The names lines are spelled from, each distinct spelling once (command names, frame
 /// names with their annotation), and the codes that sort lines without spelling them.
 ///
@@ -86,17 +119,17 @@ impl<'p> Names<'p> {
             .collect();
         let names: Vec<Cow<str>> = profile.frames.iter().map(frame_name).collect();
         let plain = names.iter().map(|n| intern(n.clone())).collect();
-        let mut annotated = |suffix: &str| -> Vec<u32> {
+        let mut annotated = |a: Annotation| -> Vec<u32> {
             if !kernel_annotate {
                 return Vec::new();
             }
             names
                 .iter()
-                .map(|n| intern(format!("{n}{suffix}").into()))
+                .map(|n| intern(format!("{n}{}", a.suffix()).into()))
                 .collect()
         };
-        let kernel = annotated("_[k]");
-        let inlined = annotated("_[i]");
+        let kernel = annotated(Annotation::Kernel);
+        let inlined = annotated(Annotation::Inlined);
         if text.iter().any(|t| t.contains([';', '\0'])) {
             return None;
         }
@@ -129,16 +162,13 @@ impl<'p> Names<'p> {
 
     /// The names of a stack's line: its command, then its frames, root first.
     fn of<'s>(&'s self, profile: &'s Profile, s: &'s Stack) -> impl Iterator<Item = u32> + 's {
+        let annotate = !self.kernel.is_empty();
         let frames = s.frames.iter().enumerate().map(move |(i, &f)| {
             let f = f as usize;
-            if self.kernel.is_empty() {
-                self.plain[f]
-            } else if s.is_kernel(i) {
-                self.kernel[f]
-            } else if profile.frames[f].inlined {
-                self.inlined[f]
-            } else {
-                self.plain[f]
+            match Annotation::of(profile, s, i, annotate) {
+                Annotation::None => self.plain[f],
+                Annotation::Kernel => self.kernel[f],
+                Annotation::Inlined => self.inlined[f],
             }
         });
         std::iter::once(self.comm[s.comm as usize]).chain(frames)
@@ -252,20 +282,12 @@ fn merge_equal<T: PartialEq>(sorted: Vec<(T, u64)>) -> Vec<(T, u64)> {
 
 /// A stack's line spelled out, for a profile whose names [`Names`] cannot code.
 fn spell_slowly(profile: &Profile, s: &Stack, kernel_annotate: bool) -> String {
-    let comm = profile.comms[s.comm as usize].replace(' ', "_");
-    let frames = s.frames.iter().enumerate().map(|(i, &f)| {
-        let name = frame_name(&profile.frames[f as usize]);
-        let suffix = match () {
-            _ if !kernel_annotate => "",
-            _ if s.is_kernel(i) => "_[k]",
-            _ if profile.frames[f as usize].inlined => "_[i]",
-            _ => "",
-        };
-        format!("{name}{suffix}")
-    });
-    let names: Vec<String> = std::iter::once(comm).chain(frames).collect();
-    let mut line = String::new();
-    spell_line(names.iter().map(String::as_str), &mut line);
+    let mut line = profile.comms[s.comm as usize].replace(' ', "_");
+    for (i, &f) in s.frames.iter().enumerate() {
+        line.push(';');
+        line.push_str(&frame_name(&profile.frames[f as usize]));
+        line.push_str(Annotation::of(profile, s, i, kernel_annotate).suffix());
+    }
     line
 }
 
