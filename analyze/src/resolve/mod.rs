@@ -148,17 +148,10 @@ impl<'r> Resolver<'r> {
         &self.files
     }
 
-    /// The lookup key of `loc`, or `None` when no file can tell (no mapping, unreadable file,
-    /// a mapping outside the file's segments) or the address lies outside the file's code.
-    pub fn resolve(&self, loc: &Located) -> Option<Key> {
-        match self.resolved(loc) {
-            Resolved::Key(k) => Some(k),
-            Resolved::NotCode | Resolved::Unknown => None,
-        }
-    }
-
-    /// The lookup keys of a stack's frames, as [`Resolver::resolve`] gives them one by one
-    /// (neighbouring frames mostly lie in one mapping: its file is found once for them).
+    /// The lookup key of each of a stack's frames, or `None` where no file can tell (no
+    /// mapping, unreadable file, a mapping outside the file's segments) or the address lies
+    /// outside the file's code. Neighbouring frames mostly lie in one mapping: its file is
+    /// found once for them.
     pub fn resolve_all(&self, user: &[Located]) -> Vec<Option<Key>> {
         let mut last: Option<(MapId, Option<&MapFile>)> = None;
         user.iter()

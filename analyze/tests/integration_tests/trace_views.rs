@@ -124,6 +124,7 @@ impl Bpftrace {
 
     /// Interrupts bpftrace (as Ctrl-C does) and returns what it printed: "Attaching N
     /// probes...", then its maps.
+    ///
     /// bpftrace 0.17 can miss a SIGINT that comes just before it blocks waiting for events
     /// (seen here: it slept in epoll_wait for 13 minutes, and a second SIGINT ended it): the
     /// signal is sent again every few seconds until it exits.

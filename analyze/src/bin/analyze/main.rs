@@ -176,20 +176,16 @@ fn main() {
     let args = Args::parse();
     let result = run(args);
     analyze::timing::files_resident();
+    let broken_pipe = |e: &anyhow::Error| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    };
     let code = match result {
         Ok(()) => 0,
+        Err(e) if broken_pipe(&e) => 0,
         Err(e) => {
-            let broken_pipe = e
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
-            if !broken_pipe {
-                eprintln!("analyze: error: {e:#}");
-            }
-            if broken_pipe {
-                0
-            } else {
-                1
-            }
+            eprintln!("analyze: error: {e:#}");
+            1
         }
     };
     exit_now(code);
