@@ -17,6 +17,7 @@ mod sample_head;
 pub mod select;
 #[cfg(test)]
 pub(crate) mod testing;
+mod time_order;
 pub mod time_range;
 mod timeline;
 mod traced;

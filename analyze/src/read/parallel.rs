@@ -328,7 +328,7 @@ pub(super) fn read(
     let untimed = std::sync::atomic::AtomicBool::new(false);
     // Room as the walk reserves it (untouched room costs no memory; growing by doubling
     // would copy).
-    let mut timed: Vec<(u64, u32, u32)> = Vec::with_capacity(bytes.len() / 64);
+    let mut timed: Vec<super::time_order::Timed> = Vec::with_capacity(bytes.len() / 64);
     let mut time_segment = |recs: &[Rec], first: usize| {
         timed.resize(recs.len(), (0, 0, 0));
         timed[first..]
@@ -361,9 +361,10 @@ pub(super) fn read(
     if untimed.into_inner() {
         return false;
     }
-    // By time, then file order: the order a stable sort by time gives, without the stable
-    // sort's copy of the whole vector (the index makes every key unique).
-    timed.par_sort_unstable_by_key(|&(time, i, _)| (time, i));
+    // By time, then file order. perf's own records (rounds, ids: no attr, no time) are left
+    // out first: each would end a run of records in time order.
+    timed.retain(|&(_, _, attr)| attr != NO_ATTR);
+    super::time_order::put_in_time_order(&mut timed);
     crate::timing::mark("read: sort");
 
     // The timeline, in time order; samples remember its version.
@@ -374,9 +375,6 @@ pub(super) fn read(
         .into_iter()
         .filter_map(|(_, i, attr)| {
             let r = recs[i as usize];
-            if attr == NO_ATTR {
-                return None;
-            }
             if r.kind as u32 == RecordType::SAMPLE.0 {
                 return Some((i, attr, timeline.version));
             }
