@@ -14,7 +14,9 @@ pub struct Input {
     pub archive: Option<Arc<Archive>>,
 }
 
-/// Opens `path`: an archive's recording, or the file itself.
+/// Opens `path`: an archive's recording, or the file itself. A file's records are walked
+/// once: by the parallel read, which checks them as it goes, or as they are first iterated
+/// ([`PerfFileReader::open_unwalked`]).
 pub fn open(path: &Path) -> Result<Input, format::Error> {
     if path.as_os_str() != "-" && archive::is_archive(path) {
         let a = Archive::open(path).map_err(|e| format::Error::Io {
@@ -29,7 +31,7 @@ pub fn open(path: &Path) -> Result<Input, format::Error> {
         });
     }
     Ok(Input {
-        reader: PerfFileReader::open(path)?,
+        reader: PerfFileReader::open_unwalked(path)?,
         archive: None,
     })
 }

@@ -63,14 +63,9 @@ pub fn read_with(
     read_on(reader, merge, parallel, files_known)
 }
 
-/// [`read_with`], on the parallel path where `parallel` and the file allow it.
-fn read_on(
-    mut reader: PerfFileReader,
-    merge: bool,
-    parallel: bool,
-    files_known: &mut dyn FnMut(&BuildIds),
-) -> Result<Recording, format::Error> {
-    crate::timing::mark("read: open");
+/// A recording with what `reader`'s header tells (no samples yet), and which events' samples
+/// keep their RAW payload.
+fn described(reader: &PerfFileReader) -> (Recording, Vec<bool>) {
     let mut rec = Recording {
         notes: reader.notes().to_vec(),
         os_release: reader
@@ -101,6 +96,18 @@ fn read_on(
             );
         }
     }
+    (rec, keeps_raw)
+}
+
+/// [`read_with`], on the parallel path where `parallel` and the file allow it.
+fn read_on(
+    mut reader: PerfFileReader,
+    merge: bool,
+    parallel: bool,
+    files_known: &mut dyn FnMut(&BuildIds),
+) -> Result<Recording, format::Error> {
+    crate::timing::mark("read: open");
+    let (mut rec, mut keeps_raw) = described(&reader);
     files_known(&rec.build_ids);
     let mut timeline = Timeline::default();
     let mut comm_ids: HashMap<String, u32> = HashMap::new();
@@ -112,23 +119,33 @@ fn read_on(
     };
     // Samples of threads the recording never names get this, then `:TID` at the end.
     let unknown_comm = u32::MAX;
-    if parallel {
-        if let Some(bytes) = reader.record_bytes() {
-            if parallel::read(
-                reader.perf_file(),
-                &reader.input(),
-                bytes,
-                &mut rec,
-                &mut intern,
-                unknown_comm,
-                merge,
-            ) {
-                name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
-                share_stack_copies(&mut rec);
-                weigh_counted(&mut rec);
-                return Ok(rec);
+    // An unwalked reader's records are checked by the parallel walk; where it cannot take
+    // them (a damaged record, compressed ones), they are walked (a damaged record ends them,
+    // with a note, and drops the header's features) and tried again.
+    loop {
+        if parallel {
+            if let Some(bytes) = reader.record_bytes() {
+                if parallel::read(
+                    reader.perf_file(),
+                    &reader.input(),
+                    bytes,
+                    &mut rec,
+                    &mut intern,
+                    unknown_comm,
+                    merge,
+                ) {
+                    name_threads_without_comm(&mut rec, &mut intern, unknown_comm);
+                    share_stack_copies(&mut rec);
+                    weigh_counted(&mut rec);
+                    return Ok(rec);
+                }
             }
         }
+        if reader.is_walked() {
+            break;
+        }
+        reader = reader.walked()?;
+        (rec, keeps_raw) = described(&reader);
     }
     // Merging: a sample whose thread's name and mappings changed since (a new timeline
     // version) is not merged with one before.
@@ -593,5 +610,76 @@ mod tests {
             .map(|s| rec.comms[s.comm as usize].as_str())
             .collect();
         assert_eq!(names, ["swapper", ":4242", ":4242"]);
+    }
+
+    /// A record that says it has size 0 ends the records, with a note, whether the reader
+    /// walked them as it opened the file or leaves that to the reading (the parallel walk
+    /// finds it and hands over), on both paths; an intact file read unwalked reads as walked.
+    #[test]
+    fn a_damaged_record_ends_the_samples_on_every_path_with_a_note() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("bpfperf-read-damaged-{}.data", std::process::id()));
+        let intact = dir.join(format!("bpfperf-read-intact-{}.data", std::process::id()));
+        use format::{attr_flag, event_type, sample_type as st};
+        let attr = format::EventAttr {
+            name: "cpu-clock".into(),
+            type_: event_type::SOFTWARE,
+            sample_period_or_freq: 1,
+            sample_type: st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD,
+            flags: attr_flag::SAMPLE_ID_ALL,
+            ids: vec![1],
+            ..Default::default()
+        };
+        let mut w = format::PerfFileWriter::create(&path, vec![attr]).unwrap();
+        for i in 0..10u64 {
+            let sample = format::Sample {
+                misc: format::misc::USER,
+                ip: 0x401000 + i,
+                pid: 7,
+                tid: 7,
+                time: 1000 + i,
+                period: 1,
+                ..Default::default()
+            };
+            w.write_sample(0, &sample).unwrap();
+        }
+        w.finish(&format::Features::default()).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&intact, &bytes).unwrap();
+        // The fourth sample's size: 0 (the writer may begin with an empty round).
+        let mut at = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+        let mut samples = 0;
+        loop {
+            let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            if kind == 9 {
+                samples += 1;
+                if samples == 4 {
+                    break;
+                }
+            }
+            at += u16::from_le_bytes(bytes[at + 6..at + 8].try_into().unwrap()) as usize;
+        }
+        bytes[at + 6..at + 8].copy_from_slice(&0u16.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let open = [
+            format::PerfFileReader::open,
+            format::PerfFileReader::open_unwalked,
+        ];
+        for (opener, parallel) in open.iter().flat_map(|o| [(o, false), (o, true)]) {
+            let rec = read_on(opener(&path).unwrap(), false, parallel, &mut |_| {}).unwrap();
+            assert_eq!(rec.samples.len(), 3, "parallel: {parallel}");
+            assert!(
+                rec.notes
+                    .iter()
+                    .any(|n| n.contains(&format!("end early at offset {at}"))),
+                "{:?}",
+                rec.notes
+            );
+            let rec = read_on(opener(&intact).unwrap(), false, parallel, &mut |_| {}).unwrap();
+            assert_eq!(rec.samples.len(), 10);
+            assert!(rec.notes.is_empty(), "{:?}", rec.notes);
+        }
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&intact);
     }
 }

@@ -136,7 +136,9 @@ impl Rec {
 }
 
 /// Walks the record headers; `None` if a record needs more than its bytes (compressed
-/// records, auxtrace data following its record). Every [`SEGMENT`] bytes, and at the end,
+/// records, auxtrace data following its record, pipe-mode tracing data) or does not fit in
+/// them: the records of an unwalked reader are checked here (see
+/// `PerfFileReader::open_unwalked`). Every [`SEGMENT`] bytes, and at the end,
 /// `segment(recs, first)` is called with the records walked so far and the index of the
 /// first one it has not seen, to work on them while their pages are mapped in; then the
 /// pages are given back.
@@ -145,7 +147,7 @@ fn walk(
     pages: &PageBudget,
     segment: &mut dyn FnMut(&[Rec], usize),
 ) -> Option<Vec<Rec>> {
-    use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2};
+    use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2, HEADER_TRACING_DATA};
     let mut recs = Vec::with_capacity(bytes.len() / 64);
     let mut at = 0;
     let (mut segment_at, mut segment_first) = (0, 0);
@@ -160,7 +162,10 @@ fn walk(
         let size = u16::from_le_bytes(bytes[at + 6..at + 8].try_into().ok()?) as usize;
         if size < 8
             || at + size > bytes.len()
-            || matches!(kind, AUXTRACE | COMPRESSED | COMPRESSED2)
+            || matches!(
+                kind,
+                AUXTRACE | COMPRESSED | COMPRESSED2 | HEADER_TRACING_DATA
+            )
             || kind > u16::MAX as u32
         {
             return None;
@@ -172,6 +177,10 @@ fn walk(
             misc,
         });
         at += size;
+    }
+    if at != bytes.len() {
+        // Bytes at the end too few for a record header.
+        return None;
     }
     segment(&recs, segment_first);
     pages.give_back();

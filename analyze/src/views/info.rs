@@ -227,8 +227,10 @@ pub fn summarize(path: &Path) -> Result<FileSummary, format::Error> {
 /// [`summarize`] of a recording already opened (an archive's, say) from `path`.
 pub fn summarize_reader(
     path: &Path,
-    mut reader: format::PerfFileReader,
+    reader: format::PerfFileReader,
 ) -> Result<FileSummary, format::Error> {
+    // Walked first: the notes and counts of the records are part of the summary.
+    let mut reader = reader.walked()?;
     let pf = reader.perf_file();
     let mut s = FileSummary {
         path: path.display().to_string(),

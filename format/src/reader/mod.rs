@@ -16,6 +16,7 @@ use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecord
 pub use pages::PageBudget;
 pub use parse::{cmdline, parse_record, KsymbolRecord};
 pub use scan::FileMode;
+use scan::Walk;
 use splice::{SpliceCursor, Storage};
 
 use crate::Error;
@@ -70,6 +71,8 @@ pub struct PerfFileReader {
     record_counts: std::collections::BTreeMap<u32, u64>,
     storage: Arc<Storage>,
     pages: Arc<PageBudget>,
+    /// Whether the records were walked as the file was opened (see [`PerfFileReader::open_unwalked`]).
+    walked: bool,
 }
 
 /// Maps `file`. A recording still being written (by `record`, which finishes a round every
@@ -103,6 +106,20 @@ fn map_whole_rounds(path: &Path, file: &File) -> Result<memmap2::Mmap, Error> {
 impl PerfFileReader {
     /// Opens `path` through a memory map; `-` reads a pipe-mode stream from standard input.
     pub fn open(path: &Path) -> Result<Self, Error> {
+        Self::open_with(path, Walk::Now)
+    }
+
+    /// Opens `path` as [`PerfFileReader::open`] does, but leaves the records unwalked where
+    /// the header says they lie whole in the file, for a reader that walks
+    /// [`PerfFileReader::record_bytes`] itself (checking each record's size as it goes): a
+    /// million records took a tenth of a report to walk twice. Until the records are walked
+    /// ([`PerfFileReader::walked`], or the first [`PerfFileReader::next_record`]), the notes
+    /// and record counts say nothing of them (a damaged record, hardware traces).
+    pub fn open_unwalked(path: &Path) -> Result<Self, Error> {
+        Self::open_with(path, Walk::Later)
+    }
+
+    fn open_with(path: &Path, walk: Walk) -> Result<Self, Error> {
         let storage = if path.as_os_str() == "-" {
             let mut bytes = Vec::new();
             std::io::stdin()
@@ -120,16 +137,30 @@ impl PerfFileReader {
             }
             Storage::Mapped(map_whole_rounds(path, &file)?)
         };
-        Self::from_storage(path, Arc::new(storage))
+        Self::from_storage(path, Arc::new(storage), walk)
     }
 
     /// Reads perf.data held in memory (`name` is used in messages).
     pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<Self, Error> {
-        Self::from_storage(name, Arc::new(Storage::Owned(bytes)))
+        Self::from_storage(name, Arc::new(Storage::Owned(bytes)), Walk::Now)
     }
 
-    fn from_storage(path: &Path, storage: Arc<Storage>) -> Result<Self, Error> {
-        let scanned = scan::scan(path, &storage, &|| pages::give_back(&storage))?;
+    /// This reader with its records walked: their framing checked (a damaged or cut-short
+    /// record ends them, with a note), counted by type.
+    pub fn walked(self) -> Result<Self, Error> {
+        if self.walked {
+            return Ok(self);
+        }
+        Self::from_storage(&self.path, self.storage, Walk::Now)
+    }
+
+    /// Whether the records were walked (see [`PerfFileReader::open_unwalked`]).
+    pub fn is_walked(&self) -> bool {
+        self.walked
+    }
+
+    fn from_storage(path: &Path, storage: Arc<Storage>, walk: Walk) -> Result<Self, Error> {
+        let scanned = scan::scan(path, &storage, &|| pages::give_back(&storage), walk)?;
         let input_len = storage.len() as u64;
         let cursor = SpliceCursor::new(storage.clone(), scanned.pieces);
         let parsed = match scanned.mode {
@@ -158,11 +189,16 @@ impl PerfFileReader {
             record_counts: scanned.record_counts,
             pages: Arc::new(PageBudget::new(storage.clone())),
             storage,
+            walked: scanned.walked,
         })
     }
 
     /// The next record in time order, or `None` at the end.
     pub fn next_record(&mut self) -> Result<Option<PerfFileRecord<'_>>, Error> {
+        if !self.walked {
+            let path = self.path.clone();
+            *self = Self::from_storage(&path, self.storage.clone(), Walk::Now)?;
+        }
         let path = &self.path;
         self.records
             .next_record(&mut self.perf_file)
@@ -190,14 +226,17 @@ impl PerfFileReader {
         self.input_len
     }
 
-    /// Offsets of the first record and of the end of the last whole record.
+    /// Offsets of the first record and of the end of the last whole record (unwalked: of
+    /// the data section the header declares).
     pub fn records_range(&self) -> std::ops::Range<u64> {
         self.records_range.clone()
     }
 
     /// In file mode, the records as they lie in the file, up to the last whole one, for a
     /// reader that walks them itself (in parallel, say). COMPRESSED records are left as they
-    /// are: such a reader must handle them or use [`PerfFileReader::next_record`].
+    /// are: such a reader must handle them or use [`PerfFileReader::next_record`]. Unwalked
+    /// (see [`PerfFileReader::open_unwalked`]): the data section the header declares, whose
+    /// records the caller checks, turning to [`PerfFileReader::walked`] where one is damaged.
     pub fn record_bytes(&self) -> Option<&[u8]> {
         let r = &self.records_range;
         (self.mode == FileMode::File)
@@ -216,12 +255,13 @@ impl PerfFileReader {
 
     /// The records of the input by type, as they lie in it: FINISHED_ROUND and COMPRESSED
     /// records (which [`PerfFileReader::next_record`] consumes) counted, the records inside
-    /// COMPRESSED ones not. Empty for big-endian files.
+    /// COMPRESSED ones not. Empty for big-endian files, and until the records are walked.
     pub fn record_counts(&self) -> &std::collections::BTreeMap<u32, u64> {
         &self.record_counts
     }
 
-    /// What the reader had to repair (cut-short data, an interrupted recording): one sentence each.
+    /// What the reader had to repair (cut-short data, an interrupted recording): one sentence
+    /// each; of the records themselves only once they are walked.
     pub fn notes(&self) -> &[String] {
         &self.notes
     }

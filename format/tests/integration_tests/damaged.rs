@@ -81,11 +81,9 @@ fn header_cut_short() {
     assert!(e.contains("short.data") && e.contains("60 bytes"), "{e}");
 }
 
-#[test]
-fn record_of_size_zero_stops_reading_with_a_note() {
-    let dir = TempDir::new("damaged-zero");
-    let p = dir.path("zero.data");
-    let mut w = PerfFileWriter::create(&p, vec![cpu_clock_attr(0)]).unwrap();
+/// A file of ten samples whose third says it has size 0; the third's offset.
+fn with_a_record_of_size_zero(p: &std::path::Path) -> usize {
+    let mut w = PerfFileWriter::create(p, vec![cpu_clock_attr(0)]).unwrap();
     for t in 0..10 {
         w.write_sample(
             0,
@@ -99,7 +97,7 @@ fn record_of_size_zero_stops_reading_with_a_note() {
         .unwrap();
     }
     w.finish(&Features::default()).unwrap();
-    let mut bytes = std::fs::read(&p).unwrap();
+    let mut bytes = std::fs::read(p).unwrap();
     let mut first = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
     // The writer starts the data with an empty round (FINISHED_ROUND, 8 bytes).
     if u32::from_le_bytes(bytes[first..first + 4].try_into().unwrap()) == 68 {
@@ -108,7 +106,15 @@ fn record_of_size_zero_stops_reading_with_a_note() {
     let sample_size = u16::from_le_bytes(bytes[first + 6..first + 8].try_into().unwrap()) as usize;
     let third = first + 2 * sample_size;
     bytes[third + 6..third + 8].copy_from_slice(&0u16.to_le_bytes());
-    std::fs::write(&p, &bytes).unwrap();
+    std::fs::write(p, &bytes).unwrap();
+    third
+}
+
+#[test]
+fn record_of_size_zero_stops_reading_with_a_note() {
+    let dir = TempDir::new("damaged-zero");
+    let p = dir.path("zero.data");
+    let third = with_a_record_of_size_zero(&p);
     let mut r = PerfFileReader::open(&p).unwrap();
     assert!(
         r.notes()
@@ -122,4 +128,53 @@ fn record_of_size_zero_stops_reading_with_a_note() {
         n += 1;
     }
     assert_eq!(n, 2);
+}
+
+/// An unwalked reader knows nothing of a damaged record until its records are walked, which
+/// iterating them does first: then it reads what a walked reader reads.
+#[test]
+fn an_unwalked_reader_walks_its_records_before_iterating_them() {
+    let dir = TempDir::new("damaged-unwalked");
+    let p = dir.path("zero.data");
+    let third = with_a_record_of_size_zero(&p);
+    let mut r = PerfFileReader::open_unwalked(&p).unwrap();
+    assert!(!r.is_walked() && r.notes().is_empty() && r.record_counts().is_empty());
+    let declared = r.records_range();
+    assert!(
+        declared.end > third as u64,
+        "the declared data section: {declared:?}"
+    );
+    let mut n = 0;
+    while r.next_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    assert!(r.is_walked());
+    assert!(
+        r.notes()
+            .iter()
+            .any(|n| n.contains(&format!("offset {third}"))),
+        "{:?}",
+        r.notes()
+    );
+    assert_eq!(r.records_range().end, third as u64);
+
+    // An intact file: walking later counts what walking at once counts.
+    let good = dir.path("good.data");
+    let mut w = PerfFileWriter::create(&good, vec![cpu_clock_attr(0)]).unwrap();
+    for t in 0..10 {
+        let sample = format::Sample {
+            time: t,
+            ..Default::default()
+        };
+        w.write_sample(0, &sample).unwrap();
+    }
+    w.finish(&Features::default()).unwrap();
+    let at_once = PerfFileReader::open(&good).unwrap();
+    let later = PerfFileReader::open_unwalked(&good).unwrap();
+    assert_eq!(later.records_range(), at_once.records_range());
+    assert!(later.record_counts().is_empty());
+    let later = later.walked().unwrap();
+    assert_eq!(later.record_counts(), at_once.record_counts());
+    assert_eq!(later.record_counts().get(&9), Some(&10));
 }
