@@ -21,6 +21,7 @@ mod time_order;
 pub mod time_range;
 mod timeline;
 mod traced;
+mod walk;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

@@ -1,6 +1,6 @@
 //! The parallel path of reading (`read_with`), for files whose records can be walked in place
-//! (file mode, little-endian, uncompressed, every record timed): record headers are walked
-//! once, records timed and sorted in parallel, the process timeline replayed in time order
+//! (file mode, little-endian, uncompressed, every record timed): records walked and timed in
+//! parallel parts ([`super::walk`]), put in time order, the process timeline replayed in time order
 //! (versioned), then samples parsed, merged and placed in their processes' mappings in
 //! parallel. It gives what the sequential path gives: the order of records is time, then
 //! file offset, as linux-perf-data's round-by-round sort yields it when rounds do not overlap
@@ -16,7 +16,6 @@ use format::linux_perf_data::linux_perf_event_reader::{
     SampleFormat, SampleRecord,
 };
 use format::linux_perf_data::PerfFile;
-use format::PageBudget;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
@@ -25,6 +24,7 @@ use super::recording::{RawSample, Recording, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
 use super::traced::keeps_raw;
+use super::walk::{self, Rec, NO_ATTR};
 
 type LE = byteorder::LittleEndian;
 
@@ -54,6 +54,7 @@ impl Events {
         }
         let attrs = file.event_attributes();
         if attrs.is_empty()
+            || attrs.len() >= NO_ATTR as usize
             || !attrs.iter().all(|a| {
                 a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL)
                     && a.attr.sample_format.contains(SampleFormat::TIME)
@@ -117,78 +118,8 @@ pub(super) fn takes(file: &PerfFile) -> bool {
     Events::of(file).is_some()
 }
 
-/// The attr of records perf defines (user types, 64 and up), which have none.
-const NO_ATTR: u32 = u32::MAX;
-
-/// One record in place (16 bytes: there are 100k of them in a 7 MB file).
-#[derive(Clone, Copy)]
-struct Rec {
-    at: usize,
-    len: u16,
-    kind: u16,
-    misc: u16,
-}
-
-impl Rec {
-    fn data<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
-        &bytes[self.at..self.at + self.len as usize]
-    }
-}
-
-/// Walks the record headers; `None` if a record needs more than its bytes (compressed
-/// records, auxtrace data following its record, pipe-mode tracing data) or does not fit in
-/// them: the records of an unwalked reader are checked here (see
-/// `PerfFileReader::open_unwalked`). Every [`SEGMENT`] bytes, and at the end,
-/// `segment(recs, first)` is called with the records walked so far and the index of the
-/// first one it has not seen, to work on them while their pages are mapped in; then the
-/// pages are given back.
-fn walk(
-    bytes: &[u8],
-    pages: &PageBudget,
-    segment: &mut dyn FnMut(&[Rec], usize),
-) -> Option<Vec<Rec>> {
-    use format::record_type::{AUXTRACE, COMPRESSED, COMPRESSED2, HEADER_TRACING_DATA};
-    let mut recs = Vec::with_capacity(bytes.len() / 64);
-    let mut at = 0;
-    let (mut segment_at, mut segment_first) = (0, 0);
-    while at + 8 <= bytes.len() {
-        if at - segment_at >= SEGMENT {
-            segment(&recs, segment_first);
-            pages.give_back();
-            (segment_at, segment_first) = (at, recs.len());
-        }
-        let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().ok()?);
-        let misc = u16::from_le_bytes(bytes[at + 4..at + 6].try_into().ok()?);
-        let size = u16::from_le_bytes(bytes[at + 6..at + 8].try_into().ok()?) as usize;
-        if size < 8
-            || at + size > bytes.len()
-            || matches!(
-                kind,
-                AUXTRACE | COMPRESSED | COMPRESSED2 | HEADER_TRACING_DATA
-            )
-            || kind > u16::MAX as u32
-        {
-            return None;
-        }
-        recs.push(Rec {
-            at: at + 8,
-            len: (size - 8) as u16,
-            kind: kind as u16,
-            misc,
-        });
-        at += size;
-    }
-    if at != bytes.len() {
-        // Bytes at the end too few for a record header.
-        return None;
-    }
-    segment(&recs, segment_first);
-    pages.give_back();
-    Some(recs)
-}
-
-/// Bytes of records walked before the records are timed (see [`walk`]).
-const SEGMENT: usize = 32 << 20;
+/// Bytes of the input the walk goes through between two givings back of its pages.
+const WALK_PAGES: u64 = 32 << 20;
 
 /// Records (or samples) per chunk of a parallel pass; each chunk tells the page budget how
 /// many bytes of the input it went through.
@@ -197,10 +128,11 @@ const CHUNK: usize = 4096;
 /// Chunks of a pass over records that may lie far apart (the samples a merge kept).
 const SPARSE_CHUNK: usize = 256;
 
-/// The bytes of the input from the first to the end of the last of `recs`: at most what
-/// reading them touches (sparse records touch less).
-fn span(recs: impl Iterator<Item = Rec>) -> u64 {
-    let (start, end) = recs.fold((usize::MAX, 0), |(s, e), r| {
+/// The bytes of the input from the first to the end of the last of the records whose
+/// places are `places`: at most what reading them touches (sparse records touch less).
+fn span(bytes: &[u8], places: impl Iterator<Item = u64>) -> u64 {
+    let (start, end) = places.fold((usize::MAX, 0), |(s, e), p| {
+        let r = Rec::at(bytes, walk::offset(p));
         (s.min(r.at - 8), e.max(r.at + r.len as usize))
     });
     end.saturating_sub(start) as u64
@@ -332,66 +264,51 @@ pub(super) fn read(
         return false;
     };
     let pages = input.pages();
-    // Time and attr of each record with a kernel-defined type (others: the end of time, and
-    // no attr), found segment by segment as the walk goes, in parallel.
-    let untimed = std::sync::atomic::AtomicBool::new(false);
-    // Room as the walk reserves it (untouched room costs no memory; growing by doubling
-    // would copy).
-    let mut timed: Vec<super::time_order::Timed> = Vec::with_capacity(bytes.len() / 64);
-    let mut time_segment = |recs: &[Rec], first: usize| {
-        timed.resize(recs.len(), (0, 0, 0));
-        timed[first..]
-            .par_chunks_mut(CHUNK)
-            .zip(recs[first..].par_chunks(CHUNK))
-            .enumerate()
-            .for_each(|(c, (out, chunk))| {
-                for (k, (t, r)) in out.iter_mut().zip(chunk).enumerate() {
-                    let i = (first + c * CHUNK + k) as u32;
-                    if r.kind >= 64 {
-                        *t = (u64::MAX, i, NO_ATTR);
-                        continue;
-                    }
-                    let data = r.data(bytes);
-                    let kind = RecordType(r.kind as u32);
-                    let attr = events.attr(kind, data);
-                    let parse = &events.parse[attr];
-                    let time = get_record_timestamp::<LE>(kind, RawData::Single(data), parse);
-                    if time.is_none() {
-                        untimed.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    *t = (time.unwrap_or(u64::MAX), i, attr as u32);
-                }
-            });
-    };
-    let Some(recs) = walk(bytes, pages, &mut time_segment) else {
-        return false;
-    };
-    crate::timing::mark("read: walk headers + time");
-    if untimed.into_inner() {
+    if bytes.len() >= walk::MAX_BYTES {
         return false;
     }
+    let time_of = |kind: u16, data: &[u8]| {
+        let kind = RecordType(kind as u32);
+        let attr = events.attr(kind, data);
+        let time = get_record_timestamp::<LE>(kind, RawData::Single(data), &events.parse[attr])?;
+        Some((time, attr as u32))
+    };
+    // The walk gives the input's pages back every 32 MB, half the budget: the records it
+    // keeps grow meanwhile.
+    let walked = std::sync::atomic::AtomicU64::new(0);
+    let went_through = |n: u64| {
+        let before = walked.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        if before / WALK_PAGES != (before + n) / WALK_PAGES {
+            pages.give_back();
+        }
+    };
+    let Some(mut timed) = walk::walk(bytes, &went_through, &time_of) else {
+        return false;
+    };
+    pages.give_back();
+    crate::timing::mark("read: walk headers + time");
     // By time, then file order. perf's own records (rounds, ids: no attr, no time) are left
     // out first: each would end a run of records in time order.
-    timed.retain(|&(_, _, attr)| attr != NO_ATTR);
+    timed.retain(|&(_, place)| walk::attr(place) != NO_ATTR);
     super::time_order::put_in_time_order(&mut timed);
     crate::timing::mark("read: sort");
 
     // The timeline, in time order; samples remember its version.
     let mut timeline = Timeline::default();
-    // The samples, in time order with the timeline's version at each: collected into the
-    // vector `timed` was (same size and alignment, so no second vector of that size).
-    let samples: Vec<(u32, u32, u64)> = timed
+    // The samples' places, in time order with the timeline's version at each: collected into
+    // the vector `timed` was (same size and alignment, so no second vector of that size).
+    let samples: Vec<(u64, u64)> = timed
         .into_iter()
-        .filter_map(|(_, i, attr)| {
-            let r = recs[i as usize];
-            if r.kind as u32 == RecordType::SAMPLE.0 {
-                return Some((i, attr, timeline.version));
+        .filter_map(|(_, place)| {
+            if walk::is_sample(place) {
+                return Some((place, timeline.version));
             }
+            let r = Rec::at(bytes, walk::offset(place));
             let raw = RawEventRecord {
                 record_type: RecordType(r.kind as u32),
                 misc: r.misc,
                 data: RawData::Single(r.data(bytes)),
-                parse_info: events.parse[attr as usize],
+                parse_info: events.parse[walk::attr(place) as usize],
             };
             if let Ok(parsed) = format::parse_record(&raw) {
                 timeline.replay(rec, intern, &parsed);
@@ -403,12 +320,14 @@ pub(super) fn read(
     crate::timing::mark("read: timeline");
 
     // Each sample's head, read in place, in parallel.
+    // A sample's record, from its place.
+    let rec_of = |place: u64| Rec::at(bytes, walk::offset(place));
     let may_copy = |attr: u32| {
         let f = events.format[attr as usize];
         f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
     };
-    let full = |i: u32, attr: u32| -> Option<SampleRecord> {
-        let r = recs[i as usize];
+    let full = |place: u64, attr: u32| -> Option<SampleRecord> {
+        let r = rec_of(place);
         let raw = RawEventRecord {
             record_type: RecordType::SAMPLE,
             misc: r.misc,
@@ -422,31 +341,27 @@ pub(super) fn read(
     };
     // A sample's stack copy, read in place where its format allows (the full parse reads
     // every field: a tenth of a DWARF report's time).
-    let stack_copy_of = |r: u32, attr: u32, head: &Head<'_>| {
+    let stack_copy_of = |r: u64, attr: u32, head: &Head<'_>| {
         let format = events.format[attr as usize];
         if !sample_head::reads_stack_copies(format) {
             return full(r, attr)
                 .and_then(|s| stack_copy(&s.user_regs, &s.user_stack, Some(input)));
         }
-        let data = recs[r as usize].data(bytes);
+        let data = rec_of(r).data(bytes);
         let ([ip, sp, bp], stack) =
             sample_head::stack_copy(data, format, events.regs_mask[attr as usize], head)?;
         mapped_stack_copy(UserRegs { ip, sp, bp }, &data[stack], input)
     };
     let head_of = |i: usize| {
-        let (r, attr, _) = samples[i];
-        sample_head::head(recs[r as usize].data(bytes), events.format[attr as usize])
+        let (r, _) = samples[i];
+        sample_head::head(rec_of(r).data(bytes), events.format[walk::attr(r) as usize])
     };
     // The RAW payload a sample keeps (traced events'), read in place.
-    let raw_of = |r: u32, attr: u32, head: &Head<'_>| -> Option<&[u8]> {
+    let raw_of = |r: u64, attr: u32, head: &Head<'_>| -> Option<&[u8]> {
         if !events.keeps_raw[attr as usize] {
             return None;
         }
-        sample_head::raw(
-            recs[r as usize].data(bytes),
-            events.format[attr as usize],
-            head,
-        )
+        sample_head::raw(rec_of(r).data(bytes), events.format[attr as usize], head)
     };
     // Identical samples merge into the first of them (in time order): each chunk of samples
     // merges its own in parallel, then the chunks' survivors merge in order. Chunks are cut
@@ -460,14 +375,15 @@ pub(super) fn read(
             // growing by doubling would hold up to three times them. Merged samples are few.
             let alone = chunk
                 .iter()
-                .filter(|&&(_, attr, _)| !merge || may_copy(attr))
+                .filter(|&&(r, _)| !merge || may_copy(walk::attr(r)))
                 .count();
             let mut kept = Merger::with_capacity(alone);
             let mut key = Vec::new();
-            for (k, &(r, attr, version)) in chunk.iter().enumerate() {
+            for (k, &(r, version)) in chunk.iter().enumerate() {
+                let attr = walk::attr(r);
                 if k % CHUNK == 0 {
                     let next = chunk[k..].iter().take(CHUNK);
-                    pages.went_through(span(next.map(|&(r, _, _)| recs[r as usize])));
+                    pages.went_through(span(bytes, next.map(|&(r, _)| r)));
                 }
                 let sample = c * merge_chunk + k;
                 // Samples of a format that may carry a stack copy stand alone here, unread
@@ -477,7 +393,7 @@ pub(super) fn read(
                     kept.add(sample, &[], 1, 0);
                     continue;
                 }
-                let rec = recs[r as usize];
+                let rec = rec_of(r);
                 let format = events.format[attr as usize];
                 let Some(head) = sample_head::head(rec.data(bytes), format) else {
                     continue;
@@ -520,14 +436,15 @@ pub(super) fn read(
             // chunks keep what one chunk maps in within the budget.
             if k % SPARSE_CHUNK == 0 {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
-                pages.went_through(span(next.map(|k| recs[samples[k.sample].0 as usize])));
+                pages.went_through(span(bytes, next.map(|k| samples[k.sample].0)));
             }
             let (i, count) = (kept_k.sample, kept_k.count);
-            let (r, attr, version) = samples[i];
+            let (r, version) = samples[i];
+            let attr = walk::attr(r);
             // Samples that stood alone were not read yet: one whose head is cut is left out.
             let h = &head_of(i)?;
             let period = if count == 1 { h.period } else { kept_k.period };
-            let kernel_mode = CpuMode::from_misc(recs[r as usize].misc) == CpuMode::Kernel;
+            let kernel_mode = CpuMode::from_misc(rec_of(r).misc) == CpuMode::Kernel;
             let mut finder = timeline
                 .process(h.pid, version)
                 .map(|pr| pr.finder(mappings));

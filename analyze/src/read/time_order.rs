@@ -7,13 +7,14 @@
 
 use rayon::prelude::*;
 
-/// A record's time, its index in the file, and its attr.
-pub(super) type Timed = (u64, u32, u32);
+/// A record's time, and a number that grows with its offset in the file (its place, see
+/// `walk::place`).
+pub(super) type Timed = (u64, u64);
 
-/// What records are ordered by: time, then index (which makes every key unique, so the order
+/// What records are ordered by: time, then place (which makes every key unique, so the order
 /// is the one a stable sort by time gives).
-fn key(t: &Timed) -> (u64, u32) {
-    (t.0, t.1)
+fn key(t: &Timed) -> Timed {
+    *t
 }
 
 /// Records moved per record, at most, before the merging gives way to a sort (records not
@@ -137,8 +138,8 @@ mod tests {
                     .collect();
                 times.sort();
                 for time in times {
-                    let i = out.len() as u32;
-                    out.push((time, i, i % 3));
+                    let i = out.len() as u64;
+                    out.push((time, i));
                 }
                 *last = read_at;
             }
@@ -154,8 +155,8 @@ mod tests {
             for clock in clocks.iter_mut() {
                 for _ in 0..1 + rng.next(50) {
                     *clock += rng.next(3);
-                    let i = out.len() as u32;
-                    out.push((*clock, i, i % 3));
+                    let i = out.len() as u64;
+                    out.push((*clock, i));
                 }
             }
         }
@@ -192,16 +193,14 @@ mod tests {
     #[test]
     fn records_in_no_order_are_sorted() {
         let mut rng = Rng(12345);
-        let timed: Vec<Timed> = (0..5_000).map(|i| (rng.next(1000), i, 0)).collect();
+        let timed: Vec<Timed> = (0..5_000).map(|i| (rng.next(1000), i)).collect();
         assert!(!merge_runs(&mut timed.clone()), "handed over to the sort");
         assert_eq!(in_time_order(timed.clone()), sorted(timed));
         let timed = as_perf_writes(64, 20_000, &mut rng);
         assert_eq!(in_time_order(timed.clone()), sorted(timed));
         // Two long runs, the second before the first: more than the merge buffers.
-        let n = MAX_BUFFERED as u32 + 10;
-        let timed: Vec<Timed> = (0..2 * n)
-            .map(|i| (((i + n) % (2 * n)) as u64, i, 0))
-            .collect();
+        let n = MAX_BUFFERED as u64 + 10;
+        let timed: Vec<Timed> = (0..2 * n).map(|i| ((i + n) % (2 * n), i)).collect();
         assert!(!merge_runs(&mut timed.clone()));
         assert_eq!(in_time_order(timed.clone()), sorted(timed));
     }
@@ -209,9 +208,9 @@ mod tests {
     #[test]
     fn nothing_one_and_equal_times() {
         assert_eq!(in_time_order(Vec::new()), Vec::new());
-        assert_eq!(in_time_order(vec![(5, 0, 0)]), vec![(5, 0, 0)]);
+        assert_eq!(in_time_order(vec![(5, 0)]), vec![(5, 0)]);
         // Equal times keep file order.
-        let timed = vec![(7, 0, 0), (7, 1, 1), (3, 2, 0), (7, 3, 2), (3, 4, 1)];
+        let timed = vec![(7, 0), (7, 1), (3, 2), (7, 3), (3, 4)];
         assert_eq!(in_time_order(timed.clone()), sorted(timed));
     }
 }
