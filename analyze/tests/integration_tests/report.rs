@@ -69,8 +69,10 @@ fn percent_limit_and_children_as_perf_takes_them() {
     );
 
     // --children: sorted by Total, callers listed: the threads' root first (it has no Self),
-    // worker with more passing through it than its own.
-    let text = report(&["report", "--children", "--percent-limit", "50", "-i", f]);
+    // worker with more passing through it than its own. (One of the two loops keeps no frame
+    // of its own, so frame pointers skip worker above it: worker's Total is about the other
+    // loop's share, 45-55% as the threads got the CPUs; the limit is below that.)
+    let text = report(&["report", "--children", "--percent-limit", "30", "-i", f]);
     let children = rows(&text);
     assert!(
         children.windows(2).all(|w| w[0].1 >= w[1].1),
@@ -81,7 +83,7 @@ fn percent_limit_and_children_as_perf_takes_them() {
         children.iter().any(|r| r.2 == "worker" && r.1 > r.0),
         "{text}"
     );
-    assert!(children.iter().all(|r| r.1 >= 50.0), "{text}");
+    assert!(children.iter().all(|r| r.1 >= 30.0), "{text}");
 
     // -g: each row's call graph under it, in perf's two orders; the main path of spin_inner's
     // graph is the one perf report -g draws for it.
