@@ -14,8 +14,13 @@ use rustc_hash::FxHasher;
 use crate::read::{RawSample, Weighed};
 use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
 
-/// Samples unwound by one task, grouped among themselves before the batch merges.
-const CHUNK: usize = 2048;
+/// Samples unwound by one task, of `n`, grouped among themselves before the batch merges: a
+/// 64th of them (at least 16, at most 2048), so that every core gets a share of a few
+/// thousand samples (three chunks of 2048 left one of two cores a third of the work). Groups
+/// come out in the order of their first sample whatever the chunks.
+fn chunk(n: usize) -> usize {
+    (n / 64).clamp(16, 2048)
+}
 
 /// Chunks unwound before their groups merge into the profile's: bounds the stacks held.
 const BATCH: usize = 32;
@@ -149,12 +154,13 @@ pub(super) fn unwind_grouped<'r>(
 ) -> Unwound<'r> {
     let mut all = Groups::default();
     let mut ends: BTreeMap<StackEnd, u64> = BTreeMap::new();
-    for (b, batch) in samples.chunks(CHUNK * BATCH).enumerate() {
+    let per_task = chunk(samples.len());
+    for (b, batch) in samples.chunks(per_task * BATCH).enumerate() {
         let parts: Vec<(Groups, BTreeMap<StackEnd, u64>)> = batch
-            .par_chunks(CHUNK)
+            .par_chunks(per_task)
             .enumerate()
             .map_init(UnwindCache::default, |cache, (c, chunk)| {
-                let start = b * CHUNK * BATCH + c * CHUNK;
+                let start = b * per_task * BATCH + c * per_task;
                 let mut groups = Groups::default();
                 let mut ends = BTreeMap::new();
                 for (k, (s, weight)) in chunk.iter().enumerate() {

@@ -128,12 +128,13 @@ const CHUNK: usize = 4096;
 /// Chunks of a pass over records that may lie far apart (the samples a merge kept).
 const SPARSE_CHUNK: usize = 256;
 
-/// The bytes of the input from the first to the end of the last of the records whose
-/// places are `places`: at most what reading them touches (sparse records touch less).
-fn span(bytes: &[u8], places: impl Iterator<Item = u64>) -> u64 {
+/// The bytes of the input from the first to the last header of the records whose places
+/// are `places` (found from the places alone: the records' bytes are not touched): about what
+/// reading them touches (sparse records touch less).
+fn span(places: impl Iterator<Item = u64>) -> u64 {
     let (start, end) = places.fold((usize::MAX, 0), |(s, e), p| {
-        let r = Rec::at(bytes, walk::offset(p));
-        (s.min(r.at - 8), e.max(r.at + r.len as usize))
+        let at = walk::offset(p);
+        (s.min(at), e.max(at + 8))
     });
     end.saturating_sub(start) as u64
 }
@@ -383,7 +384,7 @@ pub(super) fn read(
                 let attr = walk::attr(r);
                 if k % CHUNK == 0 {
                     let next = chunk[k..].iter().take(CHUNK);
-                    pages.went_through(span(bytes, next.map(|&(r, _)| r)));
+                    pages.went_through(span(next.map(|&(r, _)| r)));
                 }
                 let sample = c * merge_chunk + k;
                 // Samples of a format that may carry a stack copy stand alone here, unread
@@ -436,7 +437,7 @@ pub(super) fn read(
             // chunks keep what one chunk maps in within the budget.
             if k % SPARSE_CHUNK == 0 {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
-                pages.went_through(span(bytes, next.map(|k| samples[k.sample].0)));
+                pages.went_through(span(next.map(|k| samples[k.sample].0)));
             }
             let (i, count) = (kept_k.sample, kept_k.count);
             let (r, version) = samples[i];
