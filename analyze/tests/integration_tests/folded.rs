@@ -371,6 +371,51 @@ fn folded_output_is_the_same_at_any_thread_count() {
     }
 }
 
+/// The parallel read walks a file in 4 MB parts, each after the first starting where records
+/// seem to (see analyze's read::walk), checked against where the part before arrives. DWARF
+/// stack copies are 8 KB of whatever the stacks held, the hardest bytes to guess records in:
+/// a recording of several parts reads, per sample and as a profile, as the sequential path
+/// (linux-perf-data's record iterator) reads it.
+#[test]
+fn a_recording_of_many_parts_reads_as_the_sequential_path_reads_it() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("parts");
+    let file = dir.0.join("dwarf.data");
+    perf_record(
+        &file,
+        &["-F", "999", "--call-graph", "dwarf"],
+        &fixture("busy-nofp"),
+        &["1", "2"],
+    );
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size > 12 << 20, "{size} bytes: fewer than four parts");
+    let f = file.to_str().unwrap();
+    let run = |args: &[&str], sequential: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_analyze"));
+        cmd.args(args).args(["-i", f]);
+        if sequential {
+            cmd.env("BPFPERF_SEQUENTIAL_READ", "1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    for args in [&["report", "--folded"][..], &["script"]] {
+        let parallel = run(args, false);
+        assert!(parallel.len() > 1000, "{args:?}: little output");
+        assert!(
+            parallel == run(args, true),
+            "{args:?}: the two paths differ"
+        );
+    }
+}
+
 /// Jobs that prepare files while the recording is read and the jobs that symbolize them
 /// meet at OnceLocks. Filling one used to run rayon jobs; a worker that waited there could
 /// pick up a job that waited on the very OnceLock it was filling: a deadlock seen once in CI
