@@ -387,10 +387,11 @@ fn a_recording_of_many_parts_reads_as_the_sequential_path_reads_it() {
         &file,
         &["-F", "999", "--call-graph", "dwarf"],
         &fixture("busy-nofp"),
-        &["1", "2"],
+        &["2", "2"],
     );
+    // 33 MB when both threads get a CPU; 9.5 MB of a second's recording in a loaded CI run.
     let size = std::fs::metadata(&file).unwrap().len();
-    assert!(size > 12 << 20, "{size} bytes: fewer than four parts");
+    assert!(size > 8 << 20, "{size} bytes: fewer than three parts");
     let f = file.to_str().unwrap();
     let run = |args: &[&str], sequential: bool| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_analyze"));
@@ -406,7 +407,7 @@ fn a_recording_of_many_parts_reads_as_the_sequential_path_reads_it() {
         );
         out.stdout
     };
-    // Not a vacuous comparison: the samples are there (2 threads at 999 Hz for a second).
+    // Not a vacuous comparison: the samples are there (2 threads at 999 Hz for 2 s).
     let folded = String::from_utf8(run(&["report", "--folded"], false)).unwrap();
     let samples: u64 = folded
         .lines()
