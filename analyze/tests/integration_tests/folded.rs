@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
+use crate::common::{analyze, analyze_env, fixture, perf_ok, perf_record, Tmp};
 
 pub type Folded = BTreeMap<String, u64>;
 
@@ -394,12 +394,12 @@ fn a_recording_of_many_parts_reads_as_the_sequential_path_reads_it() {
     assert!(size > 8 << 20, "{size} bytes: fewer than three parts");
     let f = file.to_str().unwrap();
     let run = |args: &[&str], sequential: bool| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_analyze"));
-        cmd.args(args).args(["-i", f]);
-        if sequential {
-            cmd.env("BPFPERF_SEQUENTIAL_READ", "1");
-        }
-        let out = cmd.output().unwrap();
+        let env: &[(&str, &str)] = if sequential {
+            &[("BPFPERF_SEQUENTIAL_READ", "1")]
+        } else {
+            &[]
+        };
+        let out = analyze_env(&[args, &["-i", f]].concat(), env);
         assert!(
             out.status.success(),
             "{}",
