@@ -8,14 +8,9 @@
 use rayon::prelude::*;
 
 /// A record's time, and a number that grows with its offset in the file (its place, see
-/// `walk::place`).
+/// `walk::place`). Records are ordered as these pairs are: by time, then place, which makes
+/// every pair unique, so the order is the one a stable sort by time gives.
 pub(super) type Timed = (u64, u64);
-
-/// What records are ordered by: time, then place (which makes every key unique, so the order
-/// is the one a stable sort by time gives).
-fn key(t: &Timed) -> Timed {
-    *t
-}
 
 /// Records moved per record, at most, before the merging gives way to a sort (records not
 /// written as a few CPUs' runs: each run reaching far back into those before it).
@@ -24,10 +19,10 @@ const MOVES_PER_RECORD: usize = 8;
 /// The most records the merge buffers (the shorter side of a merge); longer: a sort.
 const MAX_BUFFERED: usize = 1 << 16;
 
-/// Puts `timed` in (time, index) order.
+/// Puts `timed` in (time, place) order.
 pub(super) fn put_in_time_order(timed: &mut [Timed]) {
     if !merge_runs(timed) {
-        timed.par_sort_unstable_by_key(key);
+        timed.par_sort_unstable();
     }
 }
 
@@ -41,8 +36,8 @@ fn merge_runs(timed: &mut [Timed]) -> bool {
     let mut ordered = run_end(timed, 0);
     while ordered < timed.len() {
         let end = run_end(timed, ordered);
-        let first = key(&timed[ordered]);
-        let from = timed[..ordered].partition_point(|t| key(t) < first);
+        let first = timed[ordered];
+        let from = timed[..ordered].partition_point(|t| *t < first);
         let (left, right) = (ordered - from, end - ordered);
         moved += left + right;
         if moved > budget || left.min(right) > MAX_BUFFERED {
@@ -57,7 +52,7 @@ fn merge_runs(timed: &mut [Timed]) -> bool {
 /// Where the run of records in order starting at `start` ends.
 fn run_end(timed: &[Timed], start: usize) -> usize {
     let mut end = (start + 1).min(timed.len());
-    while end < timed.len() && key(&timed[end - 1]) < key(&timed[end]) {
+    while end < timed.len() && timed[end - 1] < timed[end] {
         end += 1;
     }
     end
@@ -71,7 +66,7 @@ fn merge_adjacent(both: &mut [Timed], mid: usize, buffer: &mut Vec<Timed>) {
         buffer.extend_from_slice(&both[..mid]);
         let (mut l, mut r, mut out) = (0, mid, 0);
         while l < buffer.len() {
-            if r < both.len() && key(&both[r]) < key(&buffer[l]) {
+            if r < both.len() && both[r] < buffer[l] {
                 both[out] = both[r];
                 r += 1;
             } else {
@@ -86,7 +81,7 @@ fn merge_adjacent(both: &mut [Timed], mid: usize, buffer: &mut Vec<Timed>) {
         let (mut l, mut r, mut out) = (mid, buffer.len(), both.len());
         while r > 0 {
             out -= 1;
-            if l > 0 && key(&both[l - 1]) > key(&buffer[r - 1]) {
+            if l > 0 && both[l - 1] > buffer[r - 1] {
                 both[out] = both[l - 1];
                 l -= 1;
             } else {
@@ -102,7 +97,7 @@ mod tests {
     use super::*;
 
     fn sorted(mut v: Vec<Timed>) -> Vec<Timed> {
-        v.sort_by_key(key);
+        v.sort();
         v
     }
 
