@@ -276,13 +276,7 @@ pub(super) fn read(
     };
     // The walk gives the input's pages back every 32 MB, half the budget: the records it
     // keeps grow meanwhile.
-    let walked = std::sync::atomic::AtomicU64::new(0);
-    let went_through = |n: u64| {
-        let before = walked.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        if before / WALK_PAGES != (before + n) / WALK_PAGES {
-            pages.give_back();
-        }
-    };
+    let went_through = |n: u64| pages.went_through_within(n, WALK_PAGES);
     let Some(mut timed) = walk::walk(bytes, &went_through, &time_of) else {
         return false;
     };

@@ -29,8 +29,15 @@ impl PageBudget {
     /// Says that a pass went through `bytes` more bytes of the input (call it per chunk of
     /// records, not per record: it is one atomic add).
     pub fn went_through(&self, bytes: u64) {
+        self.went_through_within(bytes, BUDGET);
+    }
+
+    /// [`PageBudget::went_through`] for a pass that holds more memory as it goes (records it
+    /// keeps): the pages are given back every `budget` bytes, a smaller budget than
+    /// [`BUDGET`].
+    pub fn went_through_within(&self, bytes: u64, budget: u64) {
         let before = self.since.fetch_add(bytes, Ordering::Relaxed);
-        if before < BUDGET && before + bytes >= BUDGET {
+        if before < budget && before + bytes >= budget {
             self.give_back();
         }
     }
