@@ -151,7 +151,12 @@ impl PerfFileReader {
         if self.walked {
             return Ok(self);
         }
-        Self::from_storage(&self.path, self.storage, Walk::Now)
+        self.opened_walked()
+    }
+
+    /// This reader's input opened again, its records walked.
+    fn opened_walked(&self) -> Result<Self, Error> {
+        Self::from_storage(&self.path, self.storage.clone(), Walk::Now)
     }
 
     /// Whether the records were walked (see [`PerfFileReader::open_unwalked`]).
@@ -196,8 +201,7 @@ impl PerfFileReader {
     /// The next record in time order, or `None` at the end.
     pub fn next_record(&mut self) -> Result<Option<PerfFileRecord<'_>>, Error> {
         if !self.walked {
-            let path = self.path.clone();
-            *self = Self::from_storage(&path, self.storage.clone(), Walk::Now)?;
+            *self = self.opened_walked()?;
         }
         let path = &self.path;
         self.records
