@@ -18,7 +18,7 @@ use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
 /// 64th of them (at least 16, at most 2048), so that every core gets a share of a few
 /// thousand samples (three chunks of 2048 left one of two cores a third of the work). Groups
 /// come out in the order of their first sample whatever the chunks.
-fn chunk(n: usize) -> usize {
+fn task_size(n: usize) -> usize {
     (n / 64).clamp(16, 2048)
 }
 
@@ -154,7 +154,7 @@ pub(super) fn unwind_grouped<'r>(
 ) -> Unwound<'r> {
     let mut all = Groups::default();
     let mut ends: BTreeMap<StackEnd, u64> = BTreeMap::new();
-    let per_task = chunk(samples.len());
+    let per_task = task_size(samples.len());
     for (b, batch) in samples.chunks(per_task * BATCH).enumerate() {
         let parts: Vec<(Groups, BTreeMap<StackEnd, u64>)> = batch
             .par_chunks(per_task)

@@ -314,8 +314,7 @@ pub(super) fn read(
     pages.give_back();
     crate::timing::mark("read: timeline");
 
-    // Each sample's head, read in place, in parallel.
-    // A sample's record, from its place.
+    // Each sample's head, read in place, in parallel. A sample's record, from its place:
     let rec_of = |place: u64| Rec::at(bytes, walk::offset(place));
     let may_copy = |attr: u32| {
         let f = events.format[attr as usize];
