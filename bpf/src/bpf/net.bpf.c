@@ -277,12 +277,19 @@ static __always_inline void sock_wait_end(void *ctx, const struct sock *sk, __u3
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 {
-	claim(ctx, sk);
-	sock_wait_end(ctx, sk, 1);
-	/* The send call is over: the next tcp_sendmsg_locked starts another. */
+	/* A socket a tracked thread sent on has send state: the send call is over (the next
+	 * tcp_sendmsg_locked starts another), and its owner needs claiming once. */
 	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
-	if (c)
+	if (c) {
 		c->in_call = 0;
+		if (!c->claimed) {
+			claim(ctx, sk);
+			c->claimed = 1;
+		}
+	} else {
+		claim(ctx, sk);
+	}
+	sock_wait_end(ctx, sk, 1);
 	return 0;
 }
 
@@ -326,7 +333,11 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 	if (!net_enabled)
 		return 0;
 	__u64 skey = (__u64)skb;
-	bpf_map_delete_elem(&send_skbs, &skey);
+	struct send_slot *slot = slot_here();
+	if (slot && slot->skb == skey)
+		slot->skb = 0;
+	else
+		bpf_map_delete_elem(&send_skbs, &skey);
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	if (!sk)
 		sk = rx_sk;

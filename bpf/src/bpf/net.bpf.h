@@ -34,7 +34,11 @@ struct send_call {
 	__u64 credit_at;
 	__u64 skipped_bytes;
 	__u32 skipped;
-	__u32 last_followed; /* 1: last_skb is in send_skbs (its call followed) */
+	__u32 last_followed; /* 1: last_skb's call was followed */
+	/* 1: the socket's owner is known (net.bpf.c's claim ran on a send of it): its later
+	 * sends need not look it up in conns. */
+	__u32 claimed;
+	__u32 _pad;
 };
 
 /* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer
@@ -67,6 +71,31 @@ struct {
 	__type(key, __u64); /* struct sk_buff * */
 	__type(value, struct send_skb);
 } send_skbs SEC(".maps") __weak;
+
+/* This CPU's skb of a send call between net_dev_queue and net_dev_xmit, where the device
+ * takes it before net_dev_queue's caller returns: no qdisc queues it (veth, loopback and
+ * tunnels have none; an idle qdisc may be bypassed). Kept here, it costs no hash update,
+ * lookup and delete per skb (a third of the cost of following sends over a veth pair).
+ * One that a qdisc queues moves to send_skbs at qdisc_enqueue (it may leave from another
+ * CPU, later); one the driver refuses, at net_dev_xmit. */
+struct send_slot {
+	__u64 skb; /* 0: empty */
+	struct send_skb s;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct send_slot);
+} send_slot SEC(".maps") __weak;
+
+/* This CPU's send slot. */
+static __always_inline struct send_slot *slot_here(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&send_slot, &zero);
+}
 
 /* The current thread's stacks: kernel, and user (unwound where there are tables). False
  * when the user stack is a frame-pointer walk that DWARF mode would unwind better once

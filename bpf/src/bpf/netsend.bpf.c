@@ -6,7 +6,9 @@
  * net_dev_xmit (the driver returned). The call's stacks go to record once, in a
  * net_call_event when it begins; each skb that reaches the device is a 64-byte net_skb_event
  * naming its call, whichever thread or softirq transmits it (an ACK-clocked transmit runs in
- * softirq); record joins them into one NET_SEND per skb. A call made from where the
+ * softirq); record joins them into one NET_SEND per skb. An skb on its way is kept in its CPU's slot
+ * while the device takes it before net_dev_queue's caller returns (no qdisc queues it),
+ * else in send_skbs (net.bpf.h). A call made from where the
  * thread's last one was (see call_sites) carries no frames: record gives it those. (A
  * whole net_event per skb, both stacks copied into each, cost iperf3 28% of its throughput
  * on a 2-core machine.) An skb that software GSO splits before the driver (a device without
@@ -227,6 +229,13 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 {
 	if (!netsend_enabled)
 		return 0;
+	__u64 skey = (__u64)skb;
+	struct send_slot *slot = slot_here();
+	if (!slot)
+		return 0;
+	/* An skb at the address of one that left the slot unsent (freed on the way) is not it. */
+	if (slot->skb == skey)
+		slot->skb = 0;
 	__s64 payload = 0;
 	__u32 seq = 0;
 	struct send_call *c = followed_data(skb, &payload, &seq);
@@ -245,11 +254,27 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 		.send_ns = c->send_ns,
 		.queue_ns = bpf_ktime_get_ns(),
 	};
-	__u64 skey = (__u64)skb;
-	bpf_map_update_elem(&send_skbs, &skey, &s, BPF_ANY);
+	slot->s = s;
+	slot->skb = skey;
 	c->last_skb = skey;
 	c->last_send_ns = s.send_ns;
 	c->last_queue_ns = s.queue_ns;
+	return 0;
+}
+
+/* A qdisc queued the skb: it may leave from another CPU, later; from the slot to the map. */
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(on_qdisc_enqueue, struct Qdisc *qdisc, const struct netdev_queue *txq,
+	     struct sk_buff *skb)
+{
+	if (!netsend_enabled)
+		return 0;
+	__u64 skey = (__u64)skb;
+	struct send_slot *slot = slot_here();
+	if (!slot || slot->skb != skey)
+		return 0;
+	bpf_map_update_elem(&send_skbs, &skey, &slot->s, BPF_ANY);
+	slot->skb = 0;
 	return 0;
 }
 
@@ -281,7 +306,8 @@ static __always_inline void follow_or_skip(struct send_call *c, struct send_skb 
  * sends once). Behind a qdisc's backlog, a segment of an earlier skb is only counted, and
  * that skb's entry waits for the LRU. A driver that refuses an skb counted here (it comes
  * again) makes it count twice. */
-static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey)
+static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey,
+					   struct send_slot *slot)
 {
 	__s64 payload = 0;
 	__u32 seq = 0;
@@ -301,8 +327,11 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 		.start_ns = now,
 	};
 	follow_or_skip(c, &s, skb->len, now);
-	if (!s.skip)
-		bpf_map_update_elem(&send_skbs, &skey, &s, BPF_ANY);
+	/* The driver has it now, on this CPU: its net_dev_xmit follows. */
+	if (!s.skip) {
+		slot->s = s;
+		slot->skb = skey;
+	}
 	__u64 split = c->last_skb;
 	if (split && split != skey) {
 		bpf_map_delete_elem(&send_skbs, &split);
@@ -316,9 +345,21 @@ int BPF_PROG(on_net_dev_start_xmit, const struct sk_buff *skb, const struct net_
 	if (!netsend_enabled)
 		return 0;
 	__u64 skey = (__u64)skb;
-	struct send_skb *s = bpf_map_lookup_elem(&send_skbs, &skey);
+	struct send_slot *slot = slot_here();
+	if (!slot)
+		return 0;
+	struct send_skb *s = NULL;
+	if (slot->skb == skey) {
+		s = &slot->s;
+	} else {
+		/* The slot's skb would have reached the driver first: one not started is gone
+		 * (cut into segments, or freed). One started is an outer device's (a tunnel's). */
+		if (slot->skb && !slot->s.start_ns)
+			slot->skb = 0;
+		s = bpf_map_lookup_elem(&send_skbs, &skey);
+	}
 	if (!s) {
-		follow_segment(skb, skey);
+		follow_segment(skb, skey, slot);
 		return 0;
 	}
 	if (s->start_ns)
@@ -338,15 +379,30 @@ int BPF_PROG(on_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
 	     unsigned int skb_len)
 {
 	__u64 skey = (__u64)skb;
-	struct send_skb *found = bpf_map_lookup_elem(&send_skbs, &skey);
-	if (!found)
+	struct send_slot *slot = slot_here();
+	if (!slot)
 		return 0;
-	if (rc == TX_BUSY) {
-		found->start_ns = 0;
-		return 0;
+	struct send_skb s;
+	if (slot->skb == skey) {
+		slot->skb = 0;
+		/* Refused: the qdisc hands it again, maybe from another CPU. */
+		if (rc == TX_BUSY) {
+			slot->s.start_ns = 0;
+			bpf_map_update_elem(&send_skbs, &skey, &slot->s, BPF_ANY);
+			return 0;
+		}
+		s = slot->s;
+	} else {
+		struct send_skb *found = bpf_map_lookup_elem(&send_skbs, &skey);
+		if (!found)
+			return 0;
+		if (rc == TX_BUSY) {
+			found->start_ns = 0;
+			return 0;
+		}
+		s = *found;
+		bpf_map_delete_elem(&send_skbs, &skey);
 	}
-	struct send_skb s = *found;
-	bpf_map_delete_elem(&send_skbs, &skey);
 	if (rc != 0 || s.skip)
 		return 0;
 	struct net_skb_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

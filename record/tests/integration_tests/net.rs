@@ -1143,6 +1143,40 @@ fn sends_split_by_software_gso_are_followed_segment_by_segment() {
     assert_eq!(under_send, sends.len());
 }
 
+/// Sends that a qdisc queues are followed too: a token bucket on the client's end of the veth
+/// (which has no qdisc of its own) holds each skb back and hands it to the driver later, from
+/// its timer, often on the other CPU. (Its bucket holds a 64 KB TSO skb: a smaller one cuts
+/// such skbs into segments as it queues them, new skbs only counted behind its backlog.) Each skb is followed whole (none skipped: no rate) with
+/// its time in the qdisc. (An skb the device takes at once waits in its CPU's slot, not in the
+/// map; one a qdisc queues moves to the map: without that it was counted but not followed.)
+#[test]
+fn sends_a_qdisc_queues_are_followed_through_it() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-qdisc");
+    let ns = Netns::new();
+    in_ns(
+        &ns.a,
+        &[
+            "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit", "burst",
+            "256kb", "limit", "8mb",
+        ],
+    );
+    count_data_at_the_server(&ns, &dir);
+    let (n, size) = (2, 1_000_000u64);
+    let (_, lines, data) = record_sends(&ns, &dir, "qdisc.data", &["-e", "net"], n, size);
+    let t = tally(&lines, data);
+    t.assert_whole(data, n as u64 * size);
+    assert_eq!(t.sends.len() as u64, t.skbs, "each followed: {:#?}", t.sends);
+    // 2 MB at 200 Mbit/s take 80 ms: most skbs wait in the bucket, a millisecond or more.
+    let mut qdisc: Vec<u64> = t.sends.iter().map(|l| l.fields["reason"]).collect();
+    qdisc.sort_unstable();
+    eprintln!("ns in the qdisc: median {}, max {}", qdisc[qdisc.len() / 2], qdisc[qdisc.len() - 1]);
+    assert!(qdisc[qdisc.len() / 2] > 100_000, "{qdisc:?}");
+}
+
 /// A socket that sends faster than `--net-send-rate` has fewer of its skbs followed, each
 /// standing for those skipped before it: the count, the bytes and the weight stay whole (the
 /// cost of following iperf3's 70k skbs a second was writing a sample for each).
