@@ -337,7 +337,7 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 	if (slot && slot->skb == skey)
 		slot->skb = 0;
 	else
-		bpf_map_delete_elem(&send_skbs, &skey);
+		unhold_skb(skey);
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	if (!sk)
 		sk = rx_sk;

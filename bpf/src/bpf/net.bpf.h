@@ -59,11 +59,15 @@ struct send_skb {
 	__u64 queue_ns;
 	__u64 start_ns; /* net_dev_start_xmit (0: not yet) */
 	/* Decided at its first net_dev_start_xmit: the skbs it stands for when followed (0:
-	 * not decided yet), or skip (1: not followed, counted in its socket's skipped). */
+	 * not decided yet), or skip (SKIPPED: not followed, counted in its socket's skipped;
+	 * NOT_FOLLOWED: of a call not followed, to be counted so). */
 	__u32 skbs;
 	__u32 skip;
 	__u64 skipped_bytes;
 };
+
+#define SKIPPED 1
+#define NOT_FOLLOWED 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -72,12 +76,55 @@ struct {
 	__type(value, struct send_skb);
 } send_skbs SEC(".maps") __weak;
 
+/* How many skbs send_skbs holds, about (inserts less deletes; the LRU's evictions go
+ * uncounted, so it may stay above): while none, an skb in no slot is looked up nowhere
+ * (two hash lookups spared for every skb sent past a device without a qdisc). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} send_skbs_held SEC(".maps") __weak;
+
+static __always_inline __s64 *skbs_held(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&send_skbs_held, &zero);
+}
+
+/* Puts `s` in send_skbs for `skey`. */
+static __always_inline void hold_skb(__u64 skey, struct send_skb *s)
+{
+	__s64 *n = skbs_held();
+	if (!bpf_map_update_elem(&send_skbs, &skey, s, BPF_ANY) && n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* The skb `skey` in send_skbs, if any. */
+static __always_inline struct send_skb *held_skb(__u64 skey)
+{
+	__s64 *n = skbs_held();
+	if (n && *n <= 0)
+		return NULL;
+	return bpf_map_lookup_elem(&send_skbs, &skey);
+}
+
+/* Removes skb `skey` from send_skbs, if there. */
+static __always_inline void unhold_skb(__u64 skey)
+{
+	__s64 *n = skbs_held();
+	if (n && *n <= 0)
+		return;
+	if (!bpf_map_delete_elem(&send_skbs, &skey) && n)
+		__sync_fetch_and_sub(n, 1);
+}
+
 /* This CPU's skb of a send call between net_dev_queue and net_dev_xmit, where the device
  * takes it before net_dev_queue's caller returns: no qdisc queues it (veth, loopback and
- * tunnels have none; an idle qdisc may be bypassed). Kept here, it costs no hash update,
- * lookup and delete per skb (a third of the cost of following sends over a veth pair).
- * One that a qdisc queues moves to send_skbs at qdisc_enqueue (it may leave from another
- * CPU, later); one the driver refuses, at net_dev_xmit. */
+ * tunnels have none). Kept here, it costs no hash update, lookup and delete per skb (a
+ * third of the cost of following every skb over a veth pair). One a qdisc may queue goes
+ * to send_skbs (it may leave from another CPU, later); one the driver refuses, at
+ * net_dev_xmit. */
 struct send_slot {
 	__u64 skb; /* 0: empty */
 	struct send_skb s;

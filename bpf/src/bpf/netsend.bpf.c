@@ -6,10 +6,10 @@
  * net_dev_xmit (the driver returned). The call's stacks go to record once, in a
  * net_call_event when it begins; each skb that reaches the device is a 64-byte net_skb_event
  * naming its call, whichever thread or softirq transmits it (an ACK-clocked transmit runs in
- * softirq); record joins them into one NET_SEND per skb. An skb on its way is kept in its CPU's slot
- * while the device takes it before net_dev_queue's caller returns (no qdisc queues it),
- * else in send_skbs (net.bpf.h). A call made from where the
- * thread's last one was (see call_sites) carries no frames: record gives it those. (A
+ * softirq); record joins them into one NET_SEND per skb. An skb on its way waits in its
+ * CPU's slot where no qdisc can queue it (the device takes it before net_dev_queue's caller
+ * returns), else in send_skbs (net.bpf.h). A call made from where the thread's last one was
+ * (see call_sites) carries no frames: record gives it those. (A
  * whole net_event per skb, both stacks copied into each, cost iperf3 28% of its throughput
  * on a 2-core machine.) An skb that software GSO splits before the driver (a device without
  * TSO) reaches it as segments, new skbs: each is followed from there with the times of its
@@ -34,6 +34,9 @@ const volatile bool netsend_enabled = true;
  * accrues with time up to the burst. */
 const volatile __u64 send_interval_ns = 0;
 const volatile __u64 send_burst_ns = 0;
+/* A kernel pointer computed as a number, readable directly (6.2). */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
+
 /* For the generated Rust types. */
 struct net_skb_event _net_skb_event = {};
 
@@ -224,6 +227,28 @@ static __always_inline struct send_call *followed_data(const struct sk_buff *skb
 	return *payload > 0 ? c : NULL;
 }
 
+/* Whether a qdisc may queue `skb` (at net_dev_queue, its transmit queue chosen): its
+ * queue's qdisc has an enqueue (a device without one, noqueue's, sends it at once). */
+static __always_inline bool qdisc_queues(const struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+	if (!dev)
+		return true;
+	struct netdev_queue *txq = dev->_tx;
+	__u16 i = skb->queue_mapping;
+	/* The queue's fields read directly (a helper call per field cost 70 ns an skb). */
+	if (i && bpf_ksym_exists(bpf_rdonly_cast))
+		txq = bpf_rdonly_cast((void *)((__u64)txq +
+					       i * bpf_core_type_size(struct netdev_queue)),
+				      bpf_core_type_id_kernel(struct netdev_queue));
+	else if (i)
+		return true;
+	if (!txq)
+		return true;
+	struct Qdisc *q = txq->qdisc;
+	return !q || q->enqueue;
+}
+
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 {
@@ -244,9 +269,15 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	c->last_seq = seq;
 	c->last_end = seq + (__u32)payload;
 	c->last_followed = c->call_followed;
-	/* An skb of a call not followed is counted where it reaches the driver, unknown. */
+	c->last_skb = 0;
+	bool queues = qdisc_queues(skb);
+	/* An skb of a call not followed is counted where it reaches the driver: from the slot,
+	 * or, behind a qdisc, as an skb unknown there. */
 	if (!c->call_followed) {
-		c->last_skb = 0;
+		if (!queues) {
+			slot->s = (struct send_skb){ .skip = NOT_FOLLOWED };
+			slot->skb = skey;
+		}
 		return 0;
 	}
 	struct send_skb s = {
@@ -254,27 +285,15 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 		.send_ns = c->send_ns,
 		.queue_ns = bpf_ktime_get_ns(),
 	};
-	slot->s = s;
-	slot->skb = skey;
-	c->last_skb = skey;
+	if (queues) {
+		hold_skb(skey, &s);
+		c->last_skb = skey;
+	} else {
+		slot->s = s;
+		slot->skb = skey;
+	}
 	c->last_send_ns = s.send_ns;
 	c->last_queue_ns = s.queue_ns;
-	return 0;
-}
-
-/* A qdisc queued the skb: it may leave from another CPU, later; from the slot to the map. */
-SEC("tp_btf/qdisc_enqueue")
-int BPF_PROG(on_qdisc_enqueue, struct Qdisc *qdisc, const struct netdev_queue *txq,
-	     struct sk_buff *skb)
-{
-	if (!netsend_enabled)
-		return 0;
-	__u64 skey = (__u64)skb;
-	struct send_slot *slot = slot_here();
-	if (!slot || slot->skb != skey)
-		return 0;
-	bpf_map_update_elem(&send_skbs, &skey, &slot->s, BPF_ANY);
-	slot->skb = 0;
 	return 0;
 }
 
@@ -288,7 +307,7 @@ static __always_inline void follow_or_skip(struct send_call *c, struct send_skb 
 		return;
 	if (!has_credit(c, now)) {
 		skip(c, len);
-		s->skip = 1;
+		s->skip = SKIPPED;
 		return;
 	}
 	c->credit_ns -= send_interval_ns;
@@ -334,7 +353,7 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 	}
 	__u64 split = c->last_skb;
 	if (split && split != skey) {
-		bpf_map_delete_elem(&send_skbs, &split);
+		unhold_skb(split);
 		c->last_skb = 0;
 	}
 }
@@ -356,7 +375,7 @@ int BPF_PROG(on_net_dev_start_xmit, const struct sk_buff *skb, const struct net_
 		 * (cut into segments, or freed). One started is an outer device's (a tunnel's). */
 		if (slot->skb && !slot->s.start_ns)
 			slot->skb = 0;
-		s = bpf_map_lookup_elem(&send_skbs, &skey);
+		s = held_skb(skey);
 	}
 	if (!s) {
 		follow_segment(skb, skey, slot);
@@ -368,6 +387,12 @@ int BPF_PROG(on_net_dev_start_xmit, const struct sk_buff *skb, const struct net_
 	s->start_ns = now;
 	struct sock *sk = skb->sk;
 	struct send_call *c = sk ? bpf_sk_storage_get(&send_calls, sk, 0, 0) : NULL;
+	if (s->skip == NOT_FOLLOWED) {
+		if (c)
+			skip(c, skb->len);
+		s->skip = SKIPPED;
+		return 0;
+	}
 	/* Without its socket's state it stands for itself (net_dev_xmit's default). */
 	if (c)
 		follow_or_skip(c, s, skb->len, now);
@@ -388,12 +413,12 @@ int BPF_PROG(on_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
 		/* Refused: the qdisc hands it again, maybe from another CPU. */
 		if (rc == TX_BUSY) {
 			slot->s.start_ns = 0;
-			bpf_map_update_elem(&send_skbs, &skey, &slot->s, BPF_ANY);
+			hold_skb(skey, &slot->s);
 			return 0;
 		}
 		s = slot->s;
 	} else {
-		struct send_skb *found = bpf_map_lookup_elem(&send_skbs, &skey);
+		struct send_skb *found = held_skb(skey);
 		if (!found)
 			return 0;
 		if (rc == TX_BUSY) {
@@ -401,7 +426,7 @@ int BPF_PROG(on_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
 			return 0;
 		}
 		s = *found;
-		bpf_map_delete_elem(&send_skbs, &skey);
+		unhold_skb(skey);
 	}
 	if (rc != 0 || s.skip)
 		return 0;

@@ -29,7 +29,6 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_sock_recv,
         &mut open.progs.on_tcp_sendmsg,
         &mut open.progs.on_net_dev_queue,
-        &mut open.progs.on_qdisc_enqueue,
         &mut open.progs.on_net_dev_start_xmit,
         &mut open.progs.on_net_dev_xmit,
         &mut open.progs.on_send_close,
@@ -51,7 +50,6 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_sock_recv, "attach sock_recv_length", links)?;
         attach_one(&p.on_tcp_sendmsg, "attach tcp_sendmsg_locked", links)?;
         attach_one(&p.on_net_dev_queue, "attach net_dev_queue", links)?;
-        attach_one(&p.on_qdisc_enqueue, "attach qdisc_enqueue", links)?;
         attach_one(&p.on_net_dev_start_xmit, "attach net_dev_start_xmit", links)?;
         attach_one(&p.on_net_dev_xmit, "attach net_dev_xmit", links)?;
         attach_one(&p.on_send_close, "attach inet_sock_set_state", links)?;
