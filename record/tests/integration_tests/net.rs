@@ -1169,11 +1169,20 @@ fn sends_a_qdisc_queues_are_followed_through_it() {
     let (_, lines, data) = record_sends(&ns, &dir, "qdisc.data", &["-e", "net"], n, size);
     let t = tally(&lines, data);
     t.assert_whole(data, n as u64 * size);
-    assert_eq!(t.sends.len() as u64, t.skbs, "each followed: {:#?}", t.sends);
+    assert_eq!(
+        t.sends.len() as u64,
+        t.skbs,
+        "each followed: {:#?}",
+        t.sends
+    );
     // 2 MB at 200 Mbit/s take 80 ms: most skbs wait in the bucket, a millisecond or more.
     let mut qdisc: Vec<u64> = t.sends.iter().map(|l| l.fields["reason"]).collect();
     qdisc.sort_unstable();
-    eprintln!("ns in the qdisc: median {}, max {}", qdisc[qdisc.len() / 2], qdisc[qdisc.len() - 1]);
+    eprintln!(
+        "ns in the qdisc: median {}, max {}",
+        qdisc[qdisc.len() / 2],
+        qdisc[qdisc.len() - 1]
+    );
     assert!(qdisc[qdisc.len() / 2] > 100_000, "{qdisc:?}");
 }
 
