@@ -13,7 +13,7 @@ use crate::host::{self, monotonic_ns};
 use crate::phases::Phases;
 use crate::recorder::{Item, Recorder};
 use crate::rotation::Rotation;
-use crate::sideband::{Fact, TimedFact};
+use crate::sideband::TimedFact;
 use crate::{buildid, kernel, procfs, workload};
 
 /// What to record.
@@ -339,8 +339,8 @@ fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
 
 /// Tells the BPF programs about a process that runs a Python interpreter (a mapping of one,
 /// or a fork of such a process). A failure costs that process its Python frames only.
-fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &Fact) {
-    if let Some(w) = python.observe(fact) {
+fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &TimedFact) {
+    if let Some(w) = python.observe(&fact.fact, fact.time) {
         if let Err(e) = profiler.watch_python(w.pid, w.runtime, &w.offsets) {
             eprintln!("record: Python frames of pid {}: {e}", w.pid);
         }
@@ -566,12 +566,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             if let Some(u) = &mut unwinding {
                 u.observe([&fact]);
             }
-            watch_python(&profiler, &mut rec.python, &fact);
-            rec.write_fact(&TimedFact {
+            let fact = TimedFact {
                 time: now,
                 cpu: 0,
                 fact,
-            })?;
+            };
+            watch_python(&profiler, &mut rec.python, &fact);
+            rec.write_fact(&fact)?;
         }
     }
     rec.writer.finish_round()?;
@@ -603,11 +604,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         })?;
         sideband.drain(&mut facts);
+        // Each CPU's facts were read in turn: one process's exec and mappings, in order.
+        facts.sort_by_key(|f| f.time);
         if let Some(u) = &mut unwinding {
             u.observe(facts.iter().map(|f| &f.fact));
         }
         for f in &facts {
-            watch_python(&profiler, &mut rec.python, &f.fact);
+            watch_python(&profiler, &mut rec.python, f);
         }
         rec.pending.extend(facts.drain(..).map(Item::Fact));
         if cfg.cache && monotonic_ns() >= cache_taken + CACHE_INTERVAL_NS {
