@@ -2,7 +2,7 @@
 //! translation between a process's addresses and the file's own ([`ElfData::mapping_bias`]).
 
 use std::any::Any;
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -205,6 +205,37 @@ pub fn build_ids_match(recorded: &[u8], file: &[u8]) -> bool {
         r = &r[..r.len() - 1];
     }
     r == file
+}
+
+/// Whether `.eh_frame_hdr` (at SVMA `at`) points into `.eh_frame` (SVMAs `frames`): its
+/// `eh_frame_ptr` at the section's start, every table entry's FDE inside it, in the encodings
+/// every x86-64 linker writes (pc-relative and data-relative sdata4; anything else is taken
+/// for damage). A damaged table makes the CFI reader subtract past zero.
+pub fn eh_frame_hdr_fits(hdr: &[u8], at: u64, frames: &Range<u64>) -> bool {
+    const PCREL_SDATA4: u8 = 0x1b;
+    const UDATA4: u8 = 0x03;
+    const DATAREL_SDATA4: u8 = 0x3b;
+    let i32_at = |o: usize| -> Option<i64> {
+        Some(i32::from_le_bytes(hdr.get(o..o + 4)?.try_into().ok()?) as i64)
+    };
+    if hdr.len() < 12 || hdr[0] != 1 {
+        return false;
+    }
+    if (hdr[1], hdr[2], hdr[3]) != (PCREL_SDATA4, UDATA4, DATAREL_SDATA4) {
+        return false;
+    }
+    let Some(ptr) = i32_at(4).map(|d| at.wrapping_add(4).wrapping_add_signed(d)) else {
+        return false;
+    };
+    let count = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as usize;
+    if ptr != frames.start || count.checked_mul(8).is_none_or(|n| 12 + n > hdr.len()) {
+        return false;
+    }
+    (0..count).all(|k| {
+        i32_at(12 + k * 8 + 4)
+            .map(|d| at.wrapping_add_signed(d))
+            .is_some_and(|fde| frames.contains(&fde))
+    })
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Bytes, String> {

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use elf::{build_ids_match, hex, Bytes, Derived, ElfData, Segment};
+pub use elf::{build_ids_match, eh_frame_hdr_fits, hex, Bytes, Derived, ElfData, Segment};
 use elf::{map_file, read_regular, vdso_image};
 pub use jit::JitMap;
 pub use kallsyms::Kallsyms;

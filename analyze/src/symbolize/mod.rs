@@ -125,7 +125,7 @@ pub fn symbolize_elf(
             // No symbol and no DWARF: the function the unwind tables delimit, found by the
             // call site (a return address can be the first byte after its function).
             let by_address = (sym.is_none() && frames.is_empty() && naming.by_address)
-                .then(|| fde::ranges(elf).lookup(svma))
+                .then(|| fde::lookup(elf, svma))
                 .flatten();
             if let Some((start, _)) = by_address {
                 return AddrInfo {
@@ -179,7 +179,7 @@ pub fn function_at(
         .iter()
         .find_map(|t| t.bounds(svma))
         .or_else(|| {
-            let (start, end) = fde::ranges(elf).lookup(svma)?;
+            let (start, end) = fde::lookup(elf, svma)?;
             Some((address_name(&elf.name, start), start, end))
         })
 }
