@@ -338,6 +338,22 @@ fn cxx_stacks_and_names_equal_perfs() {
     }
 }
 
+/// glibc's allocator functions (as perf and analyze name them).
+const ALLOCATOR: [&str; 12] = [
+    "malloc",
+    "_int_malloc",
+    "sysmalloc",
+    "malloc_consolidate",
+    "tcache_get",
+    "free",
+    "cfree@GLIBC_2.2.5",
+    "_int_free",
+    "unlink_chunk",
+    "arena_for_chunk",
+    "realloc",
+    "_int_realloc",
+];
+
 #[test]
 fn rust_stacks_and_names_equal_perfs() {
     if !can_record() {
@@ -357,16 +373,30 @@ fn rust_stacks_and_names_equal_perfs() {
             ],
         );
         for (how, _, ours) in &results {
-            let total: u64 = ours.values().sum();
-            let rooted: u64 = ours
-                .iter()
+            // Debian's libc keeps no frame pointers and its allocator uses rbp as a register:
+            // a frame-pointer walk from inside malloc or free ends there, in perf's -g and
+            // record's fp mode alike (~15% of rsprog's samples; 23% in a CI run, where 80%
+            // of all samples were asked to reach the thread's start). Those are left out.
+            let in_allocator =
+                |k: &str| !how.dwarf() && k.split(';').any(|f| ALLOCATOR.contains(&f));
+            let counted = || ours.iter().filter(|(k, _)| !in_allocator(k));
+            let total: u64 = counted().map(|(_, v)| v).sum();
+            let rooted: u64 = counted()
                 .filter(|(k, _)| k.contains(";start_thread;") && k.contains(";rsprog::worker"))
                 .map(|(_, v)| v)
                 .sum();
             if how.dwarf() || program == "rsprog-fp" {
+                let mut not: Vec<(&String, &u64)> = counted()
+                    .filter(|(k, _)| {
+                        !(k.contains(";start_thread;") && k.contains(";rsprog::worker"))
+                    })
+                    .collect();
+                not.sort_by_key(|(_, v)| std::cmp::Reverse(**v));
+                not.truncate(10);
                 assert!(
                     rooted as f64 >= 0.8 * total as f64,
-                    "{program} {how:?}: {rooted} of {total} samples reach start_thread -> rsprog::worker"
+                    "{program} {how:?}: {rooted} of {total} samples reach start_thread -> \
+                     rsprog::worker; the most others: {not:#?}"
                 );
             }
         }
