@@ -163,6 +163,33 @@ impl ElfData {
         self.bytes.get(self.file_range(start, end)?)
     }
 
+    /// Section `name` of `obj` (this file, parsed) as stored: its SVMAs and where its bytes
+    /// lie in the file (not decompressed). `Ok(None)`: no such section, or none of its bytes
+    /// in the file (NOBITS); `Err(name)`: its header points past the file's end or its
+    /// addresses overflow (section headers are not trusted).
+    pub fn stored_section(
+        &self,
+        obj: &object::File<'_>,
+        name: &str,
+    ) -> Result<Option<StoredSection>, String> {
+        let Some(s) = obj.section_by_name(name) else {
+            return Ok(None);
+        };
+        let Some((off, size)) = s.file_range() else {
+            return Ok(None);
+        };
+        let end = off
+            .checked_add(size)
+            .filter(|&e| e <= self.bytes.len() as u64);
+        let svma_end = s.address().checked_add(s.size());
+        match (end, svma_end) {
+            (Some(end), Some(svma_end)) => {
+                Ok(Some((s.address()..svma_end, off as usize..end as usize)))
+            }
+            _ => Err(name.to_string()),
+        }
+    }
+
     /// Where SVMAs `start..end` lie in the file, if one PT_LOAD segment holds all of them.
     pub fn file_range(&self, start: u64, end: u64) -> Option<std::ops::Range<usize>> {
         let s = self
@@ -206,6 +233,9 @@ pub fn build_ids_match(recorded: &[u8], file: &[u8]) -> bool {
     }
     r == file
 }
+
+/// A section's SVMAs and where its bytes lie in the file ([`ElfData::stored_section`]).
+pub type StoredSection = (Range<u64>, Range<usize>);
 
 /// Whether `.eh_frame_hdr` (at SVMA `at`) points into `.eh_frame` (SVMAs `frames`): its
 /// `eh_frame_ptr` at the section's start, every table entry's FDE inside it, in the encodings

@@ -37,36 +37,33 @@ impl FdeRanges {
     /// range of `.eh_frame`, else of `.debug_frame`; empty where it has neither or they
     /// cannot be read.
     fn of(elf: &ElfData) -> FdeRanges {
-        FdeRanges::indexed(elf).unwrap_or_else(|| FdeRanges::listed(elf))
-    }
-
-    /// `.eh_frame` of `elf` indexed by its `.eh_frame_hdr`, where that fits it.
-    fn indexed(elf: &ElfData) -> Option<FdeRanges> {
-        let obj = object::File::parse(&*elf.bytes).ok()?;
-        let address = |name: &str| obj.section_by_name(name).map(|s| s.address());
-        // A section as stored (not compressed: loaded sections never are), within the file.
-        let stored = |name: &str| {
-            let s = obj.section_by_name(name)?;
-            let (off, size) = s.file_range()?;
-            let end = usize::try_from(off.checked_add(size)?).ok()?;
-            (end <= elf.bytes.len() && size > 0).then_some((s.address(), off as usize..end))
-        };
-        let (hdr, frames) = (stored(".eh_frame_hdr")?, stored(".eh_frame")?);
-        let span = frames.0..frames.0.checked_add(frames.1.len() as u64)?;
-        eh_frame_hdr_fits(&elf.bytes[hdr.1.clone()], hdr.0, &span).then(|| FdeRanges::Indexed {
-            hdr,
-            frames,
-            text: address(".text").unwrap_or(0),
-            got: address(".got").unwrap_or(0),
-        })
-    }
-
-    /// Every range of `.eh_frame`, else of `.debug_frame`, of `elf`.
-    fn listed(elf: &ElfData) -> FdeRanges {
         let Ok(obj) = object::File::parse(&*elf.bytes) else {
             return FdeRanges::Listed(Vec::new());
         };
-        let address = |name: &str| obj.section_by_name(name).map(|s| s.address());
+        FdeRanges::indexed(elf, &obj).unwrap_or_else(|| FdeRanges::listed(&obj))
+    }
+
+    /// `.eh_frame` of `elf` (parsed: `obj`) indexed by its `.eh_frame_hdr`, where that fits
+    /// it.
+    fn indexed(elf: &ElfData, obj: &object::File<'_>) -> Option<FdeRanges> {
+        // As stored (loaded sections are never compressed), wholly in the file, not empty.
+        let stored = |name: &str| {
+            let (svmas, place) = elf.stored_section(obj, name).ok()??;
+            (!place.is_empty()).then_some((svmas, place))
+        };
+        let (hdr, frames) = (stored(".eh_frame_hdr")?, stored(".eh_frame")?);
+        eh_frame_hdr_fits(&elf.bytes[hdr.1.clone()], hdr.0.start, &frames.0).then(|| {
+            FdeRanges::Indexed {
+                hdr: (hdr.0.start, hdr.1),
+                frames: (frames.0.start, frames.1),
+                text: address(obj, ".text"),
+                got: address(obj, ".got"),
+            }
+        })
+    }
+
+    /// Every range of `.eh_frame`, else of `.debug_frame`, of `obj`.
+    fn listed(obj: &object::File<'_>) -> FdeRanges {
         let section = |name: &str| {
             let s = obj.section_by_name(name)?;
             let data = s.uncompressed_data().ok()?;
@@ -76,8 +73,8 @@ impl FdeRanges {
         if let Some((svma, data)) = section(".eh_frame") {
             let bases = gimli::BaseAddresses::default()
                 .set_eh_frame(svma)
-                .set_text(address(".text").unwrap_or(0))
-                .set_got(address(".got").unwrap_or(0));
+                .set_text(address(obj, ".text"))
+                .set_got(address(obj, ".got"));
             let mut eh = gimli::EhFrame::new(&data, gimli::LittleEndian);
             eh.set_address_size(8);
             collect(&eh, &bases, &mut ranges);
@@ -123,6 +120,12 @@ impl FdeRanges {
             }
         }
     }
+}
+
+/// The SVMA of section `name` of `obj` (0: none), a base that unwind tables' pointers may be
+/// relative to.
+fn address(obj: &object::File<'_>, name: &str) -> u64 {
+    obj.section_by_name(name).map_or(0, |s| s.address())
 }
 
 /// The range of `ranges` (sorted) that holds `svma`. FDEs do not overlap; where a damaged
@@ -223,12 +226,13 @@ mod tests {
         let loader = crate::files::Loader::default();
         for path in [&*exe.to_string_lossy(), "/lib/x86_64-linux-gnu/libc.so.6"] {
             let elf = loader.elf(path, None).unwrap();
-            let FdeRanges::Listed(listed) = FdeRanges::listed(&elf) else {
+            let obj = object::File::parse(&*elf.bytes).unwrap();
+            let FdeRanges::Listed(listed) = FdeRanges::listed(&obj) else {
                 unreachable!()
             };
             assert!(listed.len() > 100, "{path}: {} FDEs", listed.len());
             assert!(listed.windows(2).all(|w| w[0] <= w[1]));
-            let indexed = FdeRanges::indexed(&elf).expect("an .eh_frame_hdr that fits");
+            let indexed = FdeRanges::indexed(&elf, &obj).expect("an .eh_frame_hdr that fits");
             assert!(matches!(ranges(&elf), FdeRanges::Indexed { .. }));
             for &(start, end) in &listed {
                 for svma in [start - 1, start, start + (end - start) / 2, end - 1, end] {

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
-use object::{Object, ObjectSection};
 
 use crate::files::{eh_frame_hdr_fits, ElfData, Loader};
 pub use crate::read::UserRegs;
@@ -51,20 +50,14 @@ impl ElfUnwindData {
     /// Finds the unwind sections of an ELF file the loader opened.
     pub fn new(elf: Arc<ElfData>) -> Option<ElfUnwindData> {
         let obj = object::File::parse(&*elf.bytes).ok()?;
-        // Section headers are not trusted: a section whose bytes are not all in the file is
-        // left out (its frames unwind as if it had none).
-        let len = elf.bytes.len() as u64;
+        // A section whose bytes are not all in the file is left out (its frames unwind as if
+        // it had none), and named.
         let bad = std::cell::RefCell::new(Vec::new());
         let section = |name: &str| {
-            let s = obj.section_by_name(name)?;
-            let (off, size) = s.file_range()?;
-            let end = off.checked_add(size).filter(|&e| e <= len);
-            let svma_end = s.address().checked_add(s.size());
-            let (Some(end), Some(svma_end)) = (end, svma_end) else {
-                bad.borrow_mut().push(name.to_string());
-                return None;
-            };
-            Some((s.address()..svma_end, off as usize..end as usize))
+            elf.stored_section(&obj, name).unwrap_or_else(|name| {
+                bad.borrow_mut().push(name);
+                None
+            })
         };
         let base_svma = elf.segments.iter().map(|s| s.svma).min().unwrap_or(0) & !0xfff;
         let eh_frame = section(".eh_frame");

@@ -380,17 +380,12 @@ fn rust_stacks_and_names_equal_perfs() {
             let in_allocator =
                 |k: &str| !how.dwarf() && k.split(';').any(|f| ALLOCATOR.contains(&f));
             let counted = || ours.iter().filter(|(k, _)| !in_allocator(k));
+            let reaches = |k: &str| k.contains(";start_thread;") && k.contains(";rsprog::worker");
             let total: u64 = counted().map(|(_, v)| v).sum();
-            let rooted: u64 = counted()
-                .filter(|(k, _)| k.contains(";start_thread;") && k.contains(";rsprog::worker"))
-                .map(|(_, v)| v)
-                .sum();
+            let rooted: u64 = counted().filter(|(k, _)| reaches(k)).map(|(_, v)| v).sum();
             if how.dwarf() || program == "rsprog-fp" {
-                let mut not: Vec<(&String, &u64)> = counted()
-                    .filter(|(k, _)| {
-                        !(k.contains(";start_thread;") && k.contains(";rsprog::worker"))
-                    })
-                    .collect();
+                let mut not: Vec<(&String, &u64)> =
+                    counted().filter(|(k, _)| !reaches(k)).collect();
                 not.sort_by_key(|(_, v)| std::cmp::Reverse(**v));
                 not.truncate(10);
                 assert!(
