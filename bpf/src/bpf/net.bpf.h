@@ -19,9 +19,10 @@ struct send_call {
 	/* 1: the call's record went to record (the socket's rate had credit when it began);
 	 * 0: its skbs are only counted, carried by a later followed skb. */
 	__u32 call_followed;
-	/* The socket's last skb followed into net_dev_queue, its times and the sequence numbers
-	 * of its payload: the segments that software GSO cuts it into reach the driver as new
-	 * skbs (netsend.bpf.c). */
+	/* The socket's last skb into net_dev_queue: its times and the sequence numbers of its
+	 * payload (the segments that software GSO cuts it into reach the driver as new skbs,
+	 * netsend.bpf.c), and its address while it waits in send_skbs (0 in a CPU's slot, or
+	 * of a call not followed: nothing to forget when it is cut). */
 	__u64 last_skb;
 	__u64 last_send_ns;
 	__u64 last_queue_ns;
