@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::callchain::{mapped_stack_copy, split_callchain_with, stack_copy};
-use super::recording::{RawSample, Recording, UserFrame, UserRegs};
+use super::recording::{RawSample, Recording, StackBytes, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
 use super::traced::keeps_raw;
@@ -280,7 +280,7 @@ pub(super) fn read(
     let Some(mut timed) = walk::walk(bytes, &went_through, &time_of) else {
         return false;
     };
-    pages.give_back();
+    pages.pass_done();
     crate::timing::mark("read: walk headers + time");
     // By time, then file order. perf's own records (rounds, ids: no attr, no time) are left
     // out first: each would end a run of records in time order.
@@ -311,7 +311,7 @@ pub(super) fn read(
             None
         })
         .collect();
-    pages.give_back();
+    pages.pass_done();
     crate::timing::mark("read: timeline");
 
     // Each sample's head, read in place, in parallel. A sample's record, from its place:
@@ -415,7 +415,7 @@ pub(super) fn read(
         }
     }
     let kept = all.kept;
-    pages.give_back();
+    pages.pass_done();
     crate::timing::mark("read: merge");
 
     let (timeline, mappings) = (&timeline, &rec.mappings);
@@ -467,7 +467,15 @@ pub(super) fn read(
     #[allow(clippy::filter_map_identity)]
     let samples = placed.into_iter().filter_map(|s| s).collect();
     rec.samples = samples;
-    pages.give_back();
+    // The unwind stage reads the stack copies next, and gives the pages back after them.
+    let copies_mapped = rec.samples.iter().any(|s| {
+        (s.stack_copy.as_ref()).is_some_and(|c| matches!(c.bytes, StackBytes::Mapped(..)))
+    });
+    if copies_mapped {
+        pages.pass_done();
+    } else {
+        pages.give_back();
+    }
     crate::timing::mark("read: place samples");
     timeline.finish(rec);
     true
