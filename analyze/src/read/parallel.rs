@@ -474,7 +474,7 @@ pub(super) fn read(
     if copies_mapped {
         pages.pass_done();
     } else {
-        pages.give_back();
+        pages.last_pass_done();
     }
     crate::timing::mark("read: place samples");
     timeline.finish(rec);

@@ -75,7 +75,7 @@ impl StackBytes {
     /// Gives the pages of the input these bytes lie in back (the end of a pass over them).
     pub fn done_reading(&self) {
         if let StackBytes::Mapped(input, _) = self {
-            input.pages().give_back();
+            input.pages().last_pass_done();
         }
     }
 }
