@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -204,18 +205,54 @@ impl UnwoundFrame {
     }
 }
 
-/// Per-thread unwind rule cache.
-pub struct UnwindCache(CacheX86_64);
+/// Per-thread unwind rule cache, shared by the process unwinders a thread serves.
+///
+/// framehop keys a cached rule by its address and the unwinder's modules generation, a u16
+/// from one global counter that every unwinder made and every module added advances. Past
+/// 65,535 of them (a system-wide recording of thousands of processes) two unwinders can
+/// share a generation, and a rule cached for one process would unwind another's code at
+/// the same address (non-PIE binaries: Go's). From then on, a cache that moves to another
+/// process unwinder starts empty.
+pub struct UnwindCache {
+    rules: CacheX86_64,
+    /// The [`ProcessUnwinder::id`] it last served (0: none).
+    serving: u64,
+}
 
 impl Default for UnwindCache {
     fn default() -> Self {
-        UnwindCache(CacheX86_64::new())
+        UnwindCache {
+            rules: CacheX86_64::new(),
+            serving: 0,
+        }
     }
 }
+
+impl UnwindCache {
+    /// Makes the cache fit to serve unwinder `id`.
+    fn serve(&mut self, id: u64) {
+        if self.serving == id {
+            return;
+        }
+        if self.serving != 0 && GENERATIONS_TAKEN.load(Ordering::Relaxed) > u16::MAX as u64 {
+            self.rules = CacheX86_64::new();
+        }
+        self.serving = id;
+    }
+}
+
+/// framehop module generations taken (one per unwinder made, one per module added): past
+/// u16::MAX, generations repeat (see [`UnwindCache`]).
+static GENERATIONS_TAKEN: AtomicU64 = AtomicU64::new(0);
+
+/// The next [`ProcessUnwinder::id`].
+static NEXT_UNWINDER: AtomicU64 = AtomicU64::new(1);
 
 /// The unwinder of one process: one module per executable mapping.
 pub struct ProcessUnwinder {
     unwinder: UnwinderX86_64<MappedBytes>,
+    /// Unique in this run, from 1: which unwinder a cache last served.
+    id: u64,
     /// Mappings whose ELF had no CFI or could not be opened (frame pointers are used there).
     pub without_cfi: Vec<PathBuf>,
     /// Where the process has code (AVMAs), sorted: each executable mapping, less what of a
@@ -236,6 +273,7 @@ pub const MAX_FRAMES: usize = 512;
 impl ProcessUnwinder {
     pub fn new(mappings: &[ExecMapping], elves: &mut ElfUnwindCache<'_>) -> ProcessUnwinder {
         let mut unwinder = UnwinderX86_64::new();
+        let mut modules = 0;
         let mut without_cfi = Vec::new();
         let mut code = Vec::new();
         for m in mappings {
@@ -275,10 +313,13 @@ impl ProcessUnwinder {
                     }),
             );
             unwinder.add_module(elf.module(&m.path.to_string_lossy(), m.start..m.end, bias));
+            modules += 1;
         }
         code.sort_unstable_by_key(|r| r.start);
+        GENERATIONS_TAKEN.fetch_add(1 + modules, Ordering::Relaxed);
         ProcessUnwinder {
             unwinder,
+            id: NEXT_UNWINDER.fetch_add(1, Ordering::Relaxed),
             without_cfi,
             code,
         }
@@ -298,6 +339,7 @@ impl ProcessUnwinder {
         stack: &[u8],
         out: &mut Vec<UnwoundFrame>,
     ) -> StackEnd {
+        cache.serve(self.id);
         let sp = regs.sp;
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(sp).ok_or(())? as usize;
@@ -307,7 +349,7 @@ impl ProcessUnwinder {
         let mut iter = self.unwinder.iter_frames(
             regs.ip,
             UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
-            &mut cache.0,
+            &mut cache.rules,
             &mut read_stack,
         );
         loop {
@@ -329,6 +371,53 @@ impl ProcessUnwinder {
                 Err(framehop::Error::CouldNotReadStack(_)) => return StackEnd::CopyTooShort,
                 Err(_) => return StackEnd::UnwindError,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// framehop's generations wrap after 65,536 unwinders and modules: a cache that served
+    /// one process unwinder must not hand its rules to another that came to share its
+    /// generation (with the guard off, one of the unwinders below hits the first's rule).
+    #[test]
+    fn a_cache_never_hands_one_unwinders_rules_to_another() {
+        let loader = Loader::new();
+        let mut elves = ElfUnwindCache::new(&loader);
+        let exe = std::env::current_exe().unwrap();
+        let elf = elves
+            .get(&exe, None)
+            .expect("the test binary's unwind data");
+        let (_, text) = elf.text.clone().expect("a .text section");
+        let start = 0x1000_0000;
+        let map = ExecMapping {
+            start,
+            end: start + elf.elf.bytes.len() as u64,
+            pgoff: 0,
+            path: exe,
+            build_id: None,
+        };
+        let regs = UserRegs {
+            ip: start + text.start as u64 + 16,
+            sp: 0x7000_0000,
+            bp: 0,
+        };
+        let stack = [0u8; 64];
+        let first = ProcessUnwinder::new(std::slice::from_ref(&map), &mut elves);
+        let mut cache = UnwindCache::default();
+        // Each unwinder below takes two generations: 65,536 of them go round the u16 twice,
+        // whatever other tests take meanwhile.
+        for k in 0..65_536 {
+            first.unwind(&mut cache, regs, &stack, &mut Vec::new());
+            let other = ProcessUnwinder::new(std::slice::from_ref(&map), &mut elves);
+            let hits = cache.rules.stats().hit_count;
+            other.unwind(&mut cache, regs, &stack, &mut Vec::new());
+            assert!(
+                cache.rules.stats().hit_count <= hits,
+                "unwinder {k} after the first used the first's cached rule"
+            );
         }
     }
 }
