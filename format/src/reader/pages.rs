@@ -75,7 +75,13 @@ impl PageBudget {
     pub fn last_pass_done(&self) {
         self.since.store(0, Ordering::Relaxed);
         let storage = self.storage.clone();
-        std::thread::spawn(move || give_back(&storage));
+        let beside = std::thread::Builder::new()
+            .name("give back".into())
+            .spawn(move || give_back(&storage));
+        // No thread to be had (a process at its limit): here, then.
+        if beside.is_err() {
+            give_back(&self.storage);
+        }
     }
 }
 
