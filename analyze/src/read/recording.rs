@@ -72,7 +72,8 @@ impl StackBytes {
         }
     }
 
-    /// Gives the pages of the input these bytes lie in back (the end of a pass over them).
+    /// Gives the pages of the input these bytes lie in back, beside the work that follows
+    /// (the end of the last pass over them).
     pub fn done_reading(&self) {
         if let StackBytes::Mapped(input, _) = self {
             input.pages().last_pass_done();

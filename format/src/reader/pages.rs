@@ -74,6 +74,9 @@ impl PageBudget {
     /// about a millisecond to unmap, a tenth of a report on it).
     pub fn last_pass_done(&self) {
         self.since.store(0, Ordering::Relaxed);
+        if !matches!(*self.storage, Storage::Mapped(_)) {
+            return;
+        }
         let storage = self.storage.clone();
         let beside = std::thread::Builder::new()
             .name("give back".into())
