@@ -98,6 +98,9 @@ pub struct Options {
     /// With [`Options::net`]: skbs of each socket followed to the device a second, each
     /// standing for those skipped before it ([`NetEvent::skbs`]); 0: every one.
     pub net_send_rate: u64,
+    /// With a [`Options::net_send_rate`]: skbs followed a second on the whole machine at
+    /// most (each CPU its share), past which they are skipped as the rate's are; 0: no cap.
+    pub net_send_cap: u64,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
@@ -133,6 +136,7 @@ impl Default for Options {
             cache: true,
             net: false,
             net_send_rate: 1000,
+            net_send_cap: 10_000,
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             aggregate: false,

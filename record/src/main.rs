@@ -130,6 +130,12 @@ struct Args {
     /// counts, bytes and the latency distribution stay whole); 0: every skb.
     #[arg(long, default_value_t = 1000, value_name = "SKBS")]
     net_send_rate: u64,
+    /// With -e net and a --net-send-rate: follow at most this many skbs a second on the
+    /// whole machine (each CPU its share), however many sockets send: the skbs past it are
+    /// counted as the rate's are; 0: no cap. It bounds the file: a net_send sample is about
+    /// 330 bytes.
+    #[arg(long, default_value_t = 10_000, value_name = "SKBS")]
+    net_send_cap: u64,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
     /// perf and analyze read the file as they read perf's. The level is attached (`-z5`,
     /// `--compression-level=5`), as perf takes it: in `record -z true`, `true` is the command.
@@ -433,6 +439,7 @@ impl Args {
             // machine: only when asked for by name.
             net: self.events.iter().any(|e| e == "net"),
             net_send_rate: self.net_send_rate,
+            net_send_cap: self.net_send_cap,
             verbose: self.verbose,
             status_line: !self.quiet,
             duration,

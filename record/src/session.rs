@@ -42,6 +42,8 @@ pub struct Config {
     pub net: bool,
     /// With `net`: skbs of each socket followed to the device a second (0: all).
     pub net_send_rate: u64,
+    /// Skbs followed a second on the whole machine at most (see bpf::Options::net_send_cap).
+    pub net_send_cap: u64,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -437,6 +439,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         cache: cfg.cache,
         net: cfg.net,
         net_send_rate: cfg.net_send_rate,
+        net_send_cap: cfg.net_send_cap,
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         aggregate: cfg.aggregate && cfg.sampling,

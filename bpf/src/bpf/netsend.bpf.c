@@ -34,6 +34,11 @@ const volatile bool netsend_enabled = true;
  * accrues with time up to the burst. */
 const volatile __u64 send_interval_ns = 0;
 const volatile __u64 send_burst_ns = 0;
+/* The machine's cap on skbs followed, each CPU's share of it: one per cap_interval_ns,
+ * from credit of up to cap_burst_ns (0: no cap). It bounds what many sockets, each within
+ * its rate, write in all; the skbs past it are skipped as the rate's are. */
+const volatile __u64 cap_interval_ns = 0;
+const volatile __u64 cap_burst_ns = 0;
 /* A kernel pointer computed as a number, readable directly (6.2). */
 extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
 
@@ -151,6 +156,42 @@ static __always_inline bool has_credit(struct send_call *c, __u64 now)
 	c->credit_ns = credit;
 	c->credit_at = now;
 	return credit >= interval;
+}
+
+/* This CPU's credit under the machine's cap. */
+struct send_cap {
+	__u64 credit_ns;
+	__u64 credit_at;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct send_cap);
+} send_cap SEC(".maps");
+
+/* Whether the machine's cap allows one more skb followed on this CPU now (and takes its
+ * credit if so). */
+static __always_inline bool cap_allows(__u64 now)
+{
+	__u64 interval = cap_interval_ns;
+	if (!interval)
+		return true;
+	__u32 zero = 0;
+	struct send_cap *k = bpf_map_lookup_elem(&send_cap, &zero);
+	if (!k)
+		return true;
+	__u64 credit = k->credit_ns + (now - k->credit_at);
+	if (credit > cap_burst_ns)
+		credit = cap_burst_ns;
+	k->credit_at = now;
+	if (credit < interval) {
+		k->credit_ns = credit;
+		return false;
+	}
+	k->credit_ns = credit - interval;
+	return true;
 }
 
 /* An skb of `len` bytes that the socket's rate skips: counted, for the next one followed. */
@@ -297,15 +338,15 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	return 0;
 }
 
-/* Whether the socket's rate lets skb `s` (of `len` bytes) reach record: if so it stands for
- * the skbs skipped before it, else it is one of them. Decided once, at the skb's first
- * net_dev_start_xmit (a refused one comes again). */
+/* Whether the socket's rate and the machine's cap let skb `s` (of `len` bytes) reach
+ * record: if so it stands for the skbs skipped before it, else it is one of them. Decided
+ * once, at the skb's first net_dev_start_xmit (a refused one comes again). */
 static __always_inline void follow_or_skip(struct send_call *c, struct send_skb *s, __u32 len,
 					   __u64 now)
 {
 	if (s->skbs || s->skip)
 		return;
-	if (!has_credit(c, now)) {
+	if (!has_credit(c, now) || !cap_allows(now)) {
 		skip(c, len);
 		s->skip = SKIPPED;
 		return;

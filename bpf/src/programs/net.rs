@@ -14,10 +14,13 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     rodata.netsend_enabled = o.net;
     rodata.socket_waits = o.net && o.off_cpu_min_ns.is_some();
     if o.net_send_rate > 0 {
-        // One skb per interval, from credit of up to a tenth of a second's skbs.
-        let interval = 1_000_000_000 / o.net_send_rate.min(1_000_000_000);
-        rodata.send_interval_ns = interval;
-        rodata.send_burst_ns = interval * (o.net_send_rate / 10).max(1);
+        (rodata.send_interval_ns, rodata.send_burst_ns) = interval_and_burst(o.net_send_rate);
+        // Each CPU follows its share of the machine's cap.
+        if o.net_send_cap > 0 {
+            let cpus = crate::perf_event::online_cpus().map_or(1, |c| c.len().max(1)) as u64;
+            (rodata.cap_interval_ns, rodata.cap_burst_ns) =
+                interval_and_burst((o.net_send_cap / cpus).max(1));
+        }
     }
     for prog in [
         &mut open.progs.on_sock_state,
@@ -36,6 +39,13 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     ] {
         prog.set_autoload(o.net);
     }
+}
+
+/// One skb per interval at `rate` a second, from credit of up to a tenth of a second's skbs:
+/// the interval and that credit, in ns.
+fn interval_and_burst(rate: u64) -> (u64, u64) {
+    let interval = 1_000_000_000 / rate.min(1_000_000_000);
+    (interval, interval * (rate / 10).max(1))
 }
 
 pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Result<(), Error> {

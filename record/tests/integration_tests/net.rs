@@ -1241,6 +1241,41 @@ fn a_fast_sender_is_followed_at_the_rate_with_every_skb_counted() {
     );
 }
 
+/// Sockets each within its rate are held to the machine's cap all together
+/// (`--net-send-cap`, each CPU its share), every skb still counted; without a cap the same
+/// sends are followed skb by skb.
+#[test]
+fn many_sockets_within_their_rate_are_held_to_the_machines_cap() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-cap");
+    let ns = Netns::new();
+    in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
+    count_data_at_the_server(&ns, &dir);
+    let (n, size) = (8, 1_000_000u64);
+    // Each socket's rate has credit for 10,000 skbs at once: all of its ~700.
+    let rate = ["-e", "net", "--net-send-rate", "100000"];
+    let capped = [&rate[..], &["--net-send-cap", "200"]].concat();
+    let (_, lines, data) = record_sends(&ns, &dir, "cap.data", &capped, n, size);
+    let t = tally(&lines, data);
+    t.assert_whole(data, n as u64 * size);
+    // 200 a second on the machine: about 10 at once on each CPU, then 100 a second each.
+    assert!(
+        (t.sends.len() as u64) * 20 < t.skbs,
+        "{} samples for {} skbs",
+        t.sends.len(),
+        t.skbs
+    );
+    let uncapped = [&rate[..], &["--net-send-cap", "0"]].concat();
+    // (The server's counter goes on from the first recording's.)
+    let (_, lines, both) = record_sends(&ns, &dir, "uncapped.data", &uncapped, n, size);
+    let t = tally(&lines, both - data);
+    t.assert_whole(both - data, n as u64 * size);
+    assert_eq!(t.sends.len() as u64, t.skbs);
+}
+
 /// The skbs a socket's rate skipped after its last followed one, the socket still open when
 /// the recording ends (`--duration`), are counted too: read from the sockets' send state
 /// at the end (a socket's close sends them otherwise).
