@@ -21,6 +21,16 @@ pub fn loader_for(input: &analyze::files::input::Input, symfs: Option<PathBuf>) 
     })
 }
 
+/// Whether a recording whose header lists `ids` as the files its samples hit may have
+/// kernel frames: it lists none (no BUILD_ID feature: nothing known), or the kernel or a
+/// module among them.
+fn kernel_may_be_hit(ids: &analyze::read::BuildIds) -> bool {
+    ids.is_empty()
+        || ids
+            .keys()
+            .any(|p| (p.starts_with('[') && p != "[vdso]") || p.contains(".ko"))
+}
+
 /// Reads the recording `select` names (the files it lists loading meanwhile) and runs
 /// `stages` on it; the recording's notes on stderr.
 pub fn with_recording<T>(
@@ -50,36 +60,38 @@ pub fn with_recording_files<T>(
     let wants_dwarf = options.inline || options.lines;
     let (rec, out) = rayon::in_place_scope(|jobs| -> anyhow::Result<_> {
         let loader = &loader;
-        let mut files_known = |ids: &analyze::read::BuildIds| {
-            if options.kernel_only || !load_files {
-                return;
-            }
-            // Files no local source has, from debuginfod (when the user named servers),
-            // before anything asks for them.
-            loader.fetch_missing(ids);
-            let mut files: Vec<(String, Vec<u8>)> =
-                ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
-            files.sort();
-            for (path, id) in files {
-                jobs.spawn(move |_| pipeline::prepare_file(loader, &path, &id, wants_dwarf));
-            }
-        };
-        // Kernel symbols take milliseconds to read even from the cache, and reading the file
-        // keeps one CPU busy: read them meanwhile (a recording without kernel frames loses
-        // nothing but that).
         let rec = std::thread::scope(|scope| {
-            if !options.user_only && load_files {
-                scope.spawn(|| {
-                    let t = std::time::Instant::now();
-                    loader.kallsyms();
-                    if analyze::timing::enabled() {
-                        eprintln!(
-                            "analyze: kernel symbols {:.1} ms (beside reading)",
-                            t.elapsed().as_secs_f64() * 1e3
-                        );
-                    }
-                });
-            }
+            let mut files_known = |ids: &analyze::read::BuildIds| {
+                // Kernel symbols take milliseconds to read even from the cache, and reading
+                // the file keeps one CPU busy: read them meanwhile, unless the files the
+                // recording lists as hit leave the kernel out (perf's, when no sample was in
+                // it: perf report reads none then). A kernel frame met anyway reads them when
+                // it is named.
+                if !options.user_only && load_files && kernel_may_be_hit(ids) {
+                    scope.spawn(|| {
+                        let t = std::time::Instant::now();
+                        loader.kallsyms();
+                        if analyze::timing::enabled() {
+                            eprintln!(
+                                "analyze: kernel symbols {:.1} ms (beside reading)",
+                                t.elapsed().as_secs_f64() * 1e3
+                            );
+                        }
+                    });
+                }
+                if options.kernel_only || !load_files {
+                    return;
+                }
+                // Files no local source has, from debuginfod (when the user named servers),
+                // before anything asks for them.
+                loader.fetch_missing(ids);
+                let mut files: Vec<(String, Vec<u8>)> =
+                    ids.iter().map(|(p, id)| (p.clone(), id.clone())).collect();
+                files.sort();
+                for (path, id) in files {
+                    jobs.spawn(move |_| pipeline::prepare_file(loader, &path, &id, wants_dwarf));
+                }
+            };
             // Off-CPU samples matched to socket waits by time are read one by one.
             let names: Vec<String> = (0..input.reader.perf_file().event_attributes().len())
                 .map(|i| input.reader.event_name(i))
@@ -187,4 +199,23 @@ fn stripped_hint(s: &Symbolized, loader: &Loader) {
 
 pub fn profile(select: &Select, lines: bool) -> anyhow::Result<Profile> {
     Ok(aggregate::aggregate(symbolized(select, false, lines)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_may_be_hit;
+
+    #[test]
+    fn kernel_symbols_are_read_ahead_unless_the_files_hit_leave_the_kernel_out() {
+        let ids = |paths: &[&str]| paths.iter().map(|p| (p.to_string(), vec![1])).collect();
+        assert!(kernel_may_be_hit(&ids(&[])));
+        assert!(kernel_may_be_hit(&ids(&[
+            "/usr/bin/x",
+            "[kernel.kallsyms]"
+        ])));
+        assert!(kernel_may_be_hit(&ids(&[
+            "/lib/modules/6.1.0/kernel/net/netfilter/nf_tables.ko.xz"
+        ])));
+        assert!(!kernel_may_be_hit(&ids(&["/usr/bin/x", "[vdso]"])));
+    }
 }
