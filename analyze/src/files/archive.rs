@@ -36,6 +36,8 @@ pub struct Archive {
     files: HashMap<String, Arc<[u8]>>,
     /// Build id (hex) -> its directory (`usr/bin/tar/7e68...`).
     by_build_id: HashMap<String, String>,
+    /// Original path -> build id, from the MANIFEST ([`listed_build_ids`]).
+    listed: HashMap<String, Vec<u8>>,
 }
 
 /// Whether `path` is an archive (a zstd stream) rather than a perf.data file.
@@ -87,10 +89,14 @@ impl Archive {
         if !files.contains_key(PERF_DATA) {
             return Err(at(&"an archive without perf.data"));
         }
+        let listed = files
+            .get(MANIFEST)
+            .map_or_else(HashMap::new, |m| listed_build_ids(m));
         Ok(Archive {
             path: path.to_path_buf(),
             files,
             by_build_id,
+            listed,
         })
     }
 
@@ -131,6 +137,28 @@ impl Archive {
     pub fn manifest(&self) -> Option<&[u8]> {
         self.files.get(MANIFEST).map(|b| &b[..])
     }
+
+    /// The build id the MANIFEST gives the binary archived from `path`.
+    pub fn listed_build_id(&self, path: &str) -> Option<&[u8]> {
+        self.listed.get(path).map(Vec::as_slice)
+    }
+}
+
+/// The build ids a MANIFEST gives binaries by their original paths (`elf` lines). A recording
+/// lists only the files its samples' own addresses hit (perf's BUILD_ID feature): libc and
+/// the others met only in call chains have none there, and were archived by the build id the
+/// file had when the archive was made. Lines that are not whole are passed over.
+pub fn listed_build_ids(manifest: &[u8]) -> HashMap<String, Vec<u8>> {
+    let text = String::from_utf8_lossy(manifest);
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.splitn(5, '\t');
+            let (id, kind, path) = (f.next()?, f.next()?, f.nth(2)?);
+            (kind == "elf" && path.starts_with('/')).then_some(())?;
+            Some((path.to_string(), super::unhex(id)?))
+        })
+        .collect()
 }
 
 /// `usr/bin/tar/7e68.../elf` -> (`usr/bin/tar/7e68...`, `7e68...`).
@@ -152,4 +180,29 @@ pub fn build_id_link(path: &str, id: &str) -> (String, String) {
         format!(".build-id/{}/{}", &id[..2], &id[2..]),
         format!("../../{}", cache_dir(path, id)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifest_lists_binaries_by_path_and_passes_over_what_is_not_whole() {
+        let manifest = b"# bpfperf archive: build id, kind, size, bytes kept, original path\n\
+            93ac61ec\telf\t1926232\t321603\t/usr/lib/x86_64-linux-gnu/libc.so.6\n\
+            93ac61ec\tdebug\t4166896\t774657\t/root/.debug/libc.so.6/93ac61ec/debug\n\
+            e0251283\telf\t8192\t3852\t[vdso]\n\
+            48dc540c\tkallsyms\t5413828\t5629\t[kernel.kallsyms]\n\
+            abc\telf\t1\t1\t/odd/digits\n\
+            zz11\telf\t1\t1\t/not/hex\n\
+            1234\telf\t1\n\
+            0102\telf\t1\t1\t/with\ttab\n";
+        let listed = listed_build_ids(manifest);
+        assert_eq!(
+            listed.get("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            Some(&vec![0x93, 0xac, 0x61, 0xec])
+        );
+        assert_eq!(listed.get("/with\ttab"), Some(&vec![1, 2]));
+        assert_eq!(listed.len(), 2, "{listed:?}");
+    }
 }

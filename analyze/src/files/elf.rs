@@ -224,6 +224,17 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// [`hex`] read back: `None` for anything but an even number of hex digits.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// Whether a build id from the recording matches a file's. perf pads build ids to 20 bytes
 /// with zeros, so a shorter real id (e.g. 16-byte md5 ids) is compared by prefix.
 pub fn build_ids_match(recorded: &[u8], file: &[u8]) -> bool {

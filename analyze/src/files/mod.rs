@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use elf::{build_ids_match, eh_frame_hdr_fits, hex, Bytes, Derived, ElfData, Segment};
+pub use elf::{build_ids_match, eh_frame_hdr_fits, hex, unhex, Bytes, Derived, ElfData, Segment};
 use elf::{map_file, read_regular, vdso_image};
 pub use jit::JitMap;
 pub use kallsyms::Kallsyms;
@@ -35,7 +35,9 @@ type Cached<T> = Mutex<HashMap<String, Option<Arc<T>>>>;
 /// build id, in order: the archive being read, `--symfs`, perf's build-id caches, the
 /// original path (if its build id matches), a debuginfod server; for its symbols and DWARF,
 /// its separate debug file: the archive, the build-id caches, `/usr/lib/debug/.build-id`,
-/// `.gnu_debuglink`, debuginfod. A file with another build id is never used.
+/// `.gnu_debuglink`, debuginfod. A file with another build id is never used. The build id is
+/// the recording's, else the one an archive's MANIFEST lists for the path (files met only in
+/// call chains, which perf's recordings give none).
 #[derive(Default)]
 pub struct Sources {
     pub archive: Option<Arc<archive::Archive>>,
@@ -49,6 +51,8 @@ pub struct Sources {
     /// Kernel symbols from this file (`/proc/kallsyms` text) instead of the running kernel's
     /// (`$BPFPERF_KALLSYMS`).
     pub kallsyms: Option<PathBuf>,
+    /// The MANIFESTs of the build-id caches that are unpacked archives, read once.
+    pub cache_manifests: std::sync::OnceLock<HashMap<String, Vec<u8>>>,
 }
 
 impl Sources {
@@ -67,6 +71,29 @@ impl Sources {
             kallsyms: std::env::var_os("BPFPERF_KALLSYMS").map(PathBuf::from),
             ..Default::default()
         }
+    }
+}
+
+impl Sources {
+    /// The build id an archive lists for the binary at `path` that the recording gives none
+    /// (see [`archive::listed_build_ids`]): the archive's MANIFEST, then those of the build-id
+    /// caches (an archive unpacked as one keeps its MANIFEST at the top).
+    fn listed_build_id(&self, path: &str) -> Option<Vec<u8>> {
+        if let Some(id) = self.archive.as_ref().and_then(|a| a.listed_build_id(path)) {
+            return Some(id.to_vec());
+        }
+        self.cache_manifests
+            .get_or_init(|| {
+                let mut listed = HashMap::new();
+                for dir in self.buildid_dirs.iter().rev() {
+                    if let Ok(m) = std::fs::read(dir.join(archive::MANIFEST)) {
+                        listed.extend(archive::listed_build_ids(&m));
+                    }
+                }
+                listed
+            })
+            .get(path)
+            .cloned()
     }
 }
 
@@ -204,6 +231,11 @@ impl Loader {
         expected: Option<&[u8]>,
         search: Search,
     ) -> Result<(ElfData, String), Option<String>> {
+        let listed = match expected {
+            None => self.sources.listed_build_id(name),
+            Some(_) => None,
+        };
+        let expected = expected.or(listed.as_deref());
         let matches = |elf: &ElfData| match (expected, elf.build_id.as_deref()) {
             (Some(want), Some(have)) => build_ids_match(want, have),
             _ => true,

@@ -81,12 +81,7 @@ impl FileSummary {
             .build_ids
             .iter()
             .filter(|(_, path)| path.starts_with('/') || path == "[vdso]")
-            .map(|(id, path)| {
-                let bytes: Vec<u8> = (0..id.len() / 2)
-                    .filter_map(|i| u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok())
-                    .collect();
-                (path.clone(), bytes)
-            })
+            .map(|(id, path)| (path.clone(), crate::files::unhex(id).unwrap_or_default()))
             .collect();
         // What debuginfod has (when the user named servers): missing files, and the debug
         // files of stripped ones.

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::common::{analyze_env, can_record, fixture, record_ours, record_ours_env, Tmp};
+use crate::common::{
+    analyze_env, can_record, fixture, perf_ok, perf_record, record_ours, record_ours_env, Tmp,
+};
 use crate::folded::parse_folded;
 
 /// `analyze ARGS` with `env`; its standard output and standard error, asserting success.
@@ -171,6 +173,94 @@ fn symfs_finds_a_binary_moved_under_another_root() {
         &[],
     );
     assert_eq!(parse_folded(&text), parse_folded(&on_cpu));
+}
+
+/// libc as this machine has it, and another library with other symbols to stand at its path.
+const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+const NOT_LIBC: &str = "/usr/lib/x86_64-linux-gnu/libm.so.6";
+
+/// perf's recordings list only the files their samples' own addresses hit: libc met only in
+/// unwound call chains has no build id in them. The archive holds it by the build id it had
+/// when archived; read on a machine whose libc is another (here: another library at libc's
+/// path under --symfs), the archive's libc must name its frames, in place and unpacked as a
+/// build-id cache, where the other file was used before.
+#[test]
+fn an_archive_names_libc_frames_the_recording_lists_no_build_id_for() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("archive-unlisted");
+    let file = dir.0.join("dwarf.data");
+    // A sample whose own address is in libc lists it: record again (rare: start and exit).
+    let listed = |file: &Path| {
+        let out = Command::new("perf")
+            .args(["buildid-list", "-i"])
+            .arg(file)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
+    };
+    for _ in 0..3 {
+        let busy = fixture("busy-nofp");
+        perf_record(
+            &file,
+            &["-F", "999", "--call-graph", "dwarf"],
+            &busy,
+            &["0.5", "1"],
+        );
+        if !listed(&file) {
+            break;
+        }
+    }
+    assert!(!listed(&file), "libc listed in three recordings' build ids");
+    let here = folded(&file, "cpu", &[]);
+    assert!(here.contains(";start_thread;"), "{here}");
+
+    let archive = dir.0.join("dwarf.tar.zst");
+    archive_of(&file, &archive, &[]);
+    let elsewhere = dir.0.join("elsewhere");
+    let at = elsewhere.join(LIBC.trim_start_matches('/'));
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::fs::copy(NOT_LIBC, &at).unwrap();
+    let symfs = elsewhere.to_str().unwrap();
+    let (in_place, err) = run(
+        &[
+            "report",
+            "--folded",
+            "--symfs",
+            symfs,
+            "-i",
+            archive.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(parse_folded(&in_place), parse_folded(&here), "{err}");
+
+    let unpacked = dir.0.join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let st = Command::new("tar")
+        .args(["--zstd", "-xf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked)
+        .status()
+        .unwrap();
+    assert!(st.success(), "tar --zstd -xf");
+    let cache = unpacked.to_str().unwrap();
+    let recording = unpacked.join("perf.data");
+    let (as_cache, err) = run(
+        &[
+            "report",
+            "--folded",
+            "--symfs",
+            symfs,
+            "-i",
+            recording.to_str().unwrap(),
+        ],
+        &[("PERF_BUILDID_DIR", cache)],
+    );
+    assert_eq!(parse_folded(&as_cache), parse_folded(&here), "{err}");
 }
 
 /// A TCP port nothing listens on now.

@@ -578,9 +578,7 @@ fn attach_files(
 /// A GNU build id as a Breakpad debug id: the first 16 bytes as a little-endian GUID, then
 /// the age (0), upper-case hex, as the Profiler and symbol servers spell Linux ids.
 fn breakpad_id(build_id_hex: &str) -> String {
-    let bytes: Vec<u8> = (0..build_id_hex.len() / 2)
-        .filter_map(|i| u8::from_str_radix(build_id_hex.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect();
+    let bytes = crate::files::unhex(build_id_hex).unwrap_or_default();
     if bytes.len() < 16 {
         return String::new();
     }
