@@ -83,6 +83,29 @@ pub(super) fn prefetch(file: &ElfData) {
     store(file);
 }
 
+/// The most a debug file's compressed DWARF may inflate to for a lookup that did not ask for
+/// it early to inflate it whole and cache it (libc's: 8.6 MB). Larger files (a compiler's
+/// hundreds of MB) inflate only the units the lookups need, each run.
+const CACHE_WHOLE_MAX: usize = 64 << 20;
+
+/// Whether the lookups in `file` should inflate its DWARF whole and cache it rather than
+/// inflate only the units they need: the recording did not list it (perf lists only the files
+/// its samples' own addresses hit, not libc met in unwound call chains), yet each later run
+/// would inflate the same units again. Files with a build id (the cache's key) whose
+/// compressed sections inflate to at most [`CACHE_WHOLE_MAX`].
+fn worth_caching(file: &ElfData, obj: &object::File<'_>) -> bool {
+    if file.build_id.is_none() {
+        return false;
+    }
+    let mut total = 0usize;
+    for id in ALL {
+        if let Section::Zlib { size, .. } = Section::open(obj, id) {
+            total = total.saturating_add(size);
+        }
+    }
+    total > 0 && total <= CACHE_WHOLE_MAX
+}
+
 /// The compressed sections of `file` inflated, from the cache, if it holds exactly those, each
 /// as long as the file's compression header says.
 fn cached(file: &ElfData) -> Option<&DwarfCache> {
@@ -201,6 +224,11 @@ impl<'a> Loaded<'a> {
             .requested
             .load(Ordering::Acquire);
         if requested || cached(file).is_some() {
+            return Some(Loaded::from_whole(file, &obj, svmas));
+        }
+        if worth_caching(file, &obj) {
+            // Inflated whole once, and mapped from the cache by every later run.
+            prefetch(file);
             return Some(Loaded::from_whole(file, &obj, svmas));
         }
         let aranges = Section::open(&obj, gimli::SectionId::DebugAranges).full();

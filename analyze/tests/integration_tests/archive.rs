@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::common::{
-    analyze_env, can_record, fixture, perf_ok, perf_record, record_ours, record_ours_env, Tmp,
+    analyze_env, can_record, fixture, perf_ok, perf_record_libc_unlisted, record_ours,
+    record_ours_env, Tmp,
 };
 use crate::folded::parse_folded;
 
@@ -191,29 +192,7 @@ fn an_archive_names_libc_frames_the_recording_lists_no_build_id_for() {
     }
     let dir = Tmp::new("archive-unlisted");
     let file = dir.0.join("dwarf.data");
-    // A sample whose own address is in libc lists it: record again (rare: start and exit).
-    let listed = |file: &Path| {
-        let out = Command::new("perf")
-            .args(["buildid-list", "-i"])
-            .arg(file)
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
-    };
-    for _ in 0..3 {
-        let busy = fixture("busy-nofp");
-        perf_record(
-            &file,
-            &["-F", "999", "--call-graph", "dwarf"],
-            &busy,
-            &["0.5", "1"],
-        );
-        if !listed(&file) {
-            break;
-        }
-    }
-    assert!(!listed(&file), "libc listed in three recordings' build ids");
+    perf_record_libc_unlisted(&file);
     let here = folded(&file, "cpu", &[]);
     assert!(here.contains(";start_thread;"), "{here}");
 

@@ -126,6 +126,35 @@ pub fn perf_record(file: &Path, perf_args: &[&str], program: &Path, args: &[&str
     assert!(st.success(), "perf record {perf_args:?} failed");
 }
 
+/// Records busy-nofp's threads with `perf record --call-graph dwarf` into `file` until its
+/// build-id list leaves libc out, as most such recordings do: perf lists only the files its
+/// samples' own addresses hit, and libc is met only in unwound call chains (`start_thread`)
+/// unless a sample lands in it at start or exit (then it records again, three times at most).
+pub fn perf_record_libc_unlisted(file: &Path) {
+    let listed = |file: &Path| {
+        let out = Command::new("perf")
+            .args(["buildid-list", "-i"])
+            .arg(file)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
+    };
+    for _ in 0..3 {
+        let busy = fixture("busy-nofp");
+        perf_record(
+            file,
+            &["-F", "999", "--call-graph", "dwarf"],
+            &busy,
+            &["0.5", "1"],
+        );
+        if !listed(file) {
+            return;
+        }
+    }
+    panic!("libc listed in three recordings' build ids");
+}
+
 /// `record`, built beside analyze by the workspace build (scripts/test builds every target).
 pub fn record_bin() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_analyze")).with_file_name("record")

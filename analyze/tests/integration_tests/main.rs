@@ -7,6 +7,7 @@ mod common;
 mod damaged;
 mod diff;
 mod dwarf;
+mod dwarf_cache;
 mod errors;
 mod export;
 mod fidelity;
