@@ -280,6 +280,18 @@ impl Loader {
             {
                 return Ok((found, "archive".into()));
             }
+            // perf's build-id cache keeps it as `vdso`, an unpacked archive as `elf`.
+            let cached = id.into_iter().flat_map(|id| {
+                self.sources.buildid_dirs.iter().flat_map(move |dir| {
+                    let at = dir.join(archive::cache_dir(name, id));
+                    ["vdso", "elf"].map(|file| (at.join(file), dir))
+                })
+            });
+            for (at, dir) in cached {
+                if let Some(found) = try_path(&at, &format!("build-id cache {}", dir.display())) {
+                    return Ok(found);
+                }
+            }
             let vdso = vdso_image().and_then(|b| ElfData::parse(name.into(), Bytes::Owned(b)));
             return match vdso {
                 Ok(elf) if matches(&elf) => Ok((elf, "this process".into())),
@@ -618,6 +630,32 @@ mod tests {
                 .any(|p| p.contains("libfifo.so: not a regular file")),
             "{problems:?}"
         );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A recording of another machine's vdso: from a build-id cache (perf's names it `vdso`),
+    /// not this process's, whose build id differs.
+    #[test]
+    fn another_machines_vdso_comes_from_the_build_id_cache() {
+        let ours = std::env::current_exe().unwrap();
+        let bytes = std::fs::read(&ours).unwrap();
+        let id = ElfData::parse("x".into(), Bytes::Owned(bytes.clone()))
+            .unwrap()
+            .build_id
+            .expect("the test binary has a build id");
+        let dir = std::env::temp_dir().join(format!("bpfperf-vdso-{}", std::process::id()));
+        let at = dir.join("[vdso]").join(hex(&id));
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join("vdso"), &bytes).unwrap();
+        let without = Loader::with_sources(Default::default());
+        assert!(without.elf("[vdso]", Some(&id)).is_none());
+        let l = Loader::with_sources(Sources {
+            buildid_dirs: vec![dir.clone()],
+            ..Default::default()
+        });
+        let v = l.elf("[vdso]", Some(&id)).expect("from the build-id cache");
+        assert_eq!(v.build_id.as_deref(), Some(&id[..]));
+        assert!(l.served()["[vdso]"].starts_with("build-id cache"));
         std::fs::remove_dir_all(&dir).ok();
     }
 
