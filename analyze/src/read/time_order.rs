@@ -19,11 +19,45 @@ const MOVES_PER_RECORD: usize = 8;
 /// The most records the merge buffers (the shorter side of a merge); longer: a sort.
 const MAX_BUFFERED: usize = 1 << 16;
 
-/// Puts `timed` in (time, place) order.
+/// Records a part holds at least: below that, one thread merges faster than several start.
+const MIN_PART: usize = 1 << 14;
+
+/// Puts `timed` in (time, place) order: cut into a part per thread, each part's runs merged on
+/// its own thread, then each part merged into the ordered parts before it, which it overlaps
+/// only near the seam as runs overlap only the runs just before them.
 pub(super) fn put_in_time_order(timed: &mut [Timed]) {
-    if !merge_runs(timed) {
+    put_in_time_order_in(timed, rayon::current_num_threads());
+}
+
+fn put_in_time_order_in(timed: &mut [Timed], parts: usize) {
+    let part = timed.len().div_ceil(parts.max(1)).max(MIN_PART);
+    let merged = if timed.len() > part {
+        let each: Vec<bool> = timed.par_chunks_mut(part).map(merge_runs).collect();
+        each.iter().all(|&m| m) && merge_seams(timed, part)
+    } else {
+        merge_runs(timed)
+    };
+    if !merged {
         timed.par_sort_unstable();
     }
+}
+
+/// Merges each `part`-long part of `timed`, in order, into the ordered parts before it;
+/// `false` where one would buffer more than [`MAX_BUFFERED`] (parts reaching far back).
+fn merge_seams(timed: &mut [Timed], part: usize) -> bool {
+    let mut buffer: Vec<Timed> = Vec::new();
+    let mut seam = part;
+    while seam < timed.len() {
+        let end = (seam + part).min(timed.len());
+        let first = timed[seam];
+        let from = timed[..seam].partition_point(|t| *t < first);
+        if (seam - from).min(end - seam) > MAX_BUFFERED {
+            return false;
+        }
+        merge_adjacent(&mut timed[from..end], seam - from, &mut buffer);
+        seam = end;
+    }
+    true
 }
 
 /// Merges each run of `timed` into the ordered records before it; `false` (the records
@@ -198,6 +232,30 @@ mod tests {
         let timed: Vec<Timed> = (0..2 * n).map(|i| ((i + n) % (2 * n), i)).collect();
         assert!(!merge_runs(&mut timed.clone()));
         assert_eq!(in_time_order(timed.clone()), sorted(timed));
+    }
+
+    /// Parts merged on their own and then at their seams give the order one merge gives,
+    /// for any number of parts, also where the parts' runs reach back past a seam.
+    #[test]
+    fn parts_merged_apart_then_at_their_seams_are_in_time_order() {
+        let mut rng = Rng(0x2545f4914f6cdd1d);
+        for parts in [2, 3, 7, 16, 64] {
+            for timed in [
+                as_perf_writes(2, 100_000, &mut rng),
+                as_perf_writes(16, 100_000, &mut rng),
+                drifting(4, 100_000, &mut rng),
+            ] {
+                let mut got = timed.clone();
+                put_in_time_order_in(&mut got, parts);
+                assert_eq!(got, sorted(timed), "{parts} parts");
+            }
+        }
+        // A record far in the future early on: every seam reaches back to it.
+        let mut timed: Vec<Timed> = (0..100_000).map(|i| (i, i)).collect();
+        timed[10].0 = u64::MAX;
+        let mut got = timed.clone();
+        put_in_time_order_in(&mut got, 8);
+        assert_eq!(got, sorted(timed));
     }
 
     #[test]
