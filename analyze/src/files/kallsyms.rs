@@ -108,9 +108,25 @@ impl Kallsyms {
         // symbol the room up to the next one, then prefers the alias with room); a symbol
         // over an end.
         syms.sort_by_key(|s| (s.0, s.1));
+        // `_text` and `_stext` name where the kernel's text starts, which a later boot's
+        // shift is found by ([`Kallsyms::shift`]), and which an archive's subset must keep;
+        // newer kernels (this machine's 6.18) list `__pi__text` after them at one address, which the
+        // rule above keeps. They stay too, just before it: lookups find the last entry at an
+        // address, [`Kallsyms::address_of`] finds them.
+        let starts: Vec<(u64, usize, &str)> = syms
+            .iter()
+            .filter(|s| matches!(s.2, "_text" | "_stext"))
+            .copied()
+            .collect();
         syms.reverse();
         syms.dedup_by_key(|s| s.0);
         syms.reverse();
+        for start in starts {
+            if !syms.contains(&start) {
+                let at = syms.partition_point(|s| s.0 < start.0);
+                syms.insert(at, start);
+            }
+        }
         let mut names = String::with_capacity(text.len() / 2);
         let mut table = Vec::with_capacity(HEADER + syms.len() * ENTRY + text.len() / 2);
         table.extend_from_slice(&(syms.len() as u64).to_le_bytes());
@@ -269,6 +285,37 @@ ffffffffc0200000 t other_func [other_module]
             whole.lookup(0xffff_ffff_c010_0204),
             Some(("mod_other", 0xffff_ffff_c010_0200))
         );
+    }
+
+    /// Newer kernels (6.18 here) list `__pi__text` after `_stext` and `_text` at one address: the
+    /// lookup there names it, as perf does, and `_text` is still found for a later boot's
+    /// shift, also in an archive's subset.
+    #[test]
+    fn text_start_aliases_keep_text_for_the_shift() {
+        let text = "\
+ffffffff81000000 T _stext
+ffffffff81000000 T _text
+ffffffff81000000 T __pi__text
+ffffffff81000100 T start_kernel
+ffffffff81200000 T _etext
+";
+        let k = Kallsyms::parse(text).unwrap();
+        assert_eq!(k.address_of("_text"), Some(0xffff_ffff_8100_0000));
+        assert_eq!(k.address_of("_stext"), Some(0xffff_ffff_8100_0000));
+        assert_eq!(
+            k.lookup(0xffff_ffff_8100_0010),
+            Some(("__pi__text", 0xffff_ffff_8100_0000))
+        );
+        assert_eq!(
+            k.lookup(0xffff_ffff_8100_0110),
+            Some(("start_kernel", 0xffff_ffff_8100_0100))
+        );
+        // Recorded at _text = 0xffffffff81000000, now at 0xffffffff9a000000.
+        let later = Kallsyms::parse(&text.replace("ffffffff81", "ffffffff9a")).unwrap();
+        let shift = later.shift(Some(("[kernel.kallsyms]_text", 0xffff_ffff_8100_0000)));
+        assert_eq!(shift, 0x1900_0000);
+        let subset = Kallsyms::parse(&k.subset_text([0xffff_ffff_8100_0110])).unwrap();
+        assert_eq!(subset.address_of("_text"), Some(0xffff_ffff_8100_0000));
     }
 
     #[test]

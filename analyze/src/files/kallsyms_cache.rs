@@ -17,8 +17,9 @@ use super::elf::Bytes;
 use super::kallsyms::Kallsyms;
 
 /// Version 2: the table holds ends (entries without a name) where code of another kind
-/// begins; a version 1 table, without them, is built again.
-const MAGIC: &[u8; 8] = b"BPKSYMS2";
+/// begins; version 3: `_text` and `_stext` where another alias shares their address. Older
+/// tables are built again.
+const MAGIC: &[u8; 8] = b"BPKSYMS3";
 
 /// Where the cache lives, if a directory is known.
 pub(super) fn dir() -> Option<PathBuf> {
