@@ -156,7 +156,7 @@ pub fn listed_build_ids(manifest: &[u8]) -> HashMap<String, Vec<u8>> {
             let mut f = l.splitn(5, '\t');
             let (id, kind, path) = (f.next()?, f.next()?, f.nth(2)?);
             (kind == "elf" && path.starts_with('/')).then_some(())?;
-            Some((path.to_string(), super::unhex(id)?))
+            Some((path.to_string(), super::elf::unhex(id)?))
         })
         .collect()
 }
