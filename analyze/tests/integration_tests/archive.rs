@@ -31,6 +31,20 @@ fn archive_of(input: &Path, output: &Path, env: &[(&str, &str)]) -> String {
     run(&["archive", "-i", input, "-o", output], env).0
 }
 
+/// `archive` unpacked (tar --zstd) into the new directory `into`; `into`.
+fn unpack(archive: &Path, into: &Path) -> PathBuf {
+    std::fs::create_dir(into).unwrap();
+    let st = Command::new("tar")
+        .args(["--zstd", "-xf"])
+        .arg(archive)
+        .arg("-C")
+        .arg(into)
+        .status()
+        .unwrap();
+    assert!(st.success(), "tar --zstd -xf");
+    into.to_path_buf()
+}
+
 /// Kernel symbols pointed away from /proc/kallsyms (and its cache).
 const NO_KALLSYMS: (&str, &str) = ("BPFPERF_KALLSYMS", "/nonexistent/kallsyms");
 
@@ -121,16 +135,7 @@ fn an_archive_resolves_deleted_and_rebuilt_programs_and_the_kernel() {
     assert!(line.contains("(archive "), "{line}");
 
     // perf reads the unpacked archive as a build-id cache.
-    let unpacked = dir.0.join("unpacked");
-    std::fs::create_dir(&unpacked).unwrap();
-    let st = Command::new("tar")
-        .args(["--zstd", "-xf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .status()
-        .unwrap();
-    assert!(st.success(), "tar --zstd -xf");
+    let unpacked = unpack(&archive, &dir.0.join("unpacked"));
     let perf = Command::new("perf")
         .arg("--buildid-dir")
         .arg(&unpacked)
@@ -216,16 +221,7 @@ fn an_archive_names_libc_frames_the_recording_lists_no_build_id_for() {
     );
     assert_eq!(parse_folded(&in_place), parse_folded(&here), "{err}");
 
-    let unpacked = dir.0.join("unpacked");
-    std::fs::create_dir(&unpacked).unwrap();
-    let st = Command::new("tar")
-        .args(["--zstd", "-xf"])
-        .arg(&archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .status()
-        .unwrap();
-    assert!(st.success(), "tar --zstd -xf");
+    let unpacked = unpack(&archive, &dir.0.join("unpacked"));
     let cache = unpacked.to_str().unwrap();
     let recording = unpacked.join("perf.data");
     let (as_cache, err) = run(

@@ -5,26 +5,20 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use crate::archive::build_id_of;
-use crate::common::{have, perf_ok, perf_record_libc_unlisted, Tmp};
+use crate::common::{analyze_env, have, perf_ok, perf_record_libc_unlisted, Tmp};
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 fn report(file: &Path, cache: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyze"))
-        .args(["report", "--folded", "--sort", "srcline", "-i"])
-        .arg(file)
-        .env("BPFPERF_CACHE_DIR", cache)
-        .env_remove("DEBUGINFOD_URLS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (file, cache) = (file.to_str().unwrap(), cache.to_str().unwrap());
+    let out = analyze_env(
+        &["report", "--folded", "--sort", "srcline", "-i", file],
+        &[("BPFPERF_CACHE_DIR", cache)],
     );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
     String::from_utf8(out.stdout).unwrap()
 }
 
