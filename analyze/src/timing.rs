@@ -1,12 +1,30 @@
 //! Phase timings on stderr when `BPFPERF_TIMING` is set (for finding what does not scale):
-//! `mark("name")` prints the milliseconds since the previous mark of this run, and the
-//! process's resident memory then: anonymous (what analyze allocated), file-backed (the
-//! recording's pages mapped in) and the peak so far.
+//! `mark("name")` prints the milliseconds since the previous mark of this run, the CPU time
+//! all threads spent meanwhile and how many CPUs that kept busy on average (a phase at 1.0
+//! on a machine of many ran on one; threads working beside the phases, such as the one
+//! giving the input's pages back, count in the phase they overlap), and the process's
+//! resident memory then: anonymous
+//! (what analyze allocated), file-backed (the recording's pages mapped in) and the peak so
+//! far.
 
 use std::sync::Mutex;
 use std::time::Instant;
 
-static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+/// The previous mark: when, and the process's CPU time then.
+static LAST: Mutex<Option<(Instant, f64)>> = Mutex::new(None);
+
+/// The CPU time of all the process's threads so far, in milliseconds.
+fn cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write; the clock id is a constant the kernel knows.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } != 0 {
+        return 0.0;
+    }
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+}
 
 /// Whether `BPFPERF_TIMING` is set.
 pub fn enabled() -> bool {
@@ -19,16 +37,18 @@ pub fn mark(phase: &str) {
     if !enabled() {
         return;
     }
-    let now = Instant::now();
+    let (now, cpu) = (Instant::now(), cpu_ms());
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = *last {
+    if let Some((t, was)) = *last {
+        let wall = now.duration_since(t).as_secs_f64() * 1e3;
         eprintln!(
-            "analyze: {:>7.1} ms  {phase:<28} {}",
-            now.duration_since(t).as_secs_f64() * 1e3,
+            "analyze: {wall:>7.1} ms  {phase:<28} cpu {:>6.1} ms ({:>4.1} CPUs)  {}",
+            cpu - was,
+            (cpu - was) / wall.max(1e-3),
             resident()
         );
     }
-    *last = Some(now);
+    *last = Some((now, cpu));
 }
 
 /// `anon N MiB, file N MiB, peak N MiB` from /proc/self/status (empty where it cannot be read).
