@@ -11,7 +11,7 @@ use hashbrown::HashTable;
 use rayon::prelude::*;
 use rustc_hash::FxHasher;
 
-use crate::read::{RawSample, Weighed};
+use crate::read::{RawSample, StackBytes, Weighed};
 use crate::unwind::{StackEnd, UnwindCache, Unwinder, UnwoundStack};
 
 /// Samples unwound by one task, of `n`, grouped among themselves before the batch merges: a
@@ -164,7 +164,7 @@ pub(super) fn unwind_grouped<'r>(
                 let mut groups = Groups::default();
                 let mut ends = BTreeMap::new();
                 for (k, (s, weight)) in chunk.iter().enumerate() {
-                    let stack = unwind_one(unwinder, cache, s);
+                    let stack = unwinder.unwind(cache, s);
                     if let Some(end) = stack.end {
                         *ends.entry(end).or_insert(0) += 1;
                     }
@@ -181,6 +181,9 @@ pub(super) fn unwind_grouped<'r>(
                     };
                     groups.add(&samples, group);
                 }
+                // The task's stack copies given back as it ends: a task per thread mapped.
+                let copies = chunk.iter().filter_map(|(s, _)| s.stack_copy.as_ref());
+                StackBytes::done_with(copies.map(|c| &c.bytes));
                 each(chunk.len() as u64);
                 (groups, ends)
             })

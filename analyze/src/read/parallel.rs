@@ -118,25 +118,40 @@ pub(super) fn takes(file: &PerfFile) -> bool {
     Events::of(file).is_some()
 }
 
-/// Bytes of the input the walk goes through between two givings back of its pages.
-const WALK_PAGES: u64 = 32 << 20;
-
-/// Records (or samples) per chunk of a parallel pass; each chunk tells the page budget how
-/// many bytes of the input it went through.
+/// Records (or samples) per chunk of a parallel pass; the pages a chunk leaves behind are
+/// given back as the next begins.
 const CHUNK: usize = 4096;
 
 /// Chunks of a pass over records that may lie far apart (the samples a merge kept).
 const SPARSE_CHUNK: usize = 256;
 
-/// The bytes of the input from the first to the last header of the records whose places
-/// are `places` (found from the places alone: the records' bytes are not touched): about what
-/// reading them touches (sparse records touch less).
-fn span(places: impl Iterator<Item = u64>) -> u64 {
-    let (start, end) = places.fold((usize::MAX, 0), |(s, e), p| {
-        let at = walk::offset(p);
-        (s.min(at), e.max(at + 8))
-    });
-    end.saturating_sub(start) as u64
+/// Where a pass over records in time order is in the input, for giving back the pages it
+/// is done with: those below the first record (in the file) of the chunk it begins. Time
+/// order interleaves the records of perf's per-CPU buffers, so a chunk reaches back a little
+/// into the stretch the chunk before read, not further (where it does, the pages are mapped
+/// again). Each run of chunks (one task's) keeps its own mark, from its first chunk on.
+#[derive(Default)]
+struct LowWater(Option<usize>);
+
+impl LowWater {
+    /// A chunk whose records are at `places` begins: the pages between the mark and its
+    /// first record are given back, and the mark moves there.
+    fn chunk_begins(
+        &mut self,
+        pages: &format::PageBudget,
+        bytes: &[u8],
+        places: impl Iterator<Item = u64>,
+    ) {
+        let Some(first) = places.map(walk::offset).min() else {
+            return;
+        };
+        match self.0 {
+            Some(low) if low < first => pages.done_with([&bytes[low..first]]),
+            Some(_) => return,
+            None => {}
+        }
+        self.0 = Some(first);
+    }
 }
 
 /// Samples per chunk of the merge, of `n` samples: each chunk merges its own, then the
@@ -274,9 +289,7 @@ pub(super) fn read(
         let time = get_record_timestamp::<LE>(kind, RawData::Single(data), &events.parse[attr])?;
         Some((time, attr as u32))
     };
-    // The walk gives the input's pages back every 32 MB, half the budget: the records it
-    // keeps grow meanwhile.
-    let went_through = |n: u64| pages.went_through_within(n, WALK_PAGES);
+    let went_through = |walked: &[u8]| pages.done_with([walked]);
     let Some(mut timed) = walk::walk(bytes, &went_through, &time_of) else {
         return false;
     };
@@ -373,11 +386,14 @@ pub(super) fn read(
                 .count();
             let mut kept = Merger::with_capacity(alone);
             let mut key = Vec::new();
+            let mut low = LowWater::default();
             for (k, &(r, version)) in chunk.iter().enumerate() {
                 let attr = walk::attr(r);
-                if k % CHUNK == 0 {
-                    let next = chunk[k..].iter().take(CHUNK);
-                    pages.went_through(span(next.map(|&(r, _)| r)));
+                // What the chunks before left behind is given back as a chunk begins; the
+                // rest when the pass ends.
+                if k % CHUNK == 0 && !pages.keeps_all() {
+                    let next = chunk[k..].iter().take(CHUNK).map(|&(r, _)| r);
+                    low.chunk_begins(pages, bytes, next);
                 }
                 let sample = c * merge_chunk + k;
                 // Samples of a format that may carry a stack copy stand alone here, unread
@@ -424,13 +440,17 @@ pub(super) fn read(
     // in place.
     let placed: Vec<Option<RawSample>> = kept
         .par_iter()
+        // Runs of a few chunks per task, each with its mark (a task of one chunk would give
+        // nothing back).
+        .with_min_len(8 * SPARSE_CHUNK)
         .enumerate()
-        .map(|(k, kept_k)| {
-            // Kept samples may lie far apart, and each maps the pages around it: small
-            // chunks keep what one chunk maps in within the budget.
-            if k % SPARSE_CHUNK == 0 {
+        .map_init(LowWater::default, |low, (k, kept_k)| {
+            // Kept samples may lie far apart, and each maps the pages around it: what the
+            // chunks before left behind is given back as a chunk begins; the rest when the
+            // pass ends.
+            if k % SPARSE_CHUNK == 0 && !pages.keeps_all() {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
-                pages.went_through(span(next.map(|k| samples[k.sample].0)));
+                low.chunk_begins(pages, bytes, next.map(|k| samples[k.sample].0));
             }
             let (i, count) = (kept_k.sample, kept_k.count);
             let (r, version) = samples[i];

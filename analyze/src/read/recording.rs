@@ -72,6 +72,26 @@ impl StackBytes {
         }
     }
 
+    /// Says that a pass is done with the stack copies `copies` (a task's, in time order):
+    /// the pages of the stretch of the input they span are given back (see
+    /// [`format::PageBudget::done_with`]), where the input is larger than the budget.
+    pub fn done_with<'a>(copies: impl IntoIterator<Item = &'a StackBytes>) {
+        let mut input = None;
+        let (mut start, mut end) = (usize::MAX, 0);
+        for c in copies {
+            if let StackBytes::Mapped(i, range) = c {
+                input.get_or_insert(i);
+                start = start.min(range.start);
+                end = end.max(range.end);
+            }
+        }
+        if let Some(i) = input {
+            if let Some(span) = i.get(start..end) {
+                i.pages().done_with([span]);
+            }
+        }
+    }
+
     /// Gives the pages of the input these bytes lie in back, beside the work that follows
     /// (the end of the last pass over them).
     pub fn done_reading(&self) {

@@ -65,8 +65,8 @@ pub(super) const NO_ATTR: u32 = 0x7fff;
 /// The most bytes a walk takes ([`place`] holds offsets below 2^48).
 pub(super) const MAX_BYTES: usize = 1 << 48;
 
-/// Told how many bytes of the input a walk went through (see `format::PageBudget`).
-pub(super) type WentThrough<'a> = dyn Fn(u64) + Sync + 'a;
+/// Told which bytes of the input a walk is done with (see `format::PageBudget::done_with`).
+pub(super) type WentThrough<'a> = dyn Fn(&[u8]) + Sync + 'a;
 
 /// What a walk needs of each record of a kernel-defined type (below 64): its time and
 /// attr, `None` if it has no time.
@@ -87,6 +87,11 @@ pub(super) fn walk(
         if let Some(at) = chain_near(bytes, from) {
             starts.push(at);
         }
+    }
+    // The search touched every part's start: each touch maps 2 MiB of a file whose page
+    // cache holds huge folios, half of the input for 4 MB parts. Given back before the walk.
+    if starts.len() > 1 {
+        went_through(bytes);
     }
     let limit = |k: usize| starts.get(k + 1).copied().unwrap_or(bytes.len());
     let walked: Vec<Part> = (0..starts.len())
@@ -138,7 +143,6 @@ fn walk_part(
     // Room for records of 64 bytes (untouched room costs no memory); more grow the vector.
     let mut timed = Vec::with_capacity((limit - start) / 64 + 1);
     let mut at = start;
-    let mut walked_to = start;
     let taken = loop {
         if at >= limit {
             break true;
@@ -156,12 +160,9 @@ fn walk_part(
         };
         timed.push(entry);
         at += size;
-        if at - walked_to >= 1 << 20 {
-            went_through((at - walked_to) as u64);
-            walked_to = at;
-        }
     };
-    went_through((at - walked_to) as u64);
+    // The part's pages given back as it ends: a part per thread mapped at most.
+    went_through(&bytes[start..at]);
     Part {
         start,
         end: at,
