@@ -440,9 +440,14 @@ pub(super) fn read(
     // in place.
     let placed: Vec<Option<RawSample>> = kept
         .par_iter()
-        // Runs of a few chunks per task, each with its mark (a task of one chunk would give
-        // nothing back).
-        .with_min_len(8 * SPARSE_CHUNK)
+        // Where pages are given back, runs of a few chunks per task, each with its mark (a
+        // task of one chunk would give nothing back); else tasks as small as rayon likes (a
+        // small recording's few thousand samples on every core).
+        .with_min_len(if pages.keeps_all() {
+            1
+        } else {
+            8 * SPARSE_CHUNK
+        })
         .enumerate()
         .map_init(LowWater::default, |low, (k, kept_k)| {
             // Kept samples may lie far apart, and each maps the pages around it: what the
