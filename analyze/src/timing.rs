@@ -3,9 +3,8 @@
 //! all threads spent meanwhile and how many CPUs that kept busy on average (a phase at 1.0
 //! on a machine of many ran on one; threads working beside the phases, such as the one
 //! giving the input's pages back, count in the phase they overlap), and the process's
-//! resident memory then: anonymous
-//! (what analyze allocated), file-backed (the recording's pages mapped in) and the peak so
-//! far.
+//! resident memory then: anonymous (what analyze allocated), file-backed (the recording's
+//! pages mapped in) and the peak so far.
 
 use std::sync::Mutex;
 use std::time::Instant;

@@ -72,9 +72,7 @@ impl Sources {
             ..Default::default()
         }
     }
-}
 
-impl Sources {
     /// The build id an archive lists for the binary at `path` that the recording gives none
     /// (see [`archive::listed_build_ids`]): the archive's MANIFEST, then those of the build-id
     /// caches (an archive unpacked as one keeps its MANIFEST at the top).

@@ -146,7 +146,7 @@ impl LowWater {
             return;
         };
         match self.0 {
-            Some(low) if low < first => pages.done_with([&bytes[low..first]]),
+            Some(low) if low < first => pages.done_with(&bytes[low..first]),
             Some(_) => return,
             None => {}
         }
@@ -289,8 +289,8 @@ pub(super) fn read(
         let time = get_record_timestamp::<LE>(kind, RawData::Single(data), &events.parse[attr])?;
         Some((time, attr as u32))
     };
-    let went_through = |walked: &[u8]| pages.done_with([walked]);
-    let Some(mut timed) = walk::walk(bytes, &went_through, &time_of) else {
+    let done_with = |walked: &[u8]| pages.done_with(walked);
+    let Some(mut timed) = walk::walk(bytes, &done_with, &time_of) else {
         return false;
     };
     pages.pass_done();

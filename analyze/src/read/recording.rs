@@ -87,7 +87,7 @@ impl StackBytes {
         }
         if let Some(i) = input {
             if let Some(span) = i.get(start..end) {
-                i.pages().done_with([span]);
+                i.pages().done_with(span);
             }
         }
     }

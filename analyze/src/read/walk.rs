@@ -66,7 +66,7 @@ pub(super) const NO_ATTR: u32 = 0x7fff;
 pub(super) const MAX_BYTES: usize = 1 << 48;
 
 /// Told which bytes of the input a walk is done with (see `format::PageBudget::done_with`).
-pub(super) type WentThrough<'a> = dyn Fn(&[u8]) + Sync + 'a;
+pub(super) type DoneWith<'a> = dyn Fn(&[u8]) + Sync + 'a;
 
 /// What a walk needs of each record of a kernel-defined type (below 64): its time and
 /// attr, `None` if it has no time.
@@ -76,11 +76,7 @@ pub(super) type TimeOf<'a> = dyn Fn(u16, &[u8]) -> Option<(u64, u32)> + Sync + '
 /// records: the end of time and [`NO_ATTR`]); `None` if one needs more than its bytes
 /// (compressed records, auxtrace data following its record, pipe-mode tracing data), does
 /// not fit in them, or has no time.
-pub(super) fn walk(
-    bytes: &[u8],
-    went_through: &WentThrough,
-    time_of: &TimeOf,
-) -> Option<Vec<Timed>> {
+pub(super) fn walk(bytes: &[u8], done_with: &DoneWith, time_of: &TimeOf) -> Option<Vec<Timed>> {
     let mut starts = vec![0];
     for k in 1..bytes.len().div_ceil(PART) {
         let from = (k * PART).max(starts[starts.len() - 1] + 8);
@@ -91,12 +87,12 @@ pub(super) fn walk(
     // The search touched every part's start: each touch maps 2 MiB of a file whose page
     // cache holds huge folios, half of the input for 4 MB parts. Given back before the walk.
     if starts.len() > 1 {
-        went_through(bytes);
+        done_with(bytes);
     }
     let limit = |k: usize| starts.get(k + 1).copied().unwrap_or(bytes.len());
     let walked: Vec<Part> = (0..starts.len())
         .into_par_iter()
-        .map(|k| walk_part(bytes, starts[k], limit(k), went_through, time_of))
+        .map(|k| walk_part(bytes, starts[k], limit(k), done_with, time_of))
         .collect();
     // Each part's start checked against where the walk before it arrived.
     let mut arrived = 0;
@@ -105,7 +101,7 @@ pub(super) fn walk(
         let part = if part.start == arrived {
             part
         } else if arrived < limit(k) {
-            walk_part(bytes, arrived, limit(k), went_through, time_of)
+            walk_part(bytes, arrived, limit(k), done_with, time_of)
         } else {
             continue;
         };
@@ -137,7 +133,7 @@ fn walk_part(
     bytes: &[u8],
     start: usize,
     limit: usize,
-    went_through: &WentThrough,
+    done_with: &DoneWith,
     time_of: &TimeOf,
 ) -> Part {
     // Room for records of 64 bytes (untouched room costs no memory); more grow the vector.
@@ -162,7 +158,7 @@ fn walk_part(
         at += size;
     };
     // The part's pages given back as it ends: a part per thread mapped at most.
-    went_through(&bytes[start..at]);
+    done_with(&bytes[start..at]);
     Part {
         start,
         end: at,

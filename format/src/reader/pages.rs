@@ -35,16 +35,10 @@ impl PageBudget {
     }
 
     /// Says that a pass went through `bytes` more bytes of the input (call it per chunk of
-    /// records, not per record: it is one atomic add).
+    /// records, not per record: it is one atomic add); every [`BUDGET`] of them the pages are
+    /// given back.
     pub fn went_through(&self, bytes: u64) {
-        self.went_through_within(bytes, BUDGET);
-    }
-
-    /// [`PageBudget::went_through`] for a pass that holds more memory as it goes (records it
-    /// keeps): the pages are given back every `budget` bytes, a smaller budget than
-    /// [`BUDGET`].
-    pub fn went_through_within(&self, bytes: u64, budget: u64) {
-        if self.within_budget() {
+        if self.keeps_all() {
             return;
         }
         // The thread that claims a giving back moves the mark first: the others count from
@@ -53,7 +47,7 @@ impl PageBudget {
         // ran again: 16 threads on 2 CPUs held 350 MB of a 400 MB input).
         let walked = self.walked.fetch_add(bytes, Ordering::Relaxed) + bytes;
         let at = self.given_back_at.load(Ordering::Relaxed);
-        if walked.saturating_sub(at) >= budget
+        if walked.saturating_sub(at) >= BUDGET
             && self
                 .given_back_at
                 .compare_exchange(at, walked, Ordering::Relaxed, Ordering::Relaxed)
@@ -69,7 +63,7 @@ impl PageBudget {
     /// givings back and the faults after them took half of a report's CPU time), and holding
     /// all of it holds no more than the budget.
     pub fn pass_done(&self) {
-        if !self.within_budget() {
+        if !self.keeps_all() {
             self.give_back();
         }
     }
@@ -81,67 +75,46 @@ impl PageBudget {
     }
 
     /// Whether every page of the input stays mapped until its last pass (it is no larger
-    /// than the budget): then [`PageBudget::done_with`] gives nothing back.
+    /// than the budget): then [`PageBudget::done_with`], [`PageBudget::went_through`] and
+    /// [`PageBudget::pass_done`] give nothing back; [`PageBudget::last_pass_done`] does.
     pub fn keeps_all(&self) -> bool {
-        self.within_budget()
+        self.storage.len() as u64 <= BUDGET
     }
 
-    /// Says that a pass is done with `parts` of the input (each a slice of it) and does not
-    /// come back to them: their pages are given back now, unless the whole input is within
-    /// the budget. Parts less than a page apart are given back as one.
+    /// Says that a pass is done with `bytes` (a slice of the input) and does not come back
+    /// to them: their pages are given back now, unless the whole input is within the budget.
     ///
     /// A pass that goes through the input a chunk per thread, each giving back its chunk's
     /// pages, keeps no more than a chunk per thread mapped, however many threads. Giving
     /// the whole mapping back every [`BUDGET`] bytes took milliseconds with 16 threads
     /// faulting pages in beside it, and the pages they mapped meanwhile stayed: a 400 MB
     /// input held 260 MB at 16 threads, 55 MB at one.
-    pub fn done_with<'a>(&self, parts: impl IntoIterator<Item = &'a [u8]>) {
-        const PAGE: usize = 4096;
+    pub fn done_with(&self, bytes: &[u8]) {
         const BLOCK: usize = 2 << 20;
         let Storage::Mapped(map) = &*self.storage else {
             return;
         };
-        if self.within_budget() {
+        if self.keeps_all() {
             return;
         }
-        let base = map.as_ptr() as usize;
-        let mut runs: Vec<(usize, usize)> = parts
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .filter_map(|p| {
-                let at = (p.as_ptr() as usize).checked_sub(base)?;
-                (at + p.len() <= map.len()).then_some((at, at + p.len()))
-            })
-            .collect();
-        runs.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
-        for (start, end) in runs {
-            match merged.last_mut() {
-                Some(last) if start <= last.1 + PAGE => last.1 = last.1.max(end),
-                _ => merged.push((start, end)),
-            }
+        let Some(at) = (bytes.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
+            return;
+        };
+        if at + bytes.len() > map.len() {
+            return;
         }
-        for (start, end) in merged {
-            // Whole 2 MiB blocks: a file whose page cache holds huge folios (one that record
-            // wrote through its map) is mapped a PMD at a time, and giving back part of one
-            // splits it (slower than the pass's own reading). The block a run begins in is
-            // given back with it; another thread still reading there maps it again.
-            let (start, end) = (start / BLOCK * BLOCK, end / BLOCK * BLOCK);
-            if start >= end {
-                continue;
-            }
+        // Whole 2 MiB blocks: a file whose page cache holds huge folios (one that record
+        // wrote through its map) is mapped a PMD at a time, and giving back part of one
+        // splits it (slower than the pass's own reading). The block the bytes begin in is
+        // given back with them; another thread still reading there maps it again.
+        let (start, end) = (at / BLOCK * BLOCK, (at + bytes.len()) / BLOCK * BLOCK);
+        if start < end {
             // SAFETY: as in [`give_back`]: a read-only file mapping whose pages, dropped, are
             // mapped again with the same contents by the next read of them.
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
             };
         }
-    }
-
-    /// Whether the whole input is no larger than the budget: its pages are given back only
-    /// when the last pass over it ends ([`PageBudget::last_pass_done`]).
-    fn within_budget(&self) -> bool {
-        self.storage.len() as u64 <= BUDGET
     }
 
     /// Gives every mapped page of the input back now.
@@ -233,8 +206,8 @@ mod tests {
         assert_eq!(resident_kib(&storage), 0);
     }
 
-    /// A pass done with parts of a large input gives back the whole 2 MiB blocks they span
-    /// (the block each begins in too), and nothing of a small input.
+    /// A pass done with bytes of a large input gives back the whole 2 MiB blocks they span
+    /// (the block they begin in too), and nothing of a small input.
     #[test]
     fn parts_done_with_give_back_their_blocks() {
         const MIB: usize = 1 << 20;
@@ -242,20 +215,22 @@ mod tests {
         let pages = PageBudget::new(storage.clone());
         touch(&storage, 8 * MIB);
         // 1.5 MiB..5.5 MiB: the blocks 0..2 and 2..4 MiB; 4..5.5 is not a whole block.
-        // A part outside the input is passed over.
-        pages.done_with([&storage[3 * MIB / 2..11 * MIB / 2], &[0u8; 16][..]]);
+        // Bytes outside the input are passed over.
+        pages.done_with(&storage[3 * MIB / 2..11 * MIB / 2]);
+        pages.done_with(&[0u8; 16]);
         assert_eq!(resident_kib(&storage), 4 * 1024);
-        // Parts less than a page apart go back as one: 4..5 and 5..7 MiB, the block 4..6.
-        pages.done_with([&storage[4 * MIB..5 * MIB], &storage[5 * MIB + 100..7 * MIB]]);
+        // 4..5 MiB holds no whole block; 5 MiB + 100..7 MiB: the block 4..6.
+        pages.done_with(&storage[4 * MIB..5 * MIB]);
+        pages.done_with(&storage[5 * MIB + 100..7 * MIB]);
         assert_eq!(resident_kib(&storage), 2 * 1024);
         // 7..8 MiB: the block it begins in, 6..8.
-        pages.done_with([&storage[7 * MIB..8 * MIB]]);
+        pages.done_with(&storage[7 * MIB..8 * MIB]);
         assert_eq!(resident_kib(&storage), 0);
 
         let small = mapped(4 * MIB as u64);
         let pages = PageBudget::new(small.clone());
         touch(&small, 4 * MIB);
-        pages.done_with([&small[..]]);
+        pages.done_with(&small);
         assert_eq!(resident_kib(&small), 4 * 1024);
     }
 }
