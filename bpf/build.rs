@@ -42,6 +42,8 @@ fn main() {
                 "-I",
                 "/usr/include/x86_64-linux-gnu",
                 "-D__TARGET_ARCH_x86",
+                // Atomics that return the old value (netsend.bpf.c): kernels 5.12+.
+                "-mcpu=v3",
                 "-O2",
                 "-g",
                 "-Wall",

@@ -232,6 +232,10 @@ pub enum NetWhat {
     /// An skb of a send call of `tid` reached the device: `start_time` the call's start,
     /// `tx_bytes` the skb's length, `rx_bytes` ns from the call to net_dev_queue, `reason`
     /// ns in the qdisc; the event's time is net_dev_xmit's. The stacks are the call's.
+    /// `active`: timed by the kernel's TX timestamping instead ([`crate::Options::net_send_calls`]):
+    /// the event stands for send calls (`skbs` of them, `tx_bytes` theirs), `start_time` is
+    /// the call's last byte written, `reason` ns from the qdisc to the driver, whose taking
+    /// the skb is the event's time.
     Send,
 }
 

@@ -53,6 +53,7 @@ pub use events::{
     OffCpuInterval, OnCpuSample, PyFrame, UserRegs, Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
+pub use programs::net::tx_timestamping;
 pub use programs::python::PyOffsets;
 pub use programs::unwind::{
     Cfa, Mapping as UnwindMapping, Row as UnwindRow, Table as UnwindTable, Tables as UnwindTables,
@@ -101,6 +102,11 @@ pub struct Options {
     /// With a [`Options::net_send_rate`]: skbs followed a second on the whole machine at
     /// most (each CPU its share), past which they are skipped as the rate's are; 0: no cap.
     pub net_send_cap: u64,
+    /// With [`Options::net`]: time send calls with the kernel's TX timestamping (one skb per
+    /// followed call, the one holding its last byte, into the qdisc and to the driver; the
+    /// rate and cap count calls) instead of following every skb through four tracepoints.
+    /// Only connections set up while recording; needs [`tx_timestamping`].
+    pub net_send_calls: bool,
     /// DWARF mode: copy up to this many bytes of user stack per sample (0: frame pointers).
     pub stack_copy_bytes: u32,
     /// DWARF mode: unwind user stacks in the kernel where [`Profiler::unwind_tables`] has
@@ -137,6 +143,7 @@ impl Default for Options {
             net: false,
             net_send_rate: 1000,
             net_send_cap: 10_000,
+            net_send_calls: false,
             stack_copy_bytes: 0,
             unwind_in_kernel: true,
             aggregate: false,
@@ -242,7 +249,7 @@ impl Profiler {
         let links = programs::attach(skel, options, &cpus)?;
         let queue = Rc::new(RefCell::new(Vec::new()));
         let sink = queue.clone();
-        let mut sends = netsend::Joiner::default();
+        let mut sends = netsend::Joiner::timing_calls(options.net_send_calls);
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&skel.maps.events, move |data: &[u8]| {

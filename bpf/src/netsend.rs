@@ -70,9 +70,21 @@ pub(crate) struct Joiner {
     /// Each thread's last stacks, by tid, for the calls that come without them (made from
     /// where that one was: netsend.bpf.c's call_sites).
     last_stacks: FxHashMap<u32, Stacks>,
+    /// The records time send calls (the kernel's TX timestamping), not skbs: said in each
+    /// event ([`NetEvent::active`]).
+    calls_timed: bool,
 }
 
 impl Joiner {
+    /// A joiner for records of sends followed skb by skb (`calls`: false) or of send calls
+    /// timed by the kernel's TX timestamping.
+    pub fn timing_calls(calls: bool) -> Self {
+        Joiner {
+            calls_timed: calls,
+            ..Joiner::default()
+        }
+    }
+
     /// Keeps a call's record (`net_call_event`'s head, then its frames); false if malformed.
     pub fn call(&mut self, data: &[u8]) -> bool {
         let mut e = types::net_call_event::default();
@@ -215,7 +227,7 @@ impl Joiner {
             lport: c.lport,
             rport: c.rport,
             state: c.state,
-            active: false,
+            active: self.calls_timed,
             kernel_stack: c.kernel_stack.clone(),
             user_stack: c.user_stack.clone(),
         })

@@ -404,6 +404,10 @@ pub const SOCK_WAIT_TRACEPOINT_ID: u64 = 60008;
 /// An skb of a send call reached the device (net_dev_xmit): tx_bytes its length, start_ns
 /// the send call's start, duration_ns from it to net_dev_xmit (the period too), rx_bytes
 /// ns from the call to net_dev_queue, reason ns in the qdisc; the rest is the driver's.
+/// With `active` 1, a send call timed by the kernel's TX timestamping (record's default where
+/// the kernel has it): the sample stands for send calls (bpfperf_count), tx_bytes theirs,
+/// start_ns the call's last byte written, rx_bytes ns from it into the qdisc, reason ns from
+/// there to the driver (the sample's time): no driver time of its own.
 pub const NET_SEND_EVENT: &str = "bpfperf:net_send";
 pub const NET_SEND_TRACEPOINT_ID: u64 = 60009;
 

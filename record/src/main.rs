@@ -136,6 +136,14 @@ struct Args {
     /// 330 bytes.
     #[arg(long, default_value_t = 10_000, value_name = "SKBS")]
     net_send_cap: u64,
+    /// With -e net: how sends are timed to the device. `calls` (the default where the kernel
+    /// has BPF TX timestamping, 6.15+): per send call, by the kernel's timestamps of the skb
+    /// holding its last byte into the qdisc and to the driver, nothing run per skb (the rate
+    /// and cap count calls; connections set up while recording only); `skbs`: every skb
+    /// through tcp_sendmsg_locked, net_dev_queue, net_dev_start_xmit and net_dev_xmit (any
+    /// connection, each skb and segment counted; costs a network-bound program more).
+    #[arg(long, value_enum, value_name = "HOW")]
+    net_send_timing: Option<NetSendTiming>,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
     /// perf and analyze read the file as they read perf's. The level is attached (`-z5`,
     /// `--compression-level=5`), as perf takes it: in `record -z true`, `true` is the command.
@@ -297,6 +305,13 @@ fn pair_filters(args: &mut Args, m: &clap::ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
+/// `--net-send-timing`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum NetSendTiming {
+    Calls,
+    Skbs,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum CallGraph {
     /// Frame pointers, walked in the kernel.
@@ -389,6 +404,15 @@ impl Args {
                 "nothing to record: give a command (record ls, or record -- ls), or -p PID, or -a"
             );
         }
+        let net_send_calls = match self.net_send_timing {
+            Some(NetSendTiming::Skbs) => false,
+            Some(NetSendTiming::Calls) if !bpf::tx_timestamping() => anyhow::bail!(
+                "--net-send-timing calls: this kernel has no BPF TX timestamping (6.15+); \
+                 use --net-send-timing skbs"
+            ),
+            Some(NetSendTiming::Calls) => true,
+            None => bpf::tx_timestamping(),
+        };
         if self.freq == 0 || self.freq > 100_000 {
             anyhow::bail!(
                 "-F {}: the frequency must be between 1 and 100000 Hz",
@@ -440,6 +464,7 @@ impl Args {
             net: self.events.iter().any(|e| e == "net"),
             net_send_rate: self.net_send_rate,
             net_send_cap: self.net_send_cap,
+            net_send_calls,
             verbose: self.verbose,
             status_line: !self.quiet,
             duration,

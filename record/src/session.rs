@@ -44,6 +44,8 @@ pub struct Config {
     pub net_send_rate: u64,
     /// Skbs followed a second on the whole machine at most (see bpf::Options::net_send_cap).
     pub net_send_cap: u64,
+    /// Time send calls by the kernel's TX timestamping (bpf::Options::net_send_calls).
+    pub net_send_calls: bool,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -440,6 +442,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         net: cfg.net,
         net_send_rate: cfg.net_send_rate,
         net_send_cap: cfg.net_send_cap,
+        net_send_calls: cfg.net_send_calls,
         stack_copy_bytes: cfg.stack_copy_bytes,
         unwind_in_kernel: cfg.unwind_in_kernel,
         aggregate: cfg.aggregate && cfg.sampling,

@@ -264,10 +264,15 @@ pub struct Sends {
     pub stack: Vec<(u64, u64)>,
     pub qdisc: Vec<(u64, u64)>,
     pub driver: Vec<(u64, u64)>,
+    /// The samples are send calls timed by the kernel's TX timestamping (record's
+    /// `--net-send-timing calls`: `active` set), not skbs: from the call's last byte, into
+    /// the qdisc, to the driver.
+    pub calls: bool,
 }
 
 impl Sends {
     fn add(&mut self, n: &Net) {
+        self.calls |= n.active != 0;
         let (stack, qdisc, skbs) = (n.rx_bytes, n.reason as u64, n.events());
         self.bytes = self.bytes.saturating_add(n.tx_bytes);
         self.total.push((n.duration_ns, skbs));
@@ -321,11 +326,25 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
             all.total.len()
         )
     };
+    let (what, timed, count) = if all.calls {
+        (
+            "send calls",
+            "from the call's last byte written to the driver, by the kernel's TX timestamps of \
+             its skb; layers: TCP/IP to the qdisc, qdisc to the driver",
+            "CALLS",
+        )
+    } else {
+        (
+            "skbs",
+            "from the send call's start to net_dev_xmit; layers: socket/TCP/IP to \
+             net_dev_queue, qdisc to net_dev_start_xmit, driver to net_dev_xmit",
+            "SKBS",
+        )
+    };
     let _ = writeln!(
         o,
-        "\nsends to the device: {} skbs of TCP data, {} KB{followed} (from the send call's \
-         start to net_dev_xmit; layers: socket/TCP/IP to net_dev_queue, qdisc to \
-         net_dev_start_xmit, driver to net_dev_xmit; report --event net-send: by stack)",
+        "\nsends to the device: {} {what} of TCP data, {} KB{followed} ({timed}; report \
+         --event net-send: by stack)",
         skbs,
         all.bytes / 1024
     );
@@ -336,7 +355,7 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
         "COMM",
         "LOCAL",
         "REMOTE",
-        "SKBS",
+        count,
         "KB",
         "P50_US",
         "P99_US",
@@ -376,7 +395,11 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
     let _ = writeln!(o);
     render_histogram(
         o,
-        "send latency to the device (send call to net_dev_xmit):",
+        if all.calls {
+            "send latency to the device (the call's last byte to the driver):"
+        } else {
+            "send latency to the device (send call to net_dev_xmit):"
+        },
         &histogram_us_weighted(all.total.iter().copied()),
     );
 }

@@ -39,7 +39,23 @@ struct send_call {
 	/* 1: the socket's owner is known (net.bpf.c's claim ran on a send of it): its later
 	 * sends need not look it up in conns. */
 	__u32 claimed;
-	__u32 _pad;
+	/* Send calls timed by the kernel's TX timestamping (netsend.bpf.c's on_sockops): the
+	 * call under way (STAMP_FOLLOWED: its skb is flagged; STAMP_SKIPPED: only counted, at
+	 * its end), its thread, and the one flagged skb of the socket on its way (stamp_state
+	 * set) with its call's times, bytes and the calls and bytes it stands for. */
+	__u32 stamp_call;
+	__u32 stamp_tid;
+	__u32 stamp_state;
+	__u32 stamp_len;
+	__u32 stamp_calls;
+	__u32 stamp_key; /* the flagged skb's key (the sequence number of its last byte) */
+	/* The call's end and its skb at the driver each add one: the second sends the skb's
+	 * record (after the call's, which the end sends first). */
+	__u32 stamp_meet;
+	__u64 stamp_send_ns;
+	__u64 stamp_sched_ns;
+	__u64 stamp_driver_ns;
+	__u64 stamp_skipped_bytes;
 };
 
 /* Kept in the socket itself (socket-local storage, freed with it): a lookup costs a pointer

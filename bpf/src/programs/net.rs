@@ -22,6 +22,18 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
                 interval_and_burst((o.net_send_cap / cpus).max(1));
         }
     }
+    rodata.netstamp_enabled = o.net && o.net_send_calls;
+    for prog in [
+        &mut open.progs.on_tcp_sendmsg,
+        &mut open.progs.on_net_dev_queue,
+        &mut open.progs.on_net_dev_start_xmit,
+        &mut open.progs.on_net_dev_xmit,
+    ] {
+        prog.set_autoload(o.net && !o.net_send_calls);
+    }
+    for prog in [&mut open.progs.on_sockops, &mut open.progs.on_stamped_send] {
+        prog.set_autoload(o.net && o.net_send_calls);
+    }
     for prog in [
         &mut open.progs.on_sock_state,
         &mut open.progs.on_tcp_retransmit,
@@ -30,10 +42,6 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_kfree_skb,
         &mut open.progs.on_sock_send,
         &mut open.progs.on_sock_recv,
-        &mut open.progs.on_tcp_sendmsg,
-        &mut open.progs.on_net_dev_queue,
-        &mut open.progs.on_net_dev_start_xmit,
-        &mut open.progs.on_net_dev_xmit,
         &mut open.progs.on_send_close,
         &mut open.progs.send_tails,
     ] {
@@ -58,10 +66,26 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_kfree_skb, "attach kfree_skb", links)?;
         attach_one(&p.on_sock_send, "attach sock_send_length", links)?;
         attach_one(&p.on_sock_recv, "attach sock_recv_length", links)?;
-        attach_one(&p.on_tcp_sendmsg, "attach tcp_sendmsg_locked", links)?;
-        attach_one(&p.on_net_dev_queue, "attach net_dev_queue", links)?;
-        attach_one(&p.on_net_dev_start_xmit, "attach net_dev_start_xmit", links)?;
-        attach_one(&p.on_net_dev_xmit, "attach net_dev_xmit", links)?;
+        if o.net_send_calls {
+            attach_one(&p.on_stamped_send, "attach sock_send_length", links)?;
+            let root = cgroup2_root()?;
+            let dir = std::fs::File::open(&root).map_err(|e| {
+                sockops_error(format!("open the cgroup v2 root {}: {e}", root.display()))
+            })?;
+            use std::os::fd::AsRawFd;
+            links.push(
+                p.on_sockops
+                    .attach_cgroup(dir.as_raw_fd())
+                    .map_err(Error::bpf(
+                        "attach the TX timestamping sockops to the cgroup v2 root",
+                    ))?,
+            );
+        } else {
+            attach_one(&p.on_tcp_sendmsg, "attach tcp_sendmsg_locked", links)?;
+            attach_one(&p.on_net_dev_queue, "attach net_dev_queue", links)?;
+            attach_one(&p.on_net_dev_start_xmit, "attach net_dev_start_xmit", links)?;
+            attach_one(&p.on_net_dev_xmit, "attach net_dev_xmit", links)?;
+        }
         attach_one(&p.on_send_close, "attach inet_sock_set_state", links)?;
     }
     Ok(())
@@ -85,4 +109,41 @@ pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     iter.read_to_end(&mut out)
         .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
     Ok(())
+}
+
+/// Whether this kernel gives BPF TX timestamping callbacks (6.15+): its BTF names the kfunc
+/// that flags an skb for them.
+pub fn tx_timestamping() -> bool {
+    std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|btf| {
+        let name = b"\0bpf_sock_ops_enable_tx_tstamp\0";
+        btf.windows(name.len()).any(|w| w == name)
+    })
+}
+
+/// The root of the cgroup v2 hierarchy (a sockops program attached there sees every
+/// process's connections): where it is mounted whole, from /proc/self/mountinfo.
+fn cgroup2_root() -> Result<std::path::PathBuf, Error> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| sockops_error(format!("read /proc/self/mountinfo: {e}")))?;
+    info.lines()
+        .find_map(|line| {
+            let (mount, fs) = line.split_once(" - ")?;
+            let fields: Vec<&str> = mount.split(' ').collect();
+            if !fs.starts_with("cgroup2 ") || fields.get(3) != Some(&"/") {
+                return None;
+            }
+            fields.get(4).map(std::path::PathBuf::from)
+        })
+        .ok_or_else(|| {
+            sockops_error(
+                "no cgroup v2 hierarchy is mounted (mount -t cgroup2 none /sys/fs/cgroup)".into(),
+            )
+        })
+}
+
+fn sockops_error(why: String) -> Error {
+    Error::Attach {
+        event: "TX timestamping of sends (sockops)".into(),
+        why,
+    }
 }

@@ -996,7 +996,11 @@ impl Tally<'_> {
     }
 }
 
-/// Records the client (`n` connections sending `size` bytes each) into `name` with `flags`,
+/// Sends followed skb by skb through the four tracepoints (the tests of that way; the
+/// default on a kernel with BPF TX timestamping times send calls instead).
+const SKBS: &[&str] = &["--net-send-timing", "skbs"];
+
+/// Records the client (`n` connections sending `size` bytes each, skb by skb) into `name` with `flags`,
 /// the server answering: the recording, its network events, and the server's count of data
 /// segments ([`count_data_at_the_server`]).
 fn record_sends(
@@ -1009,7 +1013,8 @@ fn record_sends(
 ) -> (PathBuf, Vec<Line>, u64) {
     let mut server = ns.server(dir, n, 100);
     let out = dir.path(name);
-    let rec = ns.record_client(dir, flags, &out, n, size);
+    let flags = [flags, SKBS].concat();
+    let rec = ns.record_client(dir, &flags, &out, n, size);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     std::thread::sleep(Duration::from_millis(100));
@@ -1069,7 +1074,7 @@ fn a_send_loops_stacks_unwind_once_its_tables_are_built() {
     let ns = Netns::new();
     let mut server = ns.server(&dir, 1, 10);
     let out = dir.path("loop.data");
-    let rec = ns.record_python(&dir, SEND_LOOP, &["-e", "net"], &out, &[]);
+    let rec = ns.record_python(&dir, SEND_LOOP, &["-e", "net", SKBS[0], SKBS[1]], &out, &[]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     let samples = parse_script(&perf_script_clean(&out));
@@ -1292,7 +1297,16 @@ fn skbs_skipped_on_a_socket_still_open_at_the_end_are_counted() {
     let mut server = ns.server(&dir, 1, 10);
     let out = dir.path("open.data");
     let size = 2_000_000u64;
-    let flags = ["-e", "net", "--net-send-rate", "100", "--duration", "1"];
+    let flags = [
+        "-e",
+        "net",
+        "--net-send-rate",
+        "100",
+        "--duration",
+        "1",
+        SKBS[0],
+        SKBS[1],
+    ];
     let rec = ns.record_python(&dir, SEND_AND_WAIT, &flags, &out, &[&size.to_string()]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     // The data went out in the first milliseconds; the connection is still open.
@@ -1329,7 +1343,7 @@ fn sends_followed_to_the_device() {
     let mut server = ns.server(&dir, n, reply as usize);
     let out = dir.path("send.data");
     let (_, tx_before) = ns.tx(&ns.a, &ns.veth_a);
-    let rec = ns.record_client(&dir, &["-e", "net"], &out, n, size);
+    let rec = ns.record_client(&dir, &["-e", "net", SKBS[0], SKBS[1]], &out, n, size);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     std::thread::sleep(Duration::from_millis(100));
@@ -1434,4 +1448,97 @@ fn sends_followed_to_the_device() {
         &out,
     );
     assert!(h.status.success(), "{}", stderr_of(&h));
+}
+
+/// Send calls timed by the kernel's TX timestamping (record's default on a kernel that has
+/// it, as this one): nothing runs per skb; each followed call's last skb is timed into the
+/// qdisc and to the driver. The client's three sendall() of 1 MB are three send calls: three
+/// samples, each standing for one call of 1,000,000 bytes, under the client's send (its
+/// stacks taken at the call's end), `analyze net` counting calls. Then behind a token
+/// bucket: each call's skb waits in the qdisc.
+#[test]
+fn send_calls_timed_by_the_kernels_tx_timestamps() {
+    if !can_run() {
+        return;
+    }
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    let kfunc = b"\0bpf_sock_ops_enable_tx_tstamp\0";
+    if !btf.windows(kfunc.len()).any(|w| w == kfunc) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this kernel has no BPF TX timestamping (6.15+), which CI's has"
+        );
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-calls");
+    let ns = Netns::new();
+    let (n, size) = (3, 1_000_000u64);
+    for qdisc in [false, true] {
+        if qdisc {
+            in_ns(
+                &ns.a,
+                &[
+                    "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit",
+                    "burst", "256kb", "limit", "8mb",
+                ],
+            );
+        }
+        let mut server = ns.server(&dir, n, 100);
+        let out = dir.path(if qdisc {
+            "calls-tbf.data"
+        } else {
+            "calls.data"
+        });
+        let rec = ns.record_client(&dir, &["-e", "net"], &out, n, size);
+        assert!(rec.status.success(), "{}", stderr_of(&rec));
+        let _ = server.wait();
+        let lines = perf_script_net(&out);
+        let client_pid = lines
+            .iter()
+            .find(|l| l.event == "bpfperf:tcp_conn")
+            .map(|l| l.pid)
+            .unwrap();
+        let sends: Vec<&Line> = lines
+            .iter()
+            .filter(|l| l.event == "bpfperf:net_send")
+            .collect();
+        eprintln!("qdisc {qdisc}: {sends:#?}");
+        assert_eq!(sends.len(), n, "{sends:#?}");
+        for l in &sends {
+            assert_eq!(l.pid, client_pid);
+            assert_eq!(skbs_of(l), 1, "{l:?}");
+            assert_eq!(l.fields["tx"], size, "{l:?}");
+            assert!(l.fields["duration"] > 0, "{l:?}");
+        }
+        let mut in_qdisc: Vec<u64> = sends.iter().map(|l| l.fields["reason"]).collect();
+        in_qdisc.sort_unstable();
+        if qdisc {
+            assert!(in_qdisc[n / 2] > 100_000, "ns in the qdisc: {in_qdisc:?}");
+        }
+        // Under the client's send call, user and kernel side.
+        let text = perf_script_clean(&out);
+        let samples = parse_script(&text);
+        let calls: Vec<&ScriptSample> = samples
+            .iter()
+            .filter(|s| s.event.contains("net_send"))
+            .collect();
+        assert_eq!(calls.len(), n, "{text}");
+        for s in &calls {
+            assert!(
+                s.frames.iter().any(|(f, _)| f.contains("sys_sendto")),
+                "{s:?}"
+            );
+            assert!(s.frames.iter().any(|(f, _)| f == "__send"), "{s:?}");
+        }
+        let a = analyze(&["net"], &out);
+        let text = String::from_utf8_lossy(&a.stdout);
+        assert!(a.status.success(), "{}", stderr_of(&a));
+        assert!(text.contains("3 send calls of TCP data"), "{text}");
+        assert!(text.contains("CALLS"), "{text}");
+        assert!(
+            text.contains("the call's last byte to the driver"),
+            "{text}"
+        );
+    }
 }
