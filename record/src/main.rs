@@ -136,12 +136,13 @@ struct Args {
     /// 330 bytes.
     #[arg(long, default_value_t = 10_000, value_name = "SKBS")]
     net_send_cap: u64,
-    /// With -e net: how sends are timed to the device. `calls` (the default where the kernel
-    /// has BPF TX timestamping, 6.15+): per send call, by the kernel's timestamps of the skb
-    /// holding its last byte into the qdisc and to the driver, nothing run per skb (the rate
-    /// and cap count calls; connections set up while recording only); `skbs`: every skb
-    /// through tcp_sendmsg_locked, net_dev_queue, net_dev_start_xmit and net_dev_xmit (any
-    /// connection, each skb and segment counted; costs a network-bound program more).
+    /// With -e net: how sends are timed to the device. `calls` (the default for a command
+    /// record starts, where the kernel has BPF TX timestamping, 6.15+): per send call, by the
+    /// kernel's timestamps of the skb holding its last byte into the qdisc and to the driver,
+    /// nothing run per skb (the rate and cap count calls; connections set up while recording
+    /// only); `skbs` (the default with -p or -a): every skb through tcp_sendmsg_locked,
+    /// net_dev_queue, net_dev_start_xmit and net_dev_xmit (any connection, each skb and
+    /// segment counted; costs a network-bound program more: iperf3 x1.095 against x1.028).
     #[arg(long, value_enum, value_name = "HOW")]
     net_send_timing: Option<NetSendTiming>,
     /// Compress the records with zstd (level 1, or LEVEL from 1 to 22), as `perf record -z`:
@@ -411,7 +412,10 @@ impl Args {
                  use --net-send-timing skbs"
             ),
             Some(NetSendTiming::Calls) => true,
-            None => bpf::tx_timestamping(),
+            // Only connections set up while recording are timed by call: where record starts
+            // the command, all of them; with -p or -a, connections already open would go
+            // unseen, so each skb is followed there.
+            None => self.pid.is_empty() && !all_cpus && bpf::tx_timestamping(),
         };
         if self.freq == 0 || self.freq > 100_000 {
             anyhow::bail!(

@@ -1455,7 +1455,7 @@ fn sends_followed_to_the_device() {
 /// qdisc and to the driver. The client's three sendall() of 1 MB are three send calls: three
 /// samples, each standing for one call of 1,000,000 bytes, under the client's send (its
 /// stacks taken at the call's end), `analyze net` counting calls. Then behind a token
-/// bucket: each call's skb waits in the qdisc.
+/// bucket: each call's skb waits in the qdisc. With -a, skbs are followed.
 #[test]
 fn send_calls_timed_by_the_kernels_tx_timestamps() {
     if !can_run() {
@@ -1541,4 +1541,13 @@ fn send_calls_timed_by_the_kernels_tx_timestamps() {
             "{text}"
         );
     }
+    // System-wide, connections open before record would go unseen: each skb is followed.
+    let mut server = ns.server(&dir, 1, 100);
+    let out = dir.path("all.data");
+    let rec = ns.record_client(&dir, &["-a", "-e", "net"], &out, 1, size);
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    let a = analyze(&["net"], &out);
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(text.contains("skbs of TCP data"), "{text}");
 }
