@@ -408,8 +408,8 @@ impl Args {
         let net_send_calls = match self.net_send_timing {
             Some(NetSendTiming::Skbs) => false,
             Some(NetSendTiming::Calls) if !bpf::tx_timestamping() => anyhow::bail!(
-                "--net-send-timing calls: this kernel has no BPF TX timestamping (6.15+); \
-                 use --net-send-timing skbs"
+                "--net-send-timing calls: no BPF TX timestamping here (it needs kernel 6.15+ \
+                 and a cgroup v2 hierarchy mounted); use --net-send-timing skbs"
             ),
             Some(NetSendTiming::Calls) => true,
             // Only connections set up while recording are timed by call: where record starts

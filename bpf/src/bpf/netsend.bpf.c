@@ -552,9 +552,9 @@ int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
  * the qdisc (SCHED) and when the driver takes it (SND_SW). The call's stacks go to record
  * at its end (sock_send_length, the same thread, on_stamped_send): sockops may not walk
  * stacks. Its skb's record follows its call's: of the call's end and the skb at the driver,
- * the later sends it. A sample
- * stands for send calls (its own and those of its socket the rate skipped before it), not
- * skbs. */
+ * the later sends it. A sample stands for send calls (its own and those of its socket the
+ * rate skipped before it), not skbs. Only connections set up while recording are seen
+ * (record follows skbs with -p and -a). */
 const volatile bool netstamp_enabled = false;
 
 extern int bpf_sock_ops_enable_tx_tstamp(struct bpf_sock_ops_kern *skops, __u64 flags) __ksym __weak;

@@ -111,13 +111,15 @@ pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether this kernel gives BPF TX timestamping callbacks (6.15+): its BTF names the kfunc
-/// that flags an skb for them.
+/// Whether send calls can be timed by BPF TX timestamping here: the kernel has it (6.15+:
+/// its BTF names the kfunc that flags an skb) and a cgroup v2 hierarchy is mounted whole
+/// (the sockops program is attached at its root).
 pub fn tx_timestamping() -> bool {
-    std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|btf| {
+    let kernel = std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|btf| {
         let name = b"\0bpf_sock_ops_enable_tx_tstamp\0";
         btf.windows(name.len()).any(|w| w == name)
-    })
+    });
+    kernel && cgroup2_root().is_ok()
 }
 
 /// The root of the cgroup v2 hierarchy (a sockops program attached there sees every
