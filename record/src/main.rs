@@ -405,7 +405,13 @@ impl Args {
                 "nothing to record: give a command (record ls, or record -- ls), or -p PID, or -a"
             );
         }
+        // A hash lookup per socket state change and per freed skb of the whole machine: only
+        // when asked for by name.
+        let net = self.events.iter().any(|e| e == "net");
+        // Whether the kernel can time send calls is asked only when there are sends to time
+        // (it reads the kernel's BTF).
         let net_send_calls = match self.net_send_timing {
+            _ if !net => false,
             Some(NetSendTiming::Skbs) => false,
             Some(NetSendTiming::Calls) if !bpf::tx_timestamping() => anyhow::bail!(
                 "--net-send-timing calls: no BPF TX timestamping here (it needs kernel 6.15+ \
@@ -463,9 +469,7 @@ impl Args {
                 && self.events.iter().any(|e| e == "cache")
                 && self.cpus.is_none(),
             faults: !self.no_faults && chosen(&["fault"]),
-            // A hash lookup per socket state change and per freed skb of the whole
-            // machine: only when asked for by name.
-            net: self.events.iter().any(|e| e == "net"),
+            net,
             net_send_rate: self.net_send_rate,
             net_send_cap: self.net_send_cap,
             net_send_calls,

@@ -326,12 +326,13 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
             all.total.len()
         )
     };
-    let (what, timed, count) = if all.calls {
+    let (what, timed, count, histogram) = if all.calls {
         (
             "send calls",
             "from the call's last byte written to the driver, by the kernel's TX timestamps of \
              its skb; layers: TCP/IP to the qdisc, qdisc to the driver",
             "CALLS",
+            "send latency to the device (the call's last byte to the driver):",
         )
     } else {
         (
@@ -339,6 +340,7 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
             "from the send call's start to net_dev_xmit; layers: socket/TCP/IP to \
              net_dev_queue, qdisc to net_dev_start_xmit, driver to net_dev_xmit",
             "SKBS",
+            "send latency to the device (send call to net_dev_xmit):",
         )
     };
     let _ = writeln!(
@@ -395,11 +397,7 @@ fn sends_report(o: &mut String, samples: &[NetSample]) {
     let _ = writeln!(o);
     render_histogram(
         o,
-        if all.calls {
-            "send latency to the device (the call's last byte to the driver):"
-        } else {
-            "send latency to the device (send call to net_dev_xmit):"
-        },
+        histogram,
         &histogram_us_weighted(all.total.iter().copied()),
     );
 }

@@ -338,6 +338,18 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	return 0;
 }
 
+/* One skb (or, timed by TX timestamps, one call) followed now: the socket's rate spent on
+ * it, and it stands for itself and what the socket skipped before it (`count`, and the
+ * skipped ones' bytes). */
+static __always_inline void spend(struct send_call *c, __u32 *count, __u64 *skipped_bytes)
+{
+	c->credit_ns -= send_interval_ns;
+	*count = 1 + c->skipped;
+	*skipped_bytes = c->skipped_bytes;
+	c->skipped = 0;
+	c->skipped_bytes = 0;
+}
+
 /* Whether the socket's rate and the machine's cap let skb `s` (of `len` bytes) reach
  * record: if so it stands for the skbs skipped before it, else it is one of them. Decided
  * once, at the skb's first net_dev_start_xmit (a refused one comes again). */
@@ -351,11 +363,7 @@ static __always_inline void follow_or_skip(struct send_call *c, struct send_skb 
 		s->skip = SKIPPED;
 		return;
 	}
-	c->credit_ns -= send_interval_ns;
-	s->skbs = 1 + c->skipped;
-	s->skipped_bytes = c->skipped_bytes;
-	c->skipped = 0;
-	c->skipped_bytes = 0;
+	spend(c, &s->skbs, &s->skipped_bytes);
 }
 
 /* An skb of TCP data that reaches the driver unknown: one of a call not followed (or a
@@ -638,7 +646,7 @@ static __always_inline void stamp_sendmsg(struct bpf_sock_ops *skops)
 		return;
 	if (bpf_sock_ops_enable_tx_tstamp(bpf_cast_to_kern_ctx(skops), 0))
 		return;
-	c->credit_ns -= send_interval_ns;
+	spend(c, &c->stamp_calls, &c->stamp_skipped_bytes);
 	c->stamp_key = stamp_key(skops);
 	c->stamp_meet = 0;
 	c->stamp_call = STAMP_FOLLOWED;
@@ -647,10 +655,6 @@ static __always_inline void stamp_sendmsg(struct bpf_sock_ops *skops)
 	c->stamp_sched_ns = 0;
 	c->stamp_driver_ns = 0;
 	c->stamp_len = 0;
-	c->stamp_calls = 1 + c->skipped;
-	c->stamp_skipped_bytes = c->skipped_bytes;
-	c->skipped = 0;
-	c->skipped_bytes = 0;
 }
 
 /* The flagged skb enters the qdisc (SCHED) or the driver takes it (SND_SW). */
@@ -665,9 +669,7 @@ static __always_inline void stamp_skb(struct bpf_sock_ops *skops, bool driver)
 	__u64 now = bpf_ktime_get_ns();
 	if (!c->stamp_sched_ns)
 		c->stamp_sched_ns = now;
-	if (!driver)
-		return;
-	if (c->stamp_driver_ns)
+	if (!driver || c->stamp_driver_ns)
 		return;
 	c->stamp_driver_ns = now;
 	if (__sync_fetch_and_add(&c->stamp_meet, 1) == 1)
