@@ -179,12 +179,15 @@ pub struct Profiler {
     trace_agg_slot: std::cell::Cell<u32>,
 }
 
-/// How often a program ran and for how long, in total.
+/// How often a program ran and for how long, in total (counted while the kernel's BPF
+/// statistics are on), and how often the kernel skipped it (always counted): a program
+/// already running on that CPU, interrupted by what fires it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProgramRunTime {
     pub name: &'static str,
     pub runs: u64,
     pub run_time_ns: u64,
+    pub missed: u64,
 }
 
 /// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
@@ -482,6 +485,7 @@ impl Profiler {
                     name,
                     runs: info.run_cnt,
                     run_time_ns: info.run_time_ns,
+                    missed: info.recursion_misses,
                 })
             })
             .collect()

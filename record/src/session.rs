@@ -767,6 +767,15 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         rec.write_lost(drops - drops_written, monotonic_ns())?;
     }
     rec.flush_until(u64::MAX)?;
+    // Runs the kernel skipped: what they would have written is missing, said even without -v.
+    let programs = profiler.run_time();
+    for p in programs.iter().filter(|p| p.missed > 0) {
+        eprintln!(
+            "record: warning: the kernel skipped {} runs of {} (it was already running on \
+             that CPU): the events they would have written are missing",
+            p.missed, p.name
+        );
+    }
     let missed_wakers = profiler.missed_wakers();
     let missed_aggregations = profiler.missed_aggregations();
     let missed_event_aggregations = profiler.missed_event_aggregations();
@@ -791,7 +800,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
         crate::python::report(&rec.python);
-        crate::phases::report_costs(&profiler.run_time(), &recording);
+        crate::phases::report_costs(&programs, &recording);
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {
                 eprintln!("record: lost {n} {what}");

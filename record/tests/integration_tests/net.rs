@@ -256,7 +256,10 @@ impl Netns {
         let mut command = vec!["ip", "netns", "exec", &self.a, "python3"];
         command.extend([path.to_str().unwrap(), SERVER_ADDR, &port]);
         command.extend(args);
-        record(&flags, &command)
+        let out = record(&flags, &command);
+        // Shown when the test fails: lost events and skipped programs are said there.
+        eprintln!("record's stderr:\n{}", stderr_of(&out));
+        out
     }
 }
 
