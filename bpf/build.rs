@@ -10,6 +10,7 @@ use libbpf_cargo::SkeletonBuilder;
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
     "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net", "netsend",
+    "netstamp",
 ];
 
 /// The headers every program file includes.
@@ -23,6 +24,7 @@ const HEADERS: &[&str] = &[
     "agg.bpf.h",
     "trace_agg.bpf.h",
     "net.bpf.h",
+    "send.bpf.h",
 ];
 
 fn main() {
@@ -32,9 +34,9 @@ fn main() {
     for name in CONCERNS {
         let src = format!("src/bpf/{name}.bpf.c");
         let obj = out.join(format!("{name}.bpf.o"));
-        // netsend.bpf.c's send calls meet with an atomic that returns the old value: BPF
+        // netstamp.bpf.c's send calls meet with an atomic that returns the old value: BPF
         // v3 (kernels 5.12+). The other files keep clang's default instruction set.
-        let cpu = if *name == "netsend" {
+        let cpu = if *name == "netstamp" {
             "-mcpu=v3"
         } else {
             "-mcpu=generic"

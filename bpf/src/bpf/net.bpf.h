@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* What the network programs share (net.bpf.c, netsend.bpf.c): the current thread's stacks
- * and a socket's addresses in a net_event. Include after stack.bpf.h and unwind.bpf.h. */
+/* What the network programs share (net.bpf.c, netsend.bpf.c, netstamp.bpf.c): the current
+ * thread's stacks and a socket's addresses in a net_event. Include after stack.bpf.h and
+ * unwind.bpf.h. */
 #ifndef NET_BPF_H
 #define NET_BPF_H
 
@@ -28,7 +29,7 @@ struct send_call {
 	__u64 last_queue_ns;
 	__u32 last_seq;
 	__u32 last_end;
-	/* The socket's rate of skbs followed (netsend.bpf.c's follow_or_skip): credit in ns,
+	/* The socket's rate of skbs followed (send.bpf.h): credit in ns,
 	 * when it was last topped up, and the skbs (and their bytes) not followed since the
 	 * last one that was, which the next followed skb stands for. */
 	__u64 credit_ns;
@@ -39,7 +40,7 @@ struct send_call {
 	/* 1: the socket's owner is known (net.bpf.c's claim ran on a send of it): its later
 	 * sends need not look it up in conns. */
 	__u32 claimed;
-	/* Send calls timed by the kernel's TX timestamping (netsend.bpf.c's on_sockops): the
+	/* Send calls timed by the kernel's TX timestamping (netstamp.bpf.c): the
 	 * call under way (STAMP_FOLLOWED: its skb is flagged; STAMP_SKIPPED: only counted, at
 	 * its end), its thread, and the one flagged skb of the socket on its way (stamp_state
 	 * set) with its call's times, bytes and the calls and bytes it stands for. */

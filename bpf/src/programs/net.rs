@@ -1,6 +1,6 @@
 //! net.bpf.c: TCP connections (inet_sock_set_state), retransmits, resets and drops charged
-//! to the socket's owner, socket waits named by peer; netsend.bpf.c: sends followed to the
-//! device.
+//! to the socket's owner, socket waits named by peer; netsend.bpf.c and
+//! netstamp.bpf.c: sends followed to the device, skb by skb or timed per call.
 
 use libbpf_rs::Link;
 
