@@ -174,6 +174,16 @@ static NO_HUGE_PAGES_AT_LOAD: extern "C" fn() = no_huge_pages;
 
 fn main() {
     let args = Args::parse();
+    // The main thread is one of the pool's threads (RAYON_NUM_THREADS, or one per CPU): the
+    // stages' parallel loops run on it, the others helping, rather than from a thread that
+    // hands each over and sleeps until it is done (a tenth of a small report's time with one
+    // thread). Not for `top`, whose main thread draws while another reads: with one thread
+    // that reader's loops would wait for the drawing thread forever.
+    if !matches!(args.command, Command::Top(_)) {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .use_current_thread()
+            .build_global();
+    }
     let result = run(args);
     analyze::timing::files_resident();
     let broken_pipe = |e: &anyhow::Error| {
