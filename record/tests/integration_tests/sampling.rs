@@ -27,17 +27,18 @@ fn fp_samples_match_perf_record_g() {
     let secs = SECONDS.to_string();
     let threads = THREADS.to_string();
     let ours = dir.path("ours.data");
-    let out = record(
-        &[
+    let fp_at_999 = |out: &std::path::Path, command: &[&str]| {
+        let flags = [
             "-F",
             "999",
             "--call-graph",
             "fp",
             "-o",
-            ours.to_str().unwrap(),
-        ],
-        &timed(&[busy.to_str().unwrap(), &secs, &threads]),
-    );
+            out.to_str().unwrap(),
+        ];
+        record(&flags, command)
+    };
+    let out = fp_at_999(&ours, &timed(&[busy.to_str().unwrap(), &secs, &threads]));
     assert!(out.status.success(), "record failed: {}", stderr_of(&out));
     let (samples, lost) = summary_counts(&stderr_of(&out));
     let cpu = cpu_seconds(&stderr_of(&out));
@@ -77,15 +78,8 @@ fn fp_samples_match_perf_record_g() {
     // busy machine, none in a CI run once), so a program that lives in syscalls is recorded
     // too: dd copying a byte at a time, in read() and write().
     let dd = dir.path("dd.data");
-    let out = record(
-        &[
-            "-F",
-            "999",
-            "--call-graph",
-            "fp",
-            "-o",
-            dd.to_str().unwrap(),
-        ],
+    let out = fp_at_999(
+        &dd,
         &[
             "dd",
             "if=/dev/zero",
