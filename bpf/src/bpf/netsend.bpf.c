@@ -329,6 +329,11 @@ int BPF_PROG(on_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
  * 0: record gives them that one's call and times). */
 static __always_inline void send_tail(const struct sock *sk, struct send_call *c)
 {
+	__u32 skbs;
+	__u64 bytes;
+	take_skipped(c, &skbs, &bytes);
+	if (!skbs)
+		return;
 	struct net_skb_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(EVENT_NET);
@@ -342,11 +347,9 @@ static __always_inline void send_tail(const struct sock *sk, struct send_call *c
 	e->len = 0;
 	e->qdisc_ns = 0;
 	e->queue_ns = 0;
-	e->skbs = c->skipped;
+	e->skbs = skbs;
 	e->_pad = 0;
-	e->skipped_bytes = c->skipped_bytes;
-	c->skipped = 0;
-	c->skipped_bytes = 0;
+	e->skipped_bytes = bytes;
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
