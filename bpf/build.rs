@@ -34,14 +34,6 @@ fn main() {
     for name in CONCERNS {
         let src = format!("src/bpf/{name}.bpf.c");
         let obj = out.join(format!("{name}.bpf.o"));
-        // The files that follow sends count what they skip with atomics that return the old
-        // value (send.bpf.h), and netstamp.bpf.c's calls meet with one: BPF v3 (kernels
-        // 5.12+). The other files keep clang's default instruction set.
-        let cpu = if matches!(*name, "netsend" | "netstamp") {
-            "-mcpu=v3"
-        } else {
-            "-mcpu=generic"
-        };
         SkeletonBuilder::new()
             .source(&src)
             .obj(&obj)
@@ -52,7 +44,9 @@ fn main() {
                 "-I",
                 "/usr/include/x86_64-linux-gnu",
                 "-D__TARGET_ARCH_x86",
-                cpu,
+                // Atomics that return the old value (send.bpf.h, netstamp.bpf.c): kernels
+                // 5.12+.
+                "-mcpu=v3",
                 "-O2",
                 "-g",
                 "-Wall",

@@ -93,8 +93,7 @@ static __always_inline void stamp_sendmsg(struct bpf_sock_ops *skops)
 	if (c->stamp_state) {
 		if (now - c->stamp_send_ns < STAMP_GIVE_UP_NS)
 			return;
-		__sync_fetch_and_add(&c->skipped_bytes, c->stamp_skipped_bytes + c->stamp_len);
-		__sync_fetch_and_add(&c->skipped, c->stamp_calls);
+		skip_many(c, c->stamp_calls, c->stamp_skipped_bytes + c->stamp_len);
 		c->stamp_state = 0;
 	}
 	if (!has_credit(c, now) || !cap_allows(now) ||

@@ -163,15 +163,21 @@ static __always_inline bool cap_allows(__u64 now)
 	return true;
 }
 
+/* `count` skbs (or calls) of `bytes` in all, skipped: added atomically, as taken. The bytes
+ * go first, so that who takes a count takes its bytes too. */
+static __always_inline void skip_many(struct send_call *c, __u32 count, __u64 bytes)
+{
+	__sync_fetch_and_add(&c->skipped_bytes, bytes);
+	__sync_fetch_and_add(&c->skipped, count);
+}
+
 /* An skb of `len` bytes that the socket's rate skips: counted, for the next one followed.
  * Atomically (BPF v3), as taken: an skb a qdisc held leaves on whichever CPU dequeues it,
  * without the socket's lock, while its owner may be closing the socket (a tail taken then
- * lost the skbs counted meanwhile: 1 of 42 in a CI run). The bytes go first, so that who
- * takes an skb's count takes its bytes too. */
+ * lost the skbs counted meanwhile: 1 of 42 in a CI run). */
 static __always_inline void skip(struct send_call *c, __u32 len)
 {
-	__sync_fetch_and_add(&c->skipped_bytes, len);
-	__sync_fetch_and_add(&c->skipped, 1);
+	skip_many(c, 1, len);
 }
 
 /* What the socket skipped since it was last taken (the skbs and their bytes), leaving none. */
