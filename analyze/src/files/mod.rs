@@ -139,6 +139,10 @@ pub struct Loader {
     debug_served: Mutex<std::collections::BTreeMap<String, String>>,
     /// Why files could not be used, one line per file, in the order met.
     problems: Mutex<Vec<String>>,
+    /// Why files opened ahead of the stages ([`Loader::elf_ahead`]) could not be used, by
+    /// their key in `elves`: said when a stage asks for the file, so that what is said does
+    /// not depend on how far the work ahead got (nor names files no frame is in).
+    unsaid: Mutex<HashMap<String, String>>,
 }
 
 fn cached<T>(cache: &Cached<T>, key: &str, open: impl FnOnce() -> Option<T>) -> Option<Arc<T>> {
@@ -204,7 +208,26 @@ impl Loader {
     /// `expected` is the build id the recording gives: the file is looked for in the
     /// [`Sources`] in order, and one with another id is not used.
     pub fn elf(&self, name: &str, expected: Option<&[u8]>) -> Option<Arc<ElfData>> {
-        cached(&self.elves, &elf_key(name, expected), || {
+        let key = elf_key(name, expected);
+        let elf = self.elf_keyed(name, expected, &key);
+        if elf.is_none() {
+            let why = self.unsaid.lock().unwrap().remove(&key);
+            if let Some(why) = why {
+                self.problem(why);
+            }
+        }
+        elf
+    }
+
+    /// [`Loader::elf`] for work ahead of the stages (while a recording is read): why the
+    /// file cannot be used is said only if a stage asks for it too.
+    pub fn elf_ahead(&self, name: &str, expected: Option<&[u8]>) -> Option<Arc<ElfData>> {
+        self.elf_keyed(name, expected, &elf_key(name, expected))
+    }
+
+    /// The file, opened once; why it is missing kept in `unsaid`.
+    fn elf_keyed(&self, name: &str, expected: Option<&[u8]>, key: &str) -> Option<Arc<ElfData>> {
+        cached(&self.elves, key, || {
             match self.find_elf(name, expected, Search::Everywhere) {
                 Ok((elf, from)) => {
                     self.serve(name, from);
@@ -213,7 +236,8 @@ impl Loader {
                 Err(why) => {
                     self.serve(name, "missing".into());
                     if let Some(why) = why {
-                        self.problem(format!("{why}; its frames are [unknown]"));
+                        let why = format!("{why}; its frames are [unknown]");
+                        self.unsaid.lock().unwrap().insert(key.to_string(), why);
                     }
                     None
                 }
@@ -357,6 +381,16 @@ impl Loader {
     /// directory, under the debug root), then debuginfod's. A candidate whose build id
     /// differs from the binary's is skipped.
     pub fn debug_file(&self, elf: &ElfData) -> Option<Arc<ElfData>> {
+        self.debug_file_saying(elf, true)
+    }
+
+    /// [`Loader::debug_file`] for work ahead of the stages: a candidate of another build id
+    /// is not said (a stage asking for the file says it).
+    pub fn debug_file_ahead(&self, elf: &ElfData) -> Option<Arc<ElfData>> {
+        self.debug_file_saying(elf, false)
+    }
+
+    fn debug_file_saying(&self, elf: &ElfData, say: bool) -> Option<Arc<ElfData>> {
         let id = elf.build_id_hex().filter(|h| h.len() > 2);
         if let (Some(id), Some(archive)) = (&id, &self.sources.archive) {
             if let Some(b) = archive.debug(id) {
@@ -416,10 +450,12 @@ impl Loader {
             };
             match (&elf.build_id, &d.build_id) {
                 (Some(a), Some(b)) if a != b => {
-                    self.problem(format!(
-                        "{key}: build id differs from {}'s; not used",
-                        elf.name
-                    ));
+                    if say {
+                        self.problem(format!(
+                            "{key}: build id differs from {}'s; not used",
+                            elf.name
+                        ));
+                    }
                 }
                 _ => {
                     self.serve_debug(&elf.name, from);
@@ -629,6 +665,27 @@ mod tests {
             "{problems:?}"
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A file the work ahead of the stages could not open is said missing only once a stage
+    /// asks for it: what is said does not depend on how far that work got (a recording from
+    /// another machine listed 40 kernel modules, said missing in some runs, not in others).
+    #[test]
+    fn a_file_missing_ahead_is_said_when_a_stage_asks() {
+        let l = Loader::with_sources(Default::default());
+        let (path, id) = ("/nonexistent/libgone.so", &[0xab; 20][..]);
+        assert!(l.elf_ahead(path, Some(id)).is_none());
+        assert!(l.elf_ahead(path, Some(id)).is_none());
+        assert_eq!(l.problems(), Vec::<String>::new());
+        assert!(l.elf(path, Some(id)).is_none());
+        let problems = l.problems();
+        assert!(
+            problems.len() == 1 && problems[0].contains("libgone.so"),
+            "{problems:?}"
+        );
+        // Said once, however often asked.
+        assert!(l.elf(path, Some(id)).is_none());
+        assert_eq!(l.problems().len(), 1);
     }
 
     /// A recording of another machine's vdso: from a build-id cache (perf's names it `vdso`),

@@ -299,9 +299,9 @@ pub fn prepare_file(loader: &Loader, path: &str, build_id: &[u8], with_dwarf: bo
     if !path.starts_with('/') {
         return;
     }
-    let Some(elf) = loader.elf(path, Some(build_id)) else {
+    let Some(elf) = loader.elf_ahead(path, Some(build_id)) else {
         return;
     };
-    let debug = loader.debug_file(&elf);
+    let debug = loader.debug_file_ahead(&elf);
     symbolize::prepare(&elf, debug.as_deref(), with_dwarf);
 }
