@@ -81,8 +81,14 @@ pub fn symbolize_elf(
     // Symbols and DWARF load side by side (unless prepared already): each is a fair share of
     // the work on libc.
     let svmas: Vec<u64> = lookups.iter().map(Lookup::call_site).collect();
+    // Each address is named by the symbol holding it, and checked against its call site's.
+    let queries: Vec<u64> = lookups
+        .iter()
+        .map(|l| l.addr)
+        .chain(svmas.iter().copied())
+        .collect();
     let (tables, loaded) = rayon::join(
-        || symtab::tables(elf, debug),
+        || symtab::tables_near(elf, debug, &queries),
         || dwarf.and_then(|d| dwarf::Loaded::load(d, &svmas)),
     );
     let mut named = loaded
@@ -228,18 +234,13 @@ pub fn source_locations(
         .collect()
 }
 
-/// Builds the symbol tables of `elf` and, `with_dwarf`, inflates the DWARF that answers for
-/// it ([`dwarf_file`]): what the driver starts for the files a recording lists while the
-/// recording is read.
+/// With `with_dwarf`, inflates the DWARF that answers for `elf` ([`dwarf_file`]): what the
+/// driver starts for the files a recording lists while the recording is read. Symbol tables
+/// are not built ahead: symbolizing reads only the part of them its addresses need.
 pub fn prepare(elf: &ElfData, debug: Option<&ElfData>, with_dwarf: bool) {
-    rayon::join(
-        || symtab::tables(elf, debug),
-        || {
-            if let Some(file) = dwarf_file(elf, debug, with_dwarf, with_dwarf) {
-                dwarf::prefetch(file);
-            }
-        },
-    );
+    if let Some(file) = dwarf_file(elf, debug, with_dwarf, with_dwarf) {
+        dwarf::prefetch(file);
+    }
 }
 
 /// Symbolizes JIT code addresses (AVMAs) of one process.

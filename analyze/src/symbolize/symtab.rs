@@ -1,5 +1,6 @@
 //! Function names from ELF symbol tables, picked among aliases as perf picks them, and
-//! `name@plt` entries synthesized as perf does.
+//! `name@plt` entries synthesized as perf does. Symbolizing reads only the symbols its
+//! addresses fall in ([`tables_near`]); other uses build the whole tables once ([`tables`]).
 
 use object::{elf, Object, ObjectSection, ObjectSymbol, SymbolFlags, SymbolSection};
 
@@ -81,56 +82,44 @@ impl SymbolTable {
     /// `.symtab` if the file has function symbols there, else `.dynsym`.
     pub(super) fn of(elf: &ElfData) -> Option<SymbolTable> {
         let obj = object::File::parse(&*elf.bytes).ok()?;
-        // perf's choice of symbols: functions (FUNC, GNU_IFUNC) and labels (NOTYPE, defined
-        // in a section, not hidden or internal), named, defined.
-        let collect = |dynamic: bool| {
-            let iter: Box<dyn Iterator<Item = object::Symbol<'_, '_>>> = if dynamic {
-                Box::new(obj.dynamic_symbols())
-            } else {
-                Box::new(obj.symbols())
-            };
-            // Room for every symbol (functions are most; 24 bytes each): growing by doubling
-            // would copy. Sized by the section, which a damaged file cannot make larger.
-            let table = if dynamic { ".dynsym" } else { ".symtab" };
-            let count = obj.section_by_name(table).map_or(0, |t| t.size() / 24);
-            let mut raw: Vec<(u64, u64, Binding, &str)> =
-                Vec::with_capacity(count.min(elf.bytes.len() as u64 / 24) as usize);
-            for s in iter {
-                let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
-                    continue;
-                };
-                let wanted = match st_info.st_type() {
-                    elf::STT_FUNC | elf::STT_GNU_IFUNC => true,
-                    elf::STT_NOTYPE => {
-                        matches!(s.section(), SymbolSection::Section(_))
-                            && !matches!(st_other.visibility(), elf::STV_HIDDEN | elf::STV_INTERNAL)
-                    }
-                    _ => false,
-                };
-                if !wanted || s.is_undefined() || s.address() == 0 {
-                    continue;
-                }
-                let Ok(name) = s.name() else { continue };
-                if name.is_empty() {
-                    continue;
-                }
-                let binding = match st_info.st_bind() {
-                    elf::STB_WEAK => Binding::Weak,
-                    elf::STB_GLOBAL | elf::STB_GNU_UNIQUE => Binding::Global,
-                    _ => Binding::Local,
-                };
-                raw.push((s.address(), s.size(), binding, name));
-            }
-            raw
-        };
-        let mut raw = collect(false);
+        let all = |_| true;
+        let mut raw = collect(&obj, false, all, elf.bytes.len());
         if raw.is_empty() {
-            raw = collect(true);
+            raw = collect(&obj, true, all, elf.bytes.len());
         }
         if raw.is_empty() {
             return None;
         }
         Some(SymbolTable { syms: choose(raw) })
+    }
+
+    /// The part of [`SymbolTable::of`] that looking up `queries` (sorted, SVMAs) reads: the
+    /// symbols at the start each query falls after and at the next start (where a sizeless
+    /// symbol ends), every alias there. [`SymbolTable::lookup`] and [`SymbolTable::bounds`]
+    /// of a query give what they give on the whole table: no start of the whole table lies
+    /// between a query and the start kept for it. Names are read only for those symbols, one
+    /// pass over the table finding their starts (a profile touches a few dozen of libc's
+    /// 6,700 functions; naming and sorting them all took 1-2 ms of a 5 ms report).
+    /// `None`: the file has no symbol perf would keep; [`Near::Whole`]: all the names at a
+    /// start kept are not UTF-8 (which the whole table drops: it decides then).
+    fn near(elf: &ElfData, queries: &[u64]) -> Option<Near> {
+        let obj = object::File::parse(&*elf.bytes).ok()?;
+        let starts = match starts_near(&obj, false, queries) {
+            Some(s) => s,
+            None => starts_near(&obj, true, queries)?,
+        };
+        let (starts, dynamic) = starts;
+        let at = |start| starts.binary_search(&start).is_ok();
+        let raw = collect(&obj, dynamic, at, 0);
+        // Every start kept has a symbol with a non-empty name: one that is not UTF-8 is
+        // dropped by `collect`, and the whole table is read instead.
+        let mut found: Vec<u64> = raw.iter().map(|s| s.0).collect();
+        found.sort_unstable();
+        found.dedup();
+        if found != starts {
+            return Some(Near::Whole);
+        }
+        Some(Near::Part(SymbolTable { syms: choose(raw) }))
     }
 
     /// Symbols for the PLT entries of `elf` (`name@plt`, as perf synthesizes them): entry `i`
@@ -197,6 +186,114 @@ impl SymbolTable {
     }
 }
 
+/// A symbol perf keeps: functions (FUNC, GNU_IFUNC) and labels (NOTYPE, defined in a
+/// section, not hidden or internal), defined, at a non-zero address: its start, size and
+/// binding (the name is checked apart: reading it is most of the cost).
+fn kept(s: &object::Symbol<'_, '_>) -> Option<(u64, u64, Binding)> {
+    let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
+        return None;
+    };
+    let wanted = match st_info.st_type() {
+        elf::STT_FUNC | elf::STT_GNU_IFUNC => true,
+        elf::STT_NOTYPE => {
+            matches!(s.section(), SymbolSection::Section(_))
+                && !matches!(st_other.visibility(), elf::STV_HIDDEN | elf::STV_INTERNAL)
+        }
+        _ => false,
+    };
+    if !wanted || s.is_undefined() || s.address() == 0 {
+        return None;
+    }
+    let binding = match st_info.st_bind() {
+        elf::STB_WEAK => Binding::Weak,
+        elf::STB_GLOBAL | elf::STB_GNU_UNIQUE => Binding::Global,
+        _ => Binding::Local,
+    };
+    Some((s.address(), s.size(), binding))
+}
+
+/// The symbols of `.symtab` (`.dynsym` if `dynamic`).
+fn symbols<'d, 'f>(
+    obj: &'f object::File<'d>,
+    dynamic: bool,
+) -> Box<dyn Iterator<Item = object::Symbol<'d, 'f>> + 'f> {
+    if dynamic {
+        Box::new(obj.dynamic_symbols())
+    } else {
+        Box::new(obj.symbols())
+    }
+}
+
+/// The symbols perf keeps of `.symtab` (`.dynsym` if `dynamic`) whose start `at` accepts,
+/// named: (start, size, binding, name). Room is made for every symbol of the table at once
+/// (for all of them: growing by doubling would copy), if the file, `file_len` bytes, can
+/// hold them (a damaged section header cannot make it larger).
+fn collect<'d>(
+    obj: &object::File<'d>,
+    dynamic: bool,
+    at: impl Fn(u64) -> bool,
+    file_len: usize,
+) -> Vec<(u64, u64, Binding, &'d str)> {
+    let table = if dynamic { ".dynsym" } else { ".symtab" };
+    let count = obj.section_by_name(table).map_or(0, |t| t.size() / 24);
+    let mut raw = Vec::with_capacity(count.min(file_len as u64 / 24) as usize);
+    for s in symbols(obj, dynamic) {
+        let Some((start, size, binding)) = kept(&s).filter(|k| at(k.0)) else {
+            continue;
+        };
+        let Ok(name) = s.name() else { continue };
+        if !name.is_empty() {
+            raw.push((start, size, binding, name));
+        }
+    }
+    raw
+}
+
+/// The starts of the symbols perf keeps of `.symtab` (`.dynsym` if `dynamic`) that looking
+/// up `queries` (sorted) needs: for each query, the last start at or before it and the first
+/// after it; sorted, each once. `None` if the table keeps no symbol. With the table itself:
+/// whether it is the dynamic one.
+fn starts_near(obj: &object::File<'_>, dynamic: bool, queries: &[u64]) -> Option<(Vec<u64>, bool)> {
+    // Starts fall into the gaps between queries: gap `j` holds those after query `j - 1` up
+    // to query `j` (the last gap, those after every query). Each gap's first and last start.
+    let mut first = vec![u64::MAX; queries.len() + 1];
+    let mut last: Vec<Option<u64>> = vec![None; queries.len() + 1];
+    let mut any = false;
+    for s in symbols(obj, dynamic) {
+        let Some((start, _, _)) = kept(&s) else {
+            continue;
+        };
+        if s.name_bytes().map_or(true, <[u8]>::is_empty) {
+            continue;
+        }
+        any = true;
+        let gap = queries.partition_point(|&q| q < start);
+        first[gap] = first[gap].min(start);
+        last[gap] = last[gap].max(Some(start));
+    }
+    if !any {
+        return None;
+    }
+    let mut starts = Vec::with_capacity(2 * queries.len());
+    // At or before query j: the last start of gaps 0..=j.
+    let mut before: Option<u64> = None;
+    for l in last.iter().take(queries.len()) {
+        before = before.max(*l);
+        starts.extend(before);
+    }
+    // After query j: the first start of the gaps after it.
+    let mut after = u64::MAX;
+    for f in first.iter().skip(1).rev() {
+        after = after.min(*f);
+        if after != u64::MAX {
+            starts.push(after);
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    Some((starts, dynamic))
+}
+
 /// Demangles `raw` (start, size, binding, name) and keeps, at each address, the symbol perf
 /// keeps (util/symbol.c, choose_best_symbol: sized, not weak, global, fewer leading
 /// underscores, longer name, first in the table). perf demangles as it loads, so it compares
@@ -260,16 +357,71 @@ fn leading_underscores(name: &str) -> usize {
     name.len() - name.trim_start_matches('_').len()
 }
 
-/// A file's symbol tables, built once and kept with the file ([`ElfData::derived`]).
+/// A file's whole symbol tables, built once and kept with the file ([`ElfData::derived`]).
 #[derive(Default)]
-struct Tables(OnceLock<Vec<SymbolTable>>);
+struct Whole(OnceLock<Vec<SymbolTable>>);
 
-/// The symbol tables of `elf` and of its debug file (built once).
+/// The symbol tables of `elf` and of its debug file, whole (built once).
 pub(super) fn tables<'e>(elf: &'e ElfData, debug: Option<&ElfData>) -> &'e [SymbolTable] {
     elf.derived
-        .get::<Tables>()
+        .get::<Whole>()
         .0
         .get_or_init(|| symbol_tables(elf, debug))
+}
+
+/// What [`SymbolTable::near`] found in a file.
+enum Near {
+    /// The part of the table the queries read.
+    Part(SymbolTable),
+    /// Nothing decided: read the whole table.
+    Whole,
+}
+
+/// Symbol tables for looking up a set of addresses: the whole ones of a file, or the parts
+/// of them those addresses read.
+pub(super) enum Tables<'e> {
+    Whole(&'e [SymbolTable]),
+    Part(Vec<SymbolTable>),
+}
+
+impl std::ops::Deref for Tables<'_> {
+    type Target = [SymbolTable];
+    fn deref(&self) -> &[SymbolTable] {
+        match self {
+            Tables::Whole(t) => t,
+            Tables::Part(t) => t,
+        }
+    }
+}
+
+/// The symbol tables of `elf` and of its debug file as far as looking up `queries` (SVMAs)
+/// reads them ([`SymbolTable::near`]), with `elf`'s PLT entries; the whole tables where they
+/// are built already, or where the parts cannot tell (no symbol table: a Go program's own
+/// table of its functions, whole). Lookups of those queries give what the whole tables give.
+pub(super) fn tables_near<'e>(
+    elf: &'e ElfData,
+    debug: Option<&ElfData>,
+    queries: &[u64],
+) -> Tables<'e> {
+    if let Some(whole) = elf.derived.get::<Whole>().0.get() {
+        return Tables::Whole(whole);
+    }
+    let mut queries = queries.to_vec();
+    queries.sort_unstable();
+    queries.dedup();
+    let mut parts = Vec::new();
+    for file in debug.into_iter().chain(std::iter::once(elf)) {
+        match SymbolTable::near(file, &queries) {
+            Some(Near::Part(t)) => parts.push(t),
+            Some(Near::Whole) => return Tables::Whole(tables(elf, debug)),
+            None => {}
+        }
+    }
+    if parts.is_empty() {
+        return Tables::Whole(tables(elf, debug));
+    }
+    with_plt(&mut parts, elf);
+    Tables::Part(parts)
 }
 
 /// The symbol tables of the debug file and of `elf`, with `elf`'s PLT entries.
@@ -289,18 +441,24 @@ fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
             tables.push(SymbolTable { syms });
         }
     }
-    let plt = SymbolTable::plt(elf);
-    if !plt.is_empty() {
-        // Into the table in use, so that sizeless symbols before the PLT end where it begins.
-        if tables.is_empty() {
-            tables.push(SymbolTable { syms: Vec::new() });
-        }
-        let t = &mut tables[0];
-        t.syms.extend(plt);
-        t.syms.sort_by_key(|s| s.0);
-        t.syms.dedup_by_key(|s| s.0);
-    }
+    with_plt(&mut tables, elf);
     tables
+}
+
+/// Adds `elf`'s PLT entries to the first of its `tables` (the one in use), so that sizeless
+/// symbols before the PLT end where it begins; a symbol at an entry's start keeps its place.
+fn with_plt(tables: &mut Vec<SymbolTable>, elf: &ElfData) {
+    let plt = SymbolTable::plt(elf);
+    if plt.is_empty() {
+        return;
+    }
+    if tables.is_empty() {
+        tables.push(SymbolTable { syms: Vec::new() });
+    }
+    let t = &mut tables[0];
+    t.syms.extend(plt);
+    t.syms.sort_by_key(|s| s.0);
+    t.syms.dedup_by_key(|s| s.0);
 }
 
 #[cfg(test)]
@@ -343,5 +501,64 @@ mod tests {
             (0x2000, 8, Binding::Global, "later"),
         ];
         assert_eq!(names(raw), ["g", "first"]);
+    }
+
+    /// Every symbol of `tables` holding one of `queries`, as lookup and bounds give them.
+    fn looked_up(tables: &[SymbolTable], queries: &[u64]) -> Vec<String> {
+        queries
+            .iter()
+            .map(|&q| {
+                let sym = tables.iter().find_map(|t| t.lookup(q));
+                let bounds = tables.iter().find_map(|t| t.bounds(q));
+                format!("{q:#x}: {sym:?} {bounds:?}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_parts_of_the_tables_a_lookup_reads_give_what_the_whole_tables_give() {
+        // This test program (.symtab: tens of thousands of Rust and C symbols, aliases among
+        // them) and libc (.dynsym, aliases, a PLT).
+        let files = [
+            std::env::current_exe().unwrap(),
+            "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
+        ];
+        for path in files {
+            let bytes = std::fs::read(&path).unwrap();
+            let name = path.display().to_string();
+            let elf = ElfData::parse(name.clone(), crate::files::Bytes::Owned(bytes)).unwrap();
+            let whole = symbol_tables(&elf, None);
+            let symbols: usize = whole.iter().map(|t| t.syms.len()).sum();
+            assert!(symbols > 1000, "{name}: {symbols} symbols");
+            // Starts, their neighbours and ends, and addresses between symbols, of every
+            // `step`-th symbol: a few queries and many.
+            for step in [997, 61, 3] {
+                let queries: Vec<u64> = whole[0]
+                    .syms
+                    .iter()
+                    .step_by(step)
+                    .flat_map(|&(start, end, _)| {
+                        [start - 1, start, start + 1, (start + end) / 2, end, end + 7]
+                    })
+                    .collect();
+                let Tables::Part(part) = tables_near(&elf, None, &queries) else {
+                    panic!("{name}: the whole tables were read");
+                };
+                assert_eq!(
+                    looked_up(&part, &queries),
+                    looked_up(&whole, &queries),
+                    "{name}, every {step}th symbol"
+                );
+                // Each probed symbol, the ones before and after it, the next one's end; and
+                // the PLT's entries.
+                let probed = queries.len() / 6;
+                let plt = SymbolTable::plt(&elf).len();
+                let kept: usize = part.iter().map(|t| t.syms.len()).sum();
+                assert!(
+                    kept <= 4 * probed + plt,
+                    "{name}: {kept} of {symbols} symbols kept for {probed} probed"
+                );
+            }
+        }
     }
 }
