@@ -31,6 +31,8 @@ enum Raw {
     One(Box<str>),
     /// Aliases, in table order.
     Aliases(Box<[Box<str>]>),
+    /// A PLT entry's target: named `target@plt`.
+    Plt(Box<str>),
 }
 
 impl Name {
@@ -62,6 +64,7 @@ impl Name {
             let rank = |n: &str| (std::cmp::Reverse(leading_underscores(n)), n.len());
             match &self.raw {
                 Raw::One(name) => demangle(name),
+                Raw::Plt(target) => format!("{}@plt", demangle(target)),
                 Raw::Aliases(names) => names
                     .iter()
                     .map(|n| demangle(n))
@@ -126,7 +129,8 @@ impl SymbolTable {
     /// Symbols for the PLT entries of `elf` (`name@plt`, as perf synthesizes them): entry `i`
     /// of `.plt` (after its 16-byte header), or of `.plt.sec` where there is one, jumps
     /// through relocation `i` of `.rela.plt`, named by its dynamic symbol (empty for
-    /// IRELATIVE). x86-64 entries are 16 bytes.
+    /// IRELATIVE; demangled when first looked up: libstdc++ has 1,037). x86-64 entries are
+    /// 16 bytes.
     pub(super) fn plt(elf: &ElfData) -> Vec<(u64, u64, Name)> {
         const ENTRY: u64 = 16;
         let Ok(obj) = object::File::parse(&*elf.bytes) else {
@@ -159,10 +163,13 @@ impl SymbolTable {
                             .ok()
                     })
                     .and_then(|s| s.name().ok())
-                    .map(demangle)
                     .unwrap_or_default();
                 let start = first + i as u64 * ENTRY;
-                (start, start + ENTRY, Name::demangled(format!("{name}@plt")))
+                let name = Name {
+                    raw: Raw::Plt(name.into()),
+                    demangled: OnceLock::new(),
+                };
+                (start, start + ENTRY, name)
             })
             .collect()
     }
@@ -641,5 +648,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// PLT entries are named `target@plt`, the target demangled when first looked up.
+    #[test]
+    fn plt_entries_are_named_by_their_demangled_targets() {
+        let path = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+        let bytes = std::fs::read(path).unwrap();
+        let elf = ElfData::parse(path.into(), crate::files::Bytes::Owned(bytes)).unwrap();
+        let plt = SymbolTable::plt(&elf);
+        assert!(plt.len() > 500, "{} PLT entries", plt.len());
+        // Nothing demangled yet: a profile looks up a few of them.
+        assert!(plt.iter().all(|s| s.2.demangled.get().is_none()));
+        let names: Vec<&str> = plt.iter().map(|s| s.2.get()).collect();
+        assert!(names.iter().all(|n| n.ends_with("@plt")), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("_Z")), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with("std::") && n.contains("::")),
+            "{names:?}"
+        );
+        assert!(names.contains(&"memcpy@plt"), "{names:?}");
     }
 }
