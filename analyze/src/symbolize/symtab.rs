@@ -108,11 +108,10 @@ impl SymbolTable {
     /// start kept are not UTF-8 (which the whole table drops: it decides then).
     fn near(elf: &ElfData, queries: &[u64]) -> Option<Near> {
         let obj = object::File::parse(&*elf.bytes).ok()?;
-        let starts = match starts_near(&obj, false, queries) {
-            Some(s) => s,
-            None => starts_near(&obj, true, queries)?,
+        let (starts, dynamic) = match starts_near(&obj, false, queries) {
+            Some(s) => (s, false),
+            None => (starts_near(&obj, true, queries)?, true),
         };
-        let (starts, dynamic) = starts;
         let at = |start| starts.binary_search(&start).is_ok();
         let raw = collect(&obj, dynamic, at, 0);
         // Every start kept has a symbol with a non-empty name: one that is not UTF-8 is
@@ -211,6 +210,7 @@ fn kept_symbols<'d>(
     }
 }
 
+/// [`kept_symbols`] of one ELF class (32- or 64-bit).
 fn kept_in<'d, Elf: FileHeader>(
     file: &ElfFile<'d, Elf>,
     dynamic: bool,
@@ -256,7 +256,8 @@ fn kept_in<'d, Elf: FileHeader>(
 /// The symbols perf keeps of `.symtab` (`.dynsym` if `dynamic`) whose start `at` accepts,
 /// named: (start, size, binding, name). Room is made for every symbol of the table at once
 /// (for all of them: growing by doubling would copy), if the file, `file_len` bytes, can
-/// hold them (a damaged section header cannot make it larger).
+/// hold them (a damaged section header cannot make it larger); `file_len` 0: none made (for
+/// the few symbols near some addresses).
 fn collect<'d>(
     obj: &object::File<'d>,
     dynamic: bool,
@@ -278,9 +279,8 @@ fn collect<'d>(
 
 /// The starts of the symbols perf keeps of `.symtab` (`.dynsym` if `dynamic`) that looking
 /// up `queries` (sorted) needs: for each query, the last start at or before it and the first
-/// after it; sorted, each once. `None` if the table keeps no symbol. With the table itself:
-/// whether it is the dynamic one.
-fn starts_near(obj: &object::File<'_>, dynamic: bool, queries: &[u64]) -> Option<(Vec<u64>, bool)> {
+/// after it; sorted, each once. `None` if the table keeps no symbol.
+fn starts_near(obj: &object::File<'_>, dynamic: bool, queries: &[u64]) -> Option<Vec<u64>> {
     // Starts fall into the gaps between queries: gap `j` holds those after query `j - 1` up
     // to query `j` (the last gap, those after every query). Each gap's first and last start.
     let mut first = vec![u64::MAX; queries.len() + 1];
@@ -315,7 +315,7 @@ fn starts_near(obj: &object::File<'_>, dynamic: bool, queries: &[u64]) -> Option
     }
     starts.sort_unstable();
     starts.dedup();
-    Some((starts, dynamic))
+    Some(starts)
 }
 
 /// Demangles `raw` (start, size, binding, name) and keeps, at each address, the symbol perf
