@@ -30,18 +30,21 @@ pub struct Units<'a> {
     /// In `.debug_info` order: a reference's unit is found by binary search.
     headers: Vec<gimli::UnitHeader<Slice<'a>>>,
     parsed: Vec<OnceLock<Option<gimli::Unit<Slice<'a>>>>>,
-    /// Each abbreviation table the units use, by its offset, parsed when first needed: units
-    /// share them (a Rust program's 939 units, most read only for their root entry's ranges,
-    /// share 191 tables).
-    abbreviations: Vec<(usize, OnceLock<Option<Arc<gimli::Abbreviations>>>)>,
-    /// Of each abbreviation table (by offset, as `abbreviations`), which codes' entries may
-    /// give address ranges ([`codes_with_code`]), worked out when first asked.
-    with_code: Vec<(usize, OnceLock<CodesWithCode>)>,
+    /// Each abbreviation table the units use, by its offset: units share them (a Rust
+    /// program's 939 units, most read only for their root entry's ranges, share 191 tables).
+    tables: Vec<AbbreviationTable>,
 }
 
-/// An abbreviation table's codes, sorted, each with whether its entries may give address
-/// ranges.
-type CodesWithCode = Vec<(u64, bool)>;
+/// What is worked out of one abbreviation table, each when first needed.
+struct AbbreviationTable {
+    /// Its offset in `.debug_abbrev`.
+    at: usize,
+    /// Parsed.
+    parsed: OnceLock<Option<Arc<gimli::Abbreviations>>>,
+    /// Its codes, sorted, each with whether its entries may give address ranges
+    /// ([`codes_with_code`]).
+    with_code: OnceLock<Vec<(u64, bool)>>,
+}
 
 impl<'a> Units<'a> {
     /// The units of `dwarf`'s `.debug_info`, up to the first header that does not parse.
@@ -59,9 +62,22 @@ impl<'a> Units<'a> {
             dwarf,
             headers,
             parsed,
-            with_code: offsets.iter().map(|&o| (o, OnceLock::new())).collect(),
-            abbreviations: offsets.into_iter().map(|o| (o, OnceLock::new())).collect(),
+            tables: offsets
+                .into_iter()
+                .map(|at| AbbreviationTable {
+                    at,
+                    parsed: OnceLock::new(),
+                    with_code: OnceLock::new(),
+                })
+                .collect(),
         }
+    }
+
+    /// The abbreviation table of unit `header`.
+    fn table_of(&self, header: &gimli::UnitHeader<Slice<'a>>) -> Option<&AbbreviationTable> {
+        let at = header.debug_abbrev_offset().0;
+        let i = self.tables.binary_search_by_key(&at, |t| t.at).ok()?;
+        Some(&self.tables[i])
     }
 
     /// The abbreviations of unit `header`, parsed once for all the units that share them.
@@ -69,13 +85,10 @@ impl<'a> Units<'a> {
         &self,
         header: &gimli::UnitHeader<Slice<'a>>,
     ) -> Option<Arc<gimli::Abbreviations>> {
-        let at = header.debug_abbrev_offset();
-        let i = self
-            .abbreviations
-            .binary_search_by_key(&at.0, |(o, _)| *o)
-            .ok()?;
-        self.abbreviations[i]
-            .1
+        let table = self.table_of(header)?;
+        let at = gimli::DebugAbbrevOffset(table.at);
+        table
+            .parsed
             .get_or_init(|| self.dwarf.debug_abbrev.abbreviations(at).ok().map(Arc::new))
             .clone()
     }
@@ -123,13 +136,12 @@ impl<'a> Units<'a> {
         else {
             return true;
         };
-        let at = header.debug_abbrev_offset().0;
-        let Ok(t) = self.with_code.binary_search_by_key(&at, |(o, _)| *o) else {
+        let Some(table) = self.table_of(header) else {
             return true;
         };
-        let codes = self.with_code[t]
-            .1
-            .get_or_init(|| codes_with_code(&self.dwarf, at));
+        let codes = table
+            .with_code
+            .get_or_init(|| codes_with_code(&self.dwarf, table.at));
         match codes.binary_search_by_key(&code, |(c, _)| *c) {
             Ok(k) => codes[k].1,
             Err(_) => true,
@@ -156,7 +168,7 @@ impl<'a> Units<'a> {
 /// over the table's bytes, nothing parsed into tables. Units share tables (ripgrep's 939 units,
 /// 191 tables), and a unit's root entry is anywhere in its table; what cannot be read ends the
 /// list (codes not in it are taken to have code).
-fn codes_with_code(dwarf: &gimli::Dwarf<Slice<'_>>, at: usize) -> CodesWithCode {
+fn codes_with_code(dwarf: &gimli::Dwarf<Slice<'_>>, at: usize) -> Vec<(u64, bool)> {
     use gimli::{Reader, Section};
     let mut out = Vec::new();
     let Some(table) = dwarf.debug_abbrev.reader().slice().get(at..) else {
