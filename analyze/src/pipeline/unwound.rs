@@ -65,10 +65,7 @@ fn key_hash(s: &RawSample, stack: &UnwoundStack) -> u64 {
 }
 
 fn same(a: &RawSample, sa: &UnwoundStack, b: &RawSample, sb: &UnwoundStack) -> bool {
-    (a.event, a.pid, a.tid, a.comm) == (b.event, b.pid, b.tid, b.comm)
-        && a.kernel == b.kernel
-        && sa.user == sb.user
-        && a.raw == b.raw
+    a.same_origin(b) && sa.user == sb.user
 }
 
 /// Groups in order of first appearance.

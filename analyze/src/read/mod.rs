@@ -35,8 +35,8 @@ use rustc_hash::FxHashMap;
 use callchain::{same_frames, split_callchain, stack_copy};
 pub use fields::Quantity;
 pub use recording::{
-    is_anonymous, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping, RawSample, Recording,
-    StackBytes, StackCopy, UserFrame, UserRegs,
+    is_anonymous, same_words, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping,
+    RawSample, Recording, StackBytes, StackCopy, UserFrame, UserRegs,
 };
 pub use select::{select, EventSel, Selection, Weighed, Weight};
 use timeline::Timeline;

@@ -134,6 +134,30 @@ pub struct RawSample {
     pub raw: Option<Box<[u8]>>,
 }
 
+impl RawSample {
+    /// Whether `self` and `other` are one stack of one thread for grouping: same event,
+    /// thread, command name, kernel frames and payload (user frames are the caller's to
+    /// compare: recorded or unwound).
+    pub fn same_origin(&self, other: &RawSample) -> bool {
+        (self.event, self.pid, self.tid, self.comm)
+            == (other.event, other.pid, other.tid, other.comm)
+            && same_words(&self.kernel, &other.kernel)
+            && match (&self.raw, &other.raw) {
+                (Some(a), Some(b)) => same_words(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+    }
+}
+
+/// `a == b` for slices of plain numbers, without calling `memcmp` on empty ones: glibc's
+/// EVEX `memcmp` reads even a zero-length operand, with an all-masked load, and at the
+/// dangling address of an empty `Vec` (0x8, an unmapped page) that load takes about 130 ns
+/// on AMD EPYC (a suppressed fault) against 2 ns for three frames. Most samples taken in
+/// user mode have no kernel frames, and grouping compares them once per sample.
+pub fn same_words<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
 /// Build ids by path, as the BUILD_ID feature lists them.
 pub type BuildIds = HashMap<String, Vec<u8>>;
 
@@ -349,6 +373,32 @@ mod tests {
     #[test]
     fn raw_samples_stay_small() {
         assert_eq!(std::mem::size_of::<RawSample>(), 120);
+    }
+
+    #[test]
+    fn samples_are_of_one_origin_when_every_part_but_user_frames_is_equal() {
+        use crate::read::testing::sample;
+        let a = sample(0, 100, 1, 1, &[], None);
+        assert!(a.same_origin(&sample(0, 100, 2, 5, &[], None)));
+        let mut user_differs = sample(0, 100, 1, 1, &[], None);
+        user_differs.user.push(UserFrame { addr: 1, map: None });
+        assert!(a.same_origin(&user_differs));
+        let mut other_thread = sample(0, 100, 1, 1, &[], None);
+        other_thread.tid = 101;
+        for b in [
+            sample(1, 100, 1, 1, &[], None),
+            sample(0, 101, 1, 1, &[], None),
+            other_thread,
+            sample(0, 100, 1, 1, &[0xffff_ffff_8100_0000], None),
+            sample(0, 100, 1, 1, &[], Some(Vec::new())),
+        ] {
+            assert!(!a.same_origin(&b) && !b.same_origin(&a), "{b:?}");
+        }
+        let k = sample(0, 100, 1, 1, &[1, 2], Some(vec![7]));
+        assert!(k.same_origin(&sample(0, 100, 1, 1, &[1, 2], Some(vec![7]))));
+        assert!(!k.same_origin(&sample(0, 100, 1, 1, &[1, 3], Some(vec![7]))));
+        assert!(!k.same_origin(&sample(0, 100, 1, 1, &[1, 2], Some(vec![8]))));
+        assert!(same_words::<u64>(&[], &Vec::new()) && !same_words(&[1u64], &[]));
     }
 
     fn mapping(start: u64, end: u64, path: &str) -> Mapping {

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHasher;
 
 use super::fields::Quantity;
-use super::recording::{RawSample, Recording, UserFrame};
+use super::recording::{same_words, RawSample, Recording, UserFrame};
 use super::time_range::{self, TimeRanges};
 use crate::Error;
 
@@ -390,7 +390,8 @@ pub fn group_identical_members<'a>(
     for (&(s, weight), &hash) in samples.iter().zip(&hashes) {
         if s.stack_copy.is_none() {
             let found = index.find(hash, |&i| {
-                kept_hashes[i as usize] == hash && key(kept[i as usize].0) == key(s)
+                let k = kept[i as usize].0;
+                kept_hashes[i as usize] == hash && k.same_origin(s) && same_words(&k.user, &s.user)
             });
             if let Some(&i) = found {
                 let i = i as usize;
