@@ -333,11 +333,19 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 	if (!net_enabled)
 		return 0;
 	__u64 skey = (__u64)skb;
+	/* An skb on its way to the device is forgotten where it is freed, unless the driver
+	 * has it (started): a driver's drop, whose net_dev_xmit follows and writes its record
+	 * (which stands for the skbs its socket skipped before it: forgotten here, they were
+	 * lost). */
 	struct send_slot *slot = slot_here();
-	if (slot && slot->skb == skey)
-		slot->skb = 0;
-	else
-		unhold_skb(skey);
+	if (slot && slot->skb == skey) {
+		if (!slot->s.start_ns)
+			slot->skb = 0;
+	} else {
+		struct send_skb *held = held_skb(skey);
+		if (held && !held->start_ns)
+			unhold_skb(skey);
+	}
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	if (!sk)
 		sk = rx_sk;

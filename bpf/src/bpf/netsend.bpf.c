@@ -302,7 +302,10 @@ int BPF_PROG(on_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *de
 		s = *found;
 		unhold_skb(skey);
 	}
-	if (rc != 0 || s.skip)
+	/* Any other return (0; NET_XMIT_DROP, NET_XMIT_CN) and the driver took the skb: it
+	 * reached the device, and its record stands for the skipped skbs it carries too (a
+	 * driver's drop lost them before: veth's, for a peer whose MTU the skb exceeds). */
+	if (s.skip)
 		return 0;
 	struct net_skb_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

@@ -58,6 +58,31 @@ while s.recv(65536):
 s.close()
 "#;
 
+/// A client that sends SIZE bytes; then, its connection idle, makes the server's veth (DEV in
+/// namespace NS) take nothing over 1,000 bytes, sends SIZE bytes more and gives the MTU back
+/// 0.8 s later: meanwhile the client's veth driver drops every full-size segment
+/// (NET_XMIT_DROP: its peer cannot take it), and TCP sends it again every half second.
+const SEND_THROUGH_DRIVER_DROPS: &str = r#"
+import socket, subprocess, sys, threading, time
+host, port, size, ns, dev = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+mtu = lambda n: subprocess.run(["ip", "-n", ns, "link", "set", dev, "mtu", str(n)], check=True)
+s = socket.create_connection((host, port))
+s.sendall(b"c" * size)
+time.sleep(0.3)
+mtu(1000)
+def give_back():
+    time.sleep(0.8)
+    mtu(1500)
+t = threading.Thread(target=give_back)
+t.start()
+s.sendall(b"c" * size)
+t.join()
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+s.close()
+"#;
+
 /// The test's server: accepts N connections on PORT; reads each to its end, replies REPLY
 /// bytes and closes; prints "RPORT RECEIVED SENT" per connection.
 const SERVER: &str = r#"
@@ -191,6 +216,13 @@ impl Netns {
             tx["bytes"].as_u64().unwrap(),
             tx["packets"].as_u64().unwrap(),
         )
+    }
+
+    /// The packets veth's driver dropped, sending from `dev` in namespace `ns`.
+    fn tx_dropped(&self, ns: &str, dev: &str) -> u64 {
+        let json = in_ns(ns, &["ip", "-s", "-j", "link", "show", dev]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap()
     }
 
     /// The kernel's TcpRetransSegs in namespace `ns` (from its /proc/net/snmp).
@@ -1323,6 +1355,37 @@ fn skbs_skipped_on_a_socket_still_open_at_the_end_are_counted() {
     );
     assert!((t.sends.len() as u64) * 10 < t.skbs, "{}", t.sends.len());
     t.assert_whole(data, size);
+}
+
+/// An skb the driver drops reached the device: its record stands for it and for the skbs
+/// its socket skipped before it, so every data segment the client put out is counted, drops
+/// and their second tries included. Before, a followed skb that veth dropped (its peer's MTU
+/// too small) took its count with it: the skipped skbs it carried were lost.
+#[test]
+fn skbs_the_driver_drops_are_counted_with_those_they_stand_for() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    let dir = TempDir::new("net-driver-drop");
+    let ns = Netns::new();
+    in_ns(&ns.a, &["ethtool", "-K", &ns.veth_a, "tso", "off"]);
+    count_data_at_the_server(&ns, &dir);
+    let mut server = ns.server(&dir, 1, 10);
+    let out = dir.path("drops.data");
+    let size = 200_000u64;
+    let flags = ["-e", "net", "--net-send-rate", "100", SKBS[0], SKBS[1]];
+    let args = [size.to_string(), ns.b.clone(), ns.veth_b.clone()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rec = ns.record_python(&dir, SEND_THROUGH_DRIVER_DROPS, &flags, &out, &args);
+    assert!(rec.status.success(), "{}", stderr_of(&rec));
+    let _ = server.wait();
+    let (data, dropped) = (nft_counter(&ns.b, "data"), ns.tx_dropped(&ns.a, &ns.veth_a));
+    let lines = perf_script_net(&out);
+    let t = tally(&lines, data);
+    assert!(dropped > 0, "the driver dropped nothing");
+    // Only data segments exceed the MTU: they are all those the driver had.
+    assert_eq!(t.skbs, data + dropped, "{dropped} dropped; {:#?}", t.sends);
 }
 
 #[test]
