@@ -375,29 +375,50 @@ mod tests {
         assert_eq!(std::mem::size_of::<RawSample>(), 120);
     }
 
+    /// A sample of `event` by thread `tid` of process 100 at `time`, with `kernel` frames
+    /// and payload `raw`.
+    fn sample(event: usize, tid: i32, time: u64, kernel: &[u64], raw: Option<&[u8]>) -> RawSample {
+        RawSample {
+            event,
+            pid: 100,
+            tid,
+            time,
+            cpu: 0,
+            period: 1,
+            count: 1,
+            comm: 0,
+            kernel: kernel.to_vec(),
+            user: Vec::new(),
+            stack_copy: None,
+            raw: raw.map(Box::from),
+        }
+    }
+
     #[test]
     fn samples_are_of_one_origin_when_every_part_but_user_frames_is_equal() {
-        use crate::read::testing::sample;
-        let a = sample(0, 100, 1, 1, &[], None);
-        assert!(a.same_origin(&sample(0, 100, 2, 5, &[], None)));
-        let mut user_differs = sample(0, 100, 1, 1, &[], None);
+        let a = sample(0, 100, 1, &[], None);
+        assert!(a.same_origin(&sample(0, 100, 2, &[], None)));
+        let mut user_differs = sample(0, 100, 1, &[], None);
         user_differs.user.push(UserFrame { addr: 1, map: None });
         assert!(a.same_origin(&user_differs));
-        let mut other_thread = sample(0, 100, 1, 1, &[], None);
-        other_thread.tid = 101;
+        let mut other_process = sample(0, 100, 1, &[], None);
+        other_process.pid = 101;
+        let mut other_comm = sample(0, 100, 1, &[], None);
+        other_comm.comm = 1;
         for b in [
-            sample(1, 100, 1, 1, &[], None),
-            sample(0, 101, 1, 1, &[], None),
-            other_thread,
-            sample(0, 100, 1, 1, &[0xffff_ffff_8100_0000], None),
-            sample(0, 100, 1, 1, &[], Some(Vec::new())),
+            sample(1, 100, 1, &[], None),
+            sample(0, 101, 1, &[], None),
+            other_process,
+            other_comm,
+            sample(0, 100, 1, &[0xffff_ffff_8100_0000], None),
+            sample(0, 100, 1, &[], Some(&[])),
         ] {
             assert!(!a.same_origin(&b) && !b.same_origin(&a), "{b:?}");
         }
-        let k = sample(0, 100, 1, 1, &[1, 2], Some(vec![7]));
-        assert!(k.same_origin(&sample(0, 100, 1, 1, &[1, 2], Some(vec![7]))));
-        assert!(!k.same_origin(&sample(0, 100, 1, 1, &[1, 3], Some(vec![7]))));
-        assert!(!k.same_origin(&sample(0, 100, 1, 1, &[1, 2], Some(vec![8]))));
+        let k = sample(0, 100, 1, &[1, 2], Some(&[7]));
+        assert!(k.same_origin(&sample(0, 100, 1, &[1, 2], Some(&[7]))));
+        assert!(!k.same_origin(&sample(0, 100, 1, &[1, 3], Some(&[7]))));
+        assert!(!k.same_origin(&sample(0, 100, 1, &[1, 2], Some(&[8]))));
         assert!(same_words::<u64>(&[], &Vec::new()) && !same_words(&[1u64], &[]));
     }
 
