@@ -1071,6 +1071,49 @@ mod tests {
         assert!(refers_outside(&local, 100));
     }
 
+    /// The range attributes of functions and inlined calls, read at their offsets in the
+    /// entry (the rest skipped by size), are what gimli parses, and the cursor ends where
+    /// gimli's does: every entry with ranges of this test program (rustc's DWARF 4 and C
+    /// compilers' DWARF 5), of libc's debug file (GCC's DWARF 5) and of ripgrep where the
+    /// benchmarks built it.
+    #[test]
+    fn ranges_read_directly_are_those_gimli_parses() {
+        let mut files: Vec<std::sync::Arc<ElfData>> = Vec::new();
+        let mut paths = vec![std::env::current_exe().unwrap()];
+        let rg =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-real/bin/rg");
+        if rg.exists() {
+            paths.push(rg);
+        }
+        for path in paths {
+            let bytes = crate::files::Bytes::Owned(std::fs::read(&path).unwrap());
+            files.push(std::sync::Arc::new(
+                ElfData::parse(path.display().to_string(), bytes).unwrap(),
+            ));
+        }
+        files.extend(libc_debug());
+        for elf in files {
+            let loaded = Loaded::load_whole(&elf).unwrap();
+            let units = inlines::Units::new(loaded.dwarf(&loaded.info, false).unwrap());
+            let (mut direct, mut entries) = (0, 0);
+            for u in (0..units.len()).filter(|&u| units.may_hold_code(u)) {
+                let (d, pairs) = inlines::ranges_read_both_ways(&units, u);
+                for (k, (read, parsed)) in pairs.iter().enumerate() {
+                    assert_eq!(read, parsed, "{}: unit {u}, entry {k}", elf.name);
+                }
+                direct += d;
+                entries += pairs.len();
+            }
+            eprintln!("{}: {direct} of {entries} entries read directly", elf.name);
+            assert!(entries > 1000, "{}: {entries} entries", elf.name);
+            assert!(
+                direct * 10 > entries * 9,
+                "{}: {direct} of {entries}",
+                elf.name
+            );
+        }
+    }
+
     /// A unit passed over as holding no code ([`inlines::Units::may_hold_code`], from its
     /// root's abbreviation alone) has no ranges when read: every unit of this test program's
     /// DWARF (rustc's and C compilers' units, DWARF 4 and 5), and of ripgrep's where the

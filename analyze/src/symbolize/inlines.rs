@@ -358,7 +358,7 @@ fn walk(
             }
             continue;
         }
-        let ranges = entries.read_ranges(offset)?;
+        let ranges = entries.read_ranges(abbrev, offset)?;
         let inside = claim(&mut scope.addrs, &ranges);
         if inside.is_empty() {
             skip_subtree_children(&mut entries, abbrev, depth)?;
@@ -420,6 +420,7 @@ enum Size {
 /// sizes worked out once per abbreviation: most entries of a unit are types, members and
 /// variables whose attributes all have fixed sizes, and skipping them form by form was
 /// most of the walk.
+#[derive(Clone)]
 struct Cursor<'u, 'a> {
     unit: gimli::UnitRef<'u, Slice<'a>>,
     /// The bytes from the next entry on.
@@ -433,6 +434,82 @@ struct Cursor<'u, 'a> {
     /// By abbreviation code - 1 (codes are mostly small and dense; larger ones are read
     /// form by form).
     sizes: Vec<Size>,
+    /// Where each abbreviation's range attributes lie, by code - 1 as `sizes`.
+    ranges_at: Vec<RangesAt>,
+}
+
+/// Where the address ranges of an abbreviation's entries are, worked out once per
+/// abbreviation: each range attribute's byte offset from the entry's first attribute, and
+/// its form.
+#[derive(Clone, Copy)]
+enum RangesAt {
+    /// Not worked out yet.
+    Unknown,
+    /// At fixed offsets (every attribute before each has a fixed size), in forms read here.
+    Direct {
+        low: Option<(usize, gimli::DwForm)>,
+        high: Option<(usize, gimli::DwForm)>,
+        list: Option<(usize, gimli::DwForm)>,
+    },
+    /// Read attribute by attribute, as gimli parses them.
+    Parsed,
+}
+
+impl RangesAt {
+    /// Where the range attributes of `abbrev`'s entries are, in a unit of `header`'s. DWARF
+    /// 4 and later only: before, a constant could stand for an offset.
+    fn of(abbrev: &gimli::Abbreviation, header: &gimli::UnitHeader<Slice<'_>>) -> RangesAt {
+        if header.version() < 4 {
+            return RangesAt::Parsed;
+        }
+        let (mut low, mut high, mut list) = (None, None, None);
+        // The offset of the attribute at hand; `None` past one of variable size.
+        let mut at = Some(0usize);
+        for spec in abbrev.attributes() {
+            let form = spec.form();
+            let (slot, forms): (_, &[gimli::DwForm]) = match spec.name() {
+                gimli::DW_AT_low_pc => (
+                    &mut low,
+                    &[
+                        gimli::DW_FORM_addr,
+                        gimli::DW_FORM_addrx,
+                        gimli::DW_FORM_addrx1,
+                        gimli::DW_FORM_addrx2,
+                        gimli::DW_FORM_addrx4,
+                    ],
+                ),
+                gimli::DW_AT_high_pc => (
+                    &mut high,
+                    &[
+                        gimli::DW_FORM_addr,
+                        gimli::DW_FORM_addrx,
+                        gimli::DW_FORM_addrx1,
+                        gimli::DW_FORM_addrx2,
+                        gimli::DW_FORM_addrx4,
+                        gimli::DW_FORM_data1,
+                        gimli::DW_FORM_data2,
+                        gimli::DW_FORM_data4,
+                        gimli::DW_FORM_data8,
+                        gimli::DW_FORM_udata,
+                    ],
+                ),
+                gimli::DW_AT_ranges => (
+                    &mut list,
+                    &[gimli::DW_FORM_sec_offset, gimli::DW_FORM_rnglistx],
+                ),
+                _ => {
+                    at = at.and_then(|a| a.checked_add(spec.size(header)?));
+                    continue;
+                }
+            };
+            match at {
+                Some(a) if forms.contains(&form) => *slot = Some((a, form)),
+                _ => return RangesAt::Parsed,
+            }
+            at = at.and_then(|a| a.checked_add(spec.size(header)?));
+        }
+        RangesAt::Direct { low, high, list }
+    }
 }
 
 /// Codes above this are not remembered in [`Cursor::sizes`].
@@ -447,6 +524,7 @@ impl<'u, 'a> Cursor<'u, 'a> {
             depth: 0,
             code: 0,
             sizes: Vec::new(),
+            ranges_at: Vec::new(),
             unit,
         })
     }
@@ -522,10 +600,72 @@ impl<'u, 'a> Cursor<'u, 'a> {
         Ok(())
     }
 
-    /// Reads the attributes of the entry at `offset`, whose abbreviation was just read, for
-    /// its address ranges (gimli parses them). Empty ranges, and those at 0 (the tombstone a
-    /// linker leaves for a discarded function), are left out.
-    fn read_ranges(&mut self, offset: Offset) -> gimli::Result<Vec<(u64, u64)>> {
+    /// Reads the attributes of the entry at `offset`, whose abbreviation `abbrev` was just
+    /// read, for its address ranges. Empty ranges, and those at 0 (the tombstone a linker
+    /// leaves for a discarded function), are left out.
+    ///
+    /// Where the abbreviation's range attributes lie at fixed offsets (functions and inlined
+    /// calls put them first), only they are read, and the rest skipped by size: parsing every
+    /// attribute of every function a walk passes was a third of a Rust report's inline walk.
+    fn read_ranges(
+        &mut self,
+        abbrev: &gimli::Abbreviation,
+        offset: Offset,
+    ) -> gimli::Result<Vec<(u64, u64)>> {
+        let slot = (self.code <= MAX_REMEMBERED_CODE).then(|| self.code as usize - 1);
+        let known = slot.and_then(|i| self.ranges_at.get(i).copied());
+        let at = match known {
+            Some(RangesAt::Unknown) | None => {
+                let at = RangesAt::of(abbrev, &self.unit.header);
+                if let Some(i) = slot {
+                    if self.ranges_at.len() <= i {
+                        self.ranges_at.resize(i + 1, RangesAt::Unknown);
+                    }
+                    self.ranges_at[i] = at;
+                }
+                at
+            }
+            Some(at) => at,
+        };
+        let (low, high, size, list) = match at {
+            RangesAt::Direct { low, high, list } => {
+                let unit = self.unit;
+                let value = |at: Option<(usize, gimli::DwForm)>| {
+                    at.map(|(at, form)| direct_value(self.input, at, form, &unit.header))
+                        .transpose()
+                };
+                let (low, high, list) = (value(low)?, value(high)?, value(list)?);
+                self.skip_attributes(abbrev)?;
+                let (mut size, mut high_at) = (None, None);
+                match high {
+                    Some(gimli::AttributeValue::Udata(n)) => size = Some(n),
+                    Some(v) => high_at = unit.attr_address(v)?,
+                    None => {}
+                }
+                let low = low.map(|v| unit.attr_address(v)).transpose()?.flatten();
+                let list = list
+                    .map(|v| unit.attr_ranges_offset(v))
+                    .transpose()?
+                    .flatten();
+                (low, high_at, size, list)
+            }
+            RangesAt::Unknown | RangesAt::Parsed => self.parse_ranges(offset)?,
+        };
+        self.ranges(low, high, size, list)
+    }
+
+    /// The range attributes of the entry at `offset` (low pc, high pc as an address or a
+    /// size, range list), every attribute parsed by gimli; the cursor is moved past them.
+    #[allow(clippy::type_complexity)]
+    fn parse_ranges(
+        &mut self,
+        offset: Offset,
+    ) -> gimli::Result<(
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<gimli::RangeListsOffset<usize>>,
+    )> {
         let unit = self.unit;
         let mut entries = unit.entries_raw(Some(offset))?;
         let abbrev = entries
@@ -545,6 +685,18 @@ impl<'u, 'a> Cursor<'u, 'a> {
         // On past the attributes just read.
         self.next = entries.next_offset().0;
         self.input = unit.header.range_from(entries.next_offset()..)?;
+        Ok((low, high, size, list))
+    }
+
+    /// The ranges a low pc, a high pc (or a size) and a range list give.
+    fn ranges(
+        &self,
+        low: Option<u64>,
+        high: Option<u64>,
+        size: Option<u64>,
+        list: Option<gimli::RangeListsOffset<usize>>,
+    ) -> gimli::Result<Vec<(u64, u64)>> {
+        let unit = self.unit;
         let mut out = Vec::new();
         if let Some(list) = list {
             let mut ranges = unit.ranges(list)?;
@@ -559,6 +711,80 @@ impl<'u, 'a> Cursor<'u, 'a> {
         out.retain(|&(begin, end)| begin != 0 && begin < end);
         Ok(out)
     }
+}
+
+/// The value of the attribute at byte `at` of `attrs` (an entry's attributes), of `form`
+/// (one [`RangesAt::of`] accepts), as gimli gives a range attribute's: an address, an index
+/// into `.debug_addr` or `.debug_rnglists`, a size (`Udata`) or an offset of a range list.
+fn direct_value<'a>(
+    attrs: Slice<'a>,
+    at: usize,
+    form: gimli::DwForm,
+    header: &gimli::UnitHeader<Slice<'a>>,
+) -> gimli::Result<gimli::AttributeValue<Slice<'a>>> {
+    use gimli::{AttributeValue as V, Reader};
+    let mut r = attrs;
+    r.skip(at)?;
+    let index = |n: u64| gimli::DebugAddrIndex(n as usize);
+    Ok(match form {
+        gimli::DW_FORM_addr => V::Addr(r.read_address(header.address_size())?),
+        gimli::DW_FORM_addrx => V::DebugAddrIndex(index(r.read_uleb128()?)),
+        gimli::DW_FORM_addrx1 => V::DebugAddrIndex(index(r.read_u8()?.into())),
+        gimli::DW_FORM_addrx2 => V::DebugAddrIndex(index(r.read_u16()?.into())),
+        gimli::DW_FORM_addrx4 => V::DebugAddrIndex(index(r.read_u32()?.into())),
+        gimli::DW_FORM_data1 => V::Udata(r.read_u8()?.into()),
+        gimli::DW_FORM_data2 => V::Udata(r.read_u16()?.into()),
+        gimli::DW_FORM_data4 => V::Udata(r.read_u32()?.into()),
+        gimli::DW_FORM_data8 => V::Udata(r.read_u64()?),
+        gimli::DW_FORM_udata => V::Udata(r.read_uleb128()?),
+        gimli::DW_FORM_sec_offset => {
+            V::RangeListsRef(gimli::RawRangeListsOffset(r.read_offset(header.format())?))
+        }
+        gimli::DW_FORM_rnglistx => {
+            V::DebugRngListsIndex(gimli::DebugRngListsIndex(r.read_uleb128()? as usize))
+        }
+        _ => return Err(gimli::Error::UnknownForm(form)),
+    })
+}
+
+/// For each function and inlined call of unit `i` (the entries a walk reads ranges of), its
+/// ranges as [`Cursor::read_ranges`] reads them and as gimli parses
+/// them, and where each left the cursor; and how many of the entries were read directly.
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub fn ranges_read_both_ways(
+    units: &Units<'_>,
+    i: usize,
+) -> (
+    usize,
+    Vec<((Vec<(u64, u64)>, usize), (Vec<(u64, u64)>, usize))>,
+) {
+    let unit = units.get(i).expect("a unit that parses");
+    let mut entries = Cursor::new(unit).unwrap();
+    let (mut direct, mut out) = (0, Vec::new());
+    while !entries.is_empty() {
+        let offset = entries.next_offset();
+        let Some(abbrev) = entries.read_abbreviation().unwrap() else {
+            continue;
+        };
+        let walked = matches!(
+            abbrev.tag(),
+            gimli::DW_TAG_subprogram | gimli::DW_TAG_inlined_subroutine
+        );
+        if !walked {
+            entries.skip_attributes(abbrev).unwrap();
+            continue;
+        }
+        if matches!(RangesAt::of(abbrev, &unit.header), RangesAt::Direct { .. }) {
+            direct += 1;
+        }
+        let mut parsed = entries.clone();
+        let read = entries.read_ranges(abbrev, offset).unwrap();
+        let (low, high, size, list) = parsed.parse_ranges(offset).unwrap();
+        let gimlis = parsed.ranges(low, high, size, list).unwrap();
+        out.push(((read, entries.next), (gimlis, parsed.next)));
+    }
+    (direct, out)
 }
 
 /// Skips one attribute of form `form`.
