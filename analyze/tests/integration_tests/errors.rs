@@ -113,3 +113,33 @@ fn missing_or_changed_binary_degrades_to_unknown_frames() {
     // libc still symbolizes; the program's own frames are [prog].
     assert!(text.contains("start_thread;[prog]"), "{text}");
 }
+
+/// Each subcommand's help begins with what `analyze --help` says of it, and each refuses an
+/// unknown option by name: its options are built only when it is run (clap's `defer`), and
+/// a doc comment on an option group flattened into it would then be its help's first line.
+#[test]
+fn each_subcommands_help_begins_with_its_line_of_the_top_help() {
+    let top = analyze(&["--help"]);
+    let top = String::from_utf8_lossy(&top.stdout).into_owned();
+    let listed: Vec<(&str, &str)> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.trim().split_once(char::is_whitespace))
+        .map(|(name, about)| (name, about.trim()))
+        .filter(|(name, _)| *name != "help")
+        .collect();
+    assert!(listed.len() >= 15, "{top}");
+    for (name, about) in listed {
+        let help = analyze(&[name, "--help"]);
+        let help = String::from_utf8_lossy(&help.stdout);
+        // The top help cuts a long line at its first sentence.
+        let first = about.trim_end_matches('.');
+        assert!(help.starts_with(first), "{name}: {first:?}, help: {help}");
+        let bogus = analyze(&[name, "--no-such-option"]);
+        let stderr = String::from_utf8_lossy(&bogus.stderr);
+        assert_eq!(bogus.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains("'--no-such-option'"), "{name}: {stderr}");
+    }
+}
