@@ -442,7 +442,15 @@ pub(super) fn tables_near<'e>(
         }
     }
     if parts.is_empty() {
-        return Tables::Whole(tables(elf, debug));
+        // A stripped Go program: the functions of its runtime's table the queries fall in.
+        let Some(functions) = super::gopclntab::functions_near(elf, &queries) else {
+            return Tables::Whole(tables(elf, debug));
+        };
+        let syms = functions
+            .into_iter()
+            .map(|(start, end, name)| (start, end, Name::demangled(name)))
+            .collect();
+        parts.push(SymbolTable { syms });
     }
     with_plt(&mut parts, elf);
     Tables::Part(parts)
@@ -542,11 +550,19 @@ mod tests {
     #[test]
     fn the_parts_of_the_tables_a_lookup_reads_give_what_the_whole_tables_give() {
         // This test program (.symtab: tens of thousands of Rust and C symbols, aliases among
-        // them) and libc (.dynsym, aliases, a PLT).
+        // them), libc (.dynsym, aliases, a PLT) and Debian's gofmt (stripped: the functions
+        // of the Go runtime's table, .gopclntab).
+        let gofmt = std::path::PathBuf::from("/usr/bin/gofmt");
+        assert!(
+            gofmt.exists() || std::env::var_os("CI").is_none(),
+            "golang-go is missing (scripts/setup installs it)"
+        );
         let files = [
             std::env::current_exe().unwrap(),
             "/usr/lib/x86_64-linux-gnu/libc.so.6".into(),
-        ];
+        ]
+        .into_iter()
+        .chain(gofmt.exists().then_some(gofmt));
         for path in files {
             let bytes = std::fs::read(&path).unwrap();
             let name = path.display().to_string();
@@ -554,6 +570,9 @@ mod tests {
             let whole = symbol_tables(&elf, None);
             let symbols: usize = whole.iter().map(|t| t.syms.len()).sum();
             assert!(symbols > 1000, "{name}: {symbols} symbols");
+            if name.ends_with("gofmt") {
+                assert!(SymbolTable::of(&elf).is_none(), "{name} is not stripped");
+            }
             // Starts, their neighbours and ends, and addresses between symbols, of every
             // `step`-th symbol: a few queries and many.
             for step in [997, 61, 3] {
