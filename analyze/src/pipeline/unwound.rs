@@ -51,16 +51,8 @@ struct Group {
 /// others were grouped by [`crate::read::select::group_identical`]).
 fn key_hash(s: &RawSample, stack: &UnwoundStack) -> u64 {
     let mut h = FxHasher::default();
-    (
-        s.event,
-        s.pid,
-        s.tid,
-        s.comm,
-        &s.kernel[..],
-        &stack.user[..],
-        s.raw.as_deref(),
-    )
-        .hash(&mut h);
+    s.hash_origin(&mut h);
+    stack.user.hash(&mut h);
     h.finish()
 }
 

@@ -137,7 +137,7 @@ pub struct RawSample {
 impl RawSample {
     /// Whether `self` and `other` are one stack of one thread for grouping: same event,
     /// thread, command name, kernel frames and payload (user frames are the caller's to
-    /// compare: recorded or unwound).
+    /// compare: recorded or unwound). [`RawSample::hash_origin`] hashes the same parts.
     pub fn same_origin(&self, other: &RawSample) -> bool {
         (self.event, self.pid, self.tid, self.comm)
             == (other.event, other.pid, other.tid, other.comm)
@@ -146,6 +146,20 @@ impl RawSample {
                 (Some(a), Some(b)) => same_words(a, b),
                 (a, b) => a.is_none() && b.is_none(),
             }
+    }
+
+    /// Hashes what [`RawSample::same_origin`] compares.
+    pub fn hash_origin(&self, state: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        (
+            self.event,
+            self.pid,
+            self.tid,
+            self.comm,
+            &self.kernel[..],
+            self.raw.as_deref(),
+        )
+            .hash(state);
     }
 }
 

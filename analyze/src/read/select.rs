@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHasher;
 
 use super::fields::Quantity;
-use super::recording::{same_words, RawSample, Recording, UserFrame};
+use super::recording::{same_words, RawSample, Recording};
 use super::time_range::{self, TimeRanges};
 use crate::Error;
 
@@ -350,26 +350,6 @@ pub fn group_identical(samples: Vec<Weighed<'_>>) -> (Vec<Weighed<'_>>, Vec<u64>
 pub fn group_identical_members<'a>(
     samples: &[Weighed<'a>],
 ) -> (Vec<Weighed<'a>>, Vec<u64>, Vec<u32>) {
-    type Key<'a> = (
-        usize,
-        i32,
-        i32,
-        u32,
-        &'a [u64],
-        &'a [UserFrame],
-        Option<&'a [u8]>,
-    );
-    let key = |s: &'a RawSample| -> Key<'a> {
-        (
-            s.event,
-            s.pid,
-            s.tid,
-            s.comm,
-            &s.kernel[..],
-            &s.user[..],
-            s.raw.as_deref(),
-        )
-    };
     // Samples with a stack copy stand alone: theirs is never looked at.
     let hashes: Vec<u64> = samples
         .par_iter()
@@ -378,7 +358,8 @@ pub fn group_identical_members<'a>(
                 return 0;
             }
             let mut h = FxHasher::default();
-            key(s).hash(&mut h);
+            s.hash_origin(&mut h);
+            s.user.hash(&mut h);
             h.finish()
         })
         .collect();
