@@ -174,10 +174,15 @@ pub(super) fn functions_near(elf: &ElfData, queries: &[u64]) -> Option<Vec<(u64,
 fn near(t: &[u8], text: u64, queries: &[u64]) -> Option<Vec<(u64, u64, String)>> {
     let table = Table::read(t, text)?;
     let names = table.names;
+    // Set where a name runs past LONGEST_NAME without ending: only the whole table's search
+    // (by every NUL) tells where it ends.
+    let too_long = std::cell::Cell::new(false);
     let name_end = |at: usize| {
         let rest = names.get(at..)?;
         let window = &rest[..rest.len().min(LONGEST_NAME)];
-        window.iter().position(|&c| c == 0).map(|n| at + n)
+        let end = window.iter().position(|&c| c == 0).map(|n| at + n);
+        too_long.set(too_long.get() || (end.is_none() && rest.len() > LONGEST_NAME));
+        end
     };
     let start_of = |i: usize| table.entry(i).map(|(start, _)| start);
     let mut out: Vec<(u64, u64, String)> = Vec::new();
@@ -204,12 +209,11 @@ fn near(t: &[u8], text: u64, queries: &[u64]) -> Option<Vec<(u64, u64, String)>>
         if i > 0 && start_of(i - 1)? > start_of(i)? || start_of(i + 1)? < start_of(i)? {
             return None;
         }
-        // A name whose end is not near: the whole table tells what it is.
-        let name_off = table.name_at(table.entry(i)?.1)?;
-        if names.get(name_off..).is_some_and(|n| !n.is_empty()) && name_end(name_off).is_none() {
+        let function = table.function(i, name_end);
+        if too_long.get() {
             return None;
         }
-        if let Some((start, end, name)) = table.function(i, name_end) {
+        if let Some((start, end, name)) = function {
             out.push((start, end, name.to_string()));
         }
     }
@@ -224,11 +228,15 @@ mod tests {
 
     /// A Go 1.18 table of two functions at text + 0x10 and + 0x40, ending at + 0x80.
     fn table() -> Vec<u8> {
+        table_named(b"main.main\0main.work\0", [0, 10])
+    }
+
+    /// [`table`] with the names `names`, the functions' at offsets `offsets` in them.
+    fn table_named(names: &[u8], offsets: [u32; 2]) -> Vec<u8> {
         let mut t = Vec::new();
         t.extend(GO_118.to_le_bytes());
         t.extend([0, 0, 1, 8]);
         let header = 8 + 8 * 8;
-        let names = b"main.main\0main.work\0";
         let funcname = header;
         let pcln = funcname + names.len();
         // nfunc, nfiles, textStart, funcnameOffset, cuOffset, filetabOffset, pctabOffset,
@@ -243,7 +251,7 @@ mod tests {
             t.extend(entry.to_le_bytes());
             t.extend((func as u32).to_le_bytes());
         }
-        for (entry, name) in [(0x10u32, 0u32), (0x40, 10)] {
+        for (entry, name) in [(0x10u32, offsets[0]), (0x40, offsets[1])] {
             t.extend(entry.to_le_bytes());
             t.extend(name.to_le_bytes());
         }
@@ -277,6 +285,13 @@ mod tests {
         let functab = 8 + 8 * 8 + 20;
         unsorted[functab + 8..functab + 12].copy_from_slice(&0x08u32.to_le_bytes());
         assert_eq!(near(&unsorted, 0, &[0x40_1011]), None);
+        // A name not ended within LONGEST_NAME bytes: the whole table decides, where a query
+        // falls in its function only.
+        let mut long = b"main.main\0".to_vec();
+        long.resize(10 + LONGEST_NAME + 1, b'x');
+        let long = table_named(&long, [0, 10]);
+        assert_eq!(near(&long, 0, &[0x40_1011]).unwrap(), both[..1]);
+        assert_eq!(near(&long, 0, &[0x40_1011, 0x40_1050]), None);
     }
 
     #[test]

@@ -97,6 +97,16 @@ impl SymbolTable {
         Some(SymbolTable { syms: choose(raw) })
     }
 
+    /// A table of a Go program's functions (start, end, name) from its runtime's table:
+    /// names as Go writes them, nothing to demangle.
+    fn of_go(functions: Vec<(u64, u64, String)>) -> SymbolTable {
+        let syms = functions
+            .into_iter()
+            .map(|(start, end, name)| (start, end, Name::demangled(name)))
+            .collect();
+        SymbolTable { syms }
+    }
+
     /// The part of [`SymbolTable::of`] that looking up `queries` (sorted, SVMAs) reads: the
     /// symbols at the start each query falls after and at the next start (where a sizeless
     /// symbol ends), every alias there. [`SymbolTable::lookup`] and [`SymbolTable::bounds`]
@@ -446,11 +456,7 @@ pub(super) fn tables_near<'e>(
         let Some(functions) = super::gopclntab::functions_near(elf, &queries) else {
             return Tables::Whole(tables(elf, debug));
         };
-        let syms = functions
-            .into_iter()
-            .map(|(start, end, name)| (start, end, Name::demangled(name)))
-            .collect();
-        parts.push(SymbolTable { syms });
+        parts.push(SymbolTable::of_go(functions));
     }
     with_plt(&mut parts, elf);
     Tables::Part(parts)
@@ -466,11 +472,7 @@ fn symbol_tables(elf: &ElfData, debug: Option<&ElfData>) -> Vec<SymbolTable> {
     if tables.is_empty() {
         // A stripped Go program: the runtime's own table of its functions.
         if let Some(functions) = super::gopclntab::functions(elf).filter(|f| !f.is_empty()) {
-            let syms = functions
-                .into_iter()
-                .map(|(start, end, name)| (start, end, Name::demangled(name)))
-                .collect();
-            tables.push(SymbolTable { syms });
+            tables.push(SymbolTable::of_go(functions));
         }
     }
     with_plt(&mut tables, elf);
