@@ -433,9 +433,14 @@ struct Cursor<'u, 'a> {
     code: u64,
     /// By abbreviation code - 1 (codes are mostly small and dense; larger ones are read
     /// form by form).
-    sizes: Vec<Size>,
-    /// Where each abbreviation's range attributes lie, by code - 1 as `sizes`.
-    ranges_at: Vec<RangesAt>,
+    learned: Vec<Learned>,
+}
+
+/// What is worked out once per abbreviation of a unit, when first needed.
+#[derive(Clone, Copy)]
+struct Learned {
+    size: Size,
+    ranges_at: RangesAt,
 }
 
 /// Where the address ranges of an abbreviation's entries are, worked out once per
@@ -463,10 +468,11 @@ impl RangesAt {
             return RangesAt::Parsed;
         }
         let (mut low, mut high, mut list) = (None, None, None);
-        // The offset of the attribute at hand; `None` past one of variable size.
+        // The offset of the next attribute; `None` past one of variable size.
         let mut at = Some(0usize);
         for spec in abbrev.attributes() {
-            let form = spec.form();
+            let here = at;
+            at = at.and_then(|a| a.checked_add(spec.size(header)?));
             let (slot, forms): (_, &[gimli::DwForm]) = match spec.name() {
                 gimli::DW_AT_low_pc => (
                     &mut low,
@@ -497,22 +503,18 @@ impl RangesAt {
                     &mut list,
                     &[gimli::DW_FORM_sec_offset, gimli::DW_FORM_rnglistx],
                 ),
-                _ => {
-                    at = at.and_then(|a| a.checked_add(spec.size(header)?));
-                    continue;
-                }
+                _ => continue,
             };
-            match at {
-                Some(a) if forms.contains(&form) => *slot = Some((a, form)),
+            match here {
+                Some(a) if forms.contains(&spec.form()) => *slot = Some((a, spec.form())),
                 _ => return RangesAt::Parsed,
             }
-            at = at.and_then(|a| a.checked_add(spec.size(header)?));
         }
         RangesAt::Direct { low, high, list }
     }
 }
 
-/// Codes above this are not remembered in [`Cursor::sizes`].
+/// Codes above this are not remembered in [`Cursor::learned`].
 const MAX_REMEMBERED_CODE: u64 = 1 << 16;
 
 impl<'u, 'a> Cursor<'u, 'a> {
@@ -523,8 +525,7 @@ impl<'u, 'a> Cursor<'u, 'a> {
             next: root.0,
             depth: 0,
             code: 0,
-            sizes: Vec::new(),
-            ranges_at: Vec::new(),
+            learned: Vec::new(),
             unit,
         })
     }
@@ -564,12 +565,27 @@ impl<'u, 'a> Cursor<'u, 'a> {
         Ok(Some(abbrev))
     }
 
+    /// What is learned of the abbreviation of the entry just read; `None` for a code too
+    /// large to remember.
+    fn learned(&mut self) -> Option<&mut Learned> {
+        let i = usize::try_from(self.code.checked_sub(1)?).ok()?;
+        if self.code > MAX_REMEMBERED_CODE {
+            return None;
+        }
+        if self.learned.len() <= i {
+            let unknown = Learned {
+                size: Size::Unknown,
+                ranges_at: RangesAt::Unknown,
+            };
+            self.learned.resize(i + 1, unknown);
+        }
+        Some(&mut self.learned[i])
+    }
+
     /// Skips the attributes of the entry whose abbreviation, `abbrev`, was just read.
     fn skip_attributes(&mut self, abbrev: &gimli::Abbreviation) -> gimli::Result<()> {
         use gimli::Reader;
-        let slot = (self.code <= MAX_REMEMBERED_CODE).then(|| self.code as usize - 1);
-        let known = slot.and_then(|i| self.sizes.get(i).copied());
-        let size = match known {
+        let size = match self.learned().map(|l| l.size) {
             Some(Size::Fixed(n)) => Some(n),
             Some(Size::Variable) => None,
             Some(Size::Unknown) | None => {
@@ -578,11 +594,8 @@ impl<'u, 'a> Cursor<'u, 'a> {
                     .iter()
                     .map(|spec| spec.size(&self.unit.header))
                     .sum::<Option<usize>>();
-                if let Some(i) = slot {
-                    if self.sizes.len() <= i {
-                        self.sizes.resize(i + 1, Size::Unknown);
-                    }
-                    self.sizes[i] = fixed.map_or(Size::Variable, Size::Fixed);
+                if let Some(l) = self.learned() {
+                    l.size = fixed.map_or(Size::Variable, Size::Fixed);
                 }
                 fixed
             }
@@ -612,16 +625,11 @@ impl<'u, 'a> Cursor<'u, 'a> {
         abbrev: &gimli::Abbreviation,
         offset: Offset,
     ) -> gimli::Result<Vec<(u64, u64)>> {
-        let slot = (self.code <= MAX_REMEMBERED_CODE).then(|| self.code as usize - 1);
-        let known = slot.and_then(|i| self.ranges_at.get(i).copied());
-        let at = match known {
+        let at = match self.learned().map(|l| l.ranges_at) {
             Some(RangesAt::Unknown) | None => {
                 let at = RangesAt::of(abbrev, &self.unit.header);
-                if let Some(i) = slot {
-                    if self.ranges_at.len() <= i {
-                        self.ranges_at.resize(i + 1, RangesAt::Unknown);
-                    }
-                    self.ranges_at[i] = at;
+                if let Some(l) = self.learned() {
+                    l.ranges_at = at;
                 }
                 at
             }
