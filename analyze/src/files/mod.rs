@@ -628,6 +628,27 @@ impl Loader {
         .clone()
     }
 
+    /// Why the kernel symbols [`Loader::kallsyms`] reads are not those of the recording's
+    /// kernel (`recorded`: its build id, `release`: its release, as the file gives them), or
+    /// `None` when they are or nothing tells otherwise. Symbols from a file the user named are
+    /// theirs to choose.
+    pub fn other_kernel(&self, recorded: Option<&[u8]>, release: Option<&str>) -> Option<String> {
+        match self.kallsyms_origin() {
+            KallsymsOrigin::Running => {
+                if let (Some(want), Some(have)) = (recorded, running_kernel::build_id()) {
+                    (!build_ids_match(want, &have)).then(|| "build ids differ".into())
+                } else {
+                    let (theirs, ours) = (release?, running_kernel::release()?);
+                    (theirs != ours).then(|| format!("it ran {theirs}, this machine {ours}"))
+                }
+            }
+            KallsymsOrigin::Archive(id) => recorded
+                .is_some_and(|want| !hex(want).starts_with(&id))
+                .then(|| "the archive's kernel symbols are another kernel's".into()),
+            KallsymsOrigin::File(_) => None,
+        }
+    }
+
     /// Where [`Loader::kallsyms`] takes the kernel's symbols from.
     pub fn kallsyms_origin(&self) -> KallsymsOrigin {
         if let Some((id, _)) = self.sources.archive.as_ref().and_then(|a| a.kallsyms()) {

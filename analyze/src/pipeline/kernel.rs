@@ -16,34 +16,12 @@ fn kernel_symbols(
     rec: &Recording,
     loader: &Loader,
 ) -> (Option<Arc<Kallsyms>>, u64, Option<String>) {
-    let other_kernel = |why: String| {
+    let recorded = rec.build_ids.get("[kernel.kallsyms]");
+    if let Some(why) = loader.other_kernel(recorded.map(Vec::as_slice), rec.os_release.as_deref()) {
         let warning = format!(
             "the recording's kernel is not the running one ({why}); kernel frames are [unknown]"
         );
-        (None, 0, Some(warning))
-    };
-    let recorded = rec.build_ids.get("[kernel.kallsyms]");
-    match loader.kallsyms_origin() {
-        KallsymsOrigin::Running => {
-            if let (Some(want), Some(have)) = (recorded, files::running_kernel::build_id()) {
-                if !files::build_ids_match(want, &have) {
-                    return other_kernel("build ids differ".into());
-                }
-            } else if let (Some(theirs), Some(ours)) =
-                (&rec.os_release, files::running_kernel::release())
-            {
-                if *theirs != ours {
-                    return other_kernel(format!("it ran {theirs}, this machine {ours}"));
-                }
-            }
-        }
-        KallsymsOrigin::Archive(id) => {
-            if recorded.is_some_and(|want| !files::hex(want).starts_with(&id)) {
-                return other_kernel("the archive's kernel symbols are another kernel's".into());
-            }
-        }
-        // The user named the file: theirs to choose.
-        KallsymsOrigin::File(_) => {}
+        return (None, 0, Some(warning));
     }
     let Some(k) = loader.kallsyms() else {
         return (None, 0, None);

@@ -92,11 +92,20 @@ impl FileSummary {
             }
         }
         self.sources = loader.served();
-        if self.build_ids.iter().any(|(_, p)| p == "[kernel.kallsyms]") {
-            let from = match loader.kallsyms_origin() {
-                crate::files::KallsymsOrigin::Running => "this machine's /proc/kallsyms".into(),
-                crate::files::KallsymsOrigin::Archive(_) => "archive".into(),
-                crate::files::KallsymsOrigin::File(p) => p.display().to_string(),
+        if let Some((id, _)) = self
+            .build_ids
+            .iter()
+            .find(|(_, p)| p == "[kernel.kallsyms]")
+        {
+            let recorded = crate::files::unhex(id);
+            let other = loader.other_kernel(recorded.as_deref(), self.os_release.as_deref());
+            let from = match (other, loader.kallsyms_origin()) {
+                (Some(why), _) => format!("missing: the recording's kernel is another ({why})"),
+                (None, crate::files::KallsymsOrigin::Running) => {
+                    "this machine's /proc/kallsyms".into()
+                }
+                (None, crate::files::KallsymsOrigin::Archive(_)) => "archive".into(),
+                (None, crate::files::KallsymsOrigin::File(p)) => p.display().to_string(),
             };
             self.sources.insert("[kernel.kallsyms]".into(), from);
         }

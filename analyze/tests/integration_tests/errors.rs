@@ -55,6 +55,44 @@ fn damaged_input_is_a_clear_error_for_every_subcommand() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--sort nonsense"));
 }
 
+/// A flame graph of no samples (a recording of none, or a selection that keeps none) is
+/// an error naming the recording, and no empty SVG is left behind: inferno's "No stack
+/// counts found", said of the SVG's path, was all there was.
+#[test]
+fn a_flame_graph_of_no_samples_says_so_and_writes_nothing() {
+    let Some(dir) = crate::common::elsewhere() else {
+        return;
+    };
+    let file = dir.join("sleep.data");
+    let out_dir = Tmp::new("flame-none");
+    let svg = out_dir.0.join("none.svg");
+    let args = [
+        "flamegraph",
+        "--pid",
+        "999999999",
+        "-o",
+        svg.to_str().unwrap(),
+        "-i",
+        file.to_str().unwrap(),
+    ];
+    let out = analyze(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: {}: no cycles", file.display()))
+            && stderr.contains("samples to draw"),
+        "{stderr}"
+    );
+    assert!(!svg.exists(), "{stderr}");
+    // The same recording, unfiltered, draws.
+    let mut all = vec!["flamegraph"];
+    all.extend(&args[3..]);
+    let out = analyze(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
+
 fn warnings(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("warning")).collect()
 }

@@ -87,6 +87,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             output: out,
         } => {
             let p = profile(&select, false)?;
+            // (Checked before the file is made: no empty SVG left behind.)
+            if p.stacks.is_empty() {
+                anyhow::bail!("{}: no {} samples to draw", select.input.display(), p.event);
+            }
             let title = format!("{}: {} ({})", select.input.display(), p.event, p.unit);
             let file = std::fs::File::create(&out)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
