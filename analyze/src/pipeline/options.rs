@@ -1,7 +1,7 @@
 //! What a view asks of the pipeline: which samples, and how much of each frame to look up.
 
 use crate::read::time_range::TimeRanges;
-use crate::read::{EventSel, Selection, Weight};
+use crate::read::{EventSel, Recording, Selection, Weight};
 
 /// What to keep and how to show it.
 #[derive(Debug, Clone)]
@@ -52,11 +52,12 @@ impl Options {
             && crate::aggregate::has_socket_waits(events)
     }
 
-    /// What the weights count: `samples`, `ns`, or the field `--weight` names.
-    pub fn unit(&self) -> String {
+    /// What the weights of `rec`'s samples count: `samples`, `ns`, the field `--weight`
+    /// names, or the event whose periods they are (`cycles`, see `Recording::by_period`).
+    pub fn unit(&self, rec: &Recording) -> String {
         match &self.weight {
             Some(w) => w.unit().to_string(),
-            None => self.event.unit().to_string(),
+            None => crate::read::select::unit_in(rec, &self.event),
         }
     }
 

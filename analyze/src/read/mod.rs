@@ -89,6 +89,7 @@ fn described(reader: &PerfFileReader) -> (Recording, Vec<bool>) {
     rec.formats = traced.formats;
     rec.latency = traced.latency;
     rec.counted = counted_events(reader.perf_file());
+    rec.by_period = weighed_by_period(reader.perf_file());
     if let Ok(ids) = reader.perf_file().build_ids() {
         for info in ids.values() {
             rec.build_ids.insert(
@@ -257,6 +258,35 @@ pub fn counted_events(file: &format::linux_perf_data::PerfFile) -> Vec<bool> {
                 a.attr.type_,
                 PerfEventType::Software(SoftwareCounterType::CpuClock)
             ) && matches!(a.attr.sampling_policy, SamplingPolicy::Period(p) if p.get() == 1)
+        })
+        .collect()
+}
+
+/// Which events' samples weigh their period, as perf report and stackcollapse-perf.pl weigh
+/// them, rather than one each: counting events (cycles, instructions, cache misses, page
+/// faults) sampled at a frequency, whose period the kernel changes sample by sample to keep
+/// that rate. A short run's first samples of cycles have periods of 1 to a few thousand,
+/// its later ones millions: counted one each, they made the kernel 50% of a recording
+/// where perf gives it 0.08%. Clocks (cpu-clock, task-clock: periods of nearly the same
+/// nanoseconds), events sampled at a fixed period (all periods equal) and traced events
+/// count one a sample, their weight in `samples`.
+pub fn weighed_by_period(file: &format::linux_perf_data::PerfFile) -> Vec<bool> {
+    use format::linux_perf_data::linux_perf_event_reader::{
+        PerfEventType, SampleFormat, SamplingPolicy, SoftwareCounterType,
+    };
+    file.event_attributes()
+        .iter()
+        .map(|a| {
+            let clock = matches!(
+                a.attr.type_,
+                PerfEventType::Software(
+                    SoftwareCounterType::CpuClock | SoftwareCounterType::TaskClock
+                )
+            );
+            a.attr.sample_format.contains(SampleFormat::PERIOD)
+                && matches!(a.attr.sampling_policy, SamplingPolicy::Frequency(_))
+                && !clock
+                && !matches!(a.attr.type_, PerfEventType::Tracepoint(_))
         })
         .collect()
 }

@@ -190,6 +190,9 @@ pub struct Recording {
     /// for (on-CPU samples that `record --aggregate` counted in the kernel), which reading
     /// puts in [`RawSample::count`].
     pub counted: Vec<bool>,
+    /// Aligned with `events`: whether a sample weighs its period rather than one (see
+    /// [`weighed_by_period`](super::weighed_by_period)).
+    pub by_period: Vec<bool>,
     pub samples: Vec<RawSample>,
     pub mappings: Vec<Mapping>,
     pub comms: Vec<String>,

@@ -194,6 +194,38 @@ pub fn traced_events(rec: &Recording, sel: &EventSel) -> Result<Vec<usize>, Erro
     Ok(events)
 }
 
+/// The sampling event: the first on-CPU event that has samples. Several events are never
+/// merged (as perf and stackcollapse-perf.pl keep them apart).
+fn sampling_event(rec: &Recording) -> Option<usize> {
+    let mut sampled = vec![false; rec.events.len()];
+    for s in &rec.samples {
+        if let Some(c) = sampled.get_mut(s.event) {
+            *c = true;
+        }
+    }
+    (0..rec.events.len()).find(|&i| kind_of(&rec.events[i]) == Kind::Sampling && sampled[i])
+}
+
+/// What the weights of `event`'s samples count in `rec` (without `--weight`): the event's
+/// periods where it weighs them ([`Recording::by_period`]), named by the event (`cycles`
+/// for `cycles:u`), else [`EventSel::unit`].
+pub fn unit_in(rec: &Recording, event: &EventSel) -> String {
+    let by_period = |i: usize| rec.by_period.get(i) == Some(&true);
+    let weighed = match event {
+        EventSel::Cpu => sampling_event(rec).filter(|&i| by_period(i)),
+        EventSel::Named(n) => event_named(rec, n).ok().filter(|&i| by_period(i)),
+        _ => None,
+    };
+    match weighed {
+        Some(i) => rec.events[i]
+            .split(':')
+            .next()
+            .unwrap_or("events")
+            .to_string(),
+        None => event.unit().to_string(),
+    }
+}
+
 /// A selected sample and its weight.
 pub type Weighed<'a> = (&'a RawSample, u64);
 /// The weight of a sample of an event (index), or `None` if it is not selected.
@@ -203,15 +235,15 @@ type Weigh<'a> = dyn Fn(usize, &RawSample) -> Option<u64> + Sync + 'a;
 pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>, String), Error> {
     let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
     let kinds = &kinds;
-    let mut counts = vec![0u64; rec.events.len()];
-    for s in &rec.samples {
-        if let Some(c) = counts.get_mut(s.event) {
-            *c += 1;
+    let sampling = sampling_event(rec);
+    // A sample of a sampling event: one, or its period (see `Recording::by_period`).
+    let one = |e: usize, s: &RawSample| {
+        if rec.by_period.get(e) == Some(&true) {
+            s.period
+        } else {
+            s.count
         }
-    }
-    // The sampling event: the first on-CPU event that has samples. Several events are never
-    // merged (as perf and stackcollapse-perf.pl keep them apart): name the others.
-    let sampling = (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && counts[i] > 0);
+    };
     let named = |want: &str| event_named(rec, want);
     // Samples of one of bpfperf's own events, weighed by their period (nanoseconds).
     let of_kind = |kind: Kind| -> Box<Weigh> {
@@ -221,7 +253,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
         EventSel::Cpu => {
             let i = sampling;
             (
-                Box::new(move |e, s| (Some(e) == i).then_some(s.count)),
+                Box::new(move |e, s| (Some(e) == i).then_some(one(e, s))),
                 i.map_or("cpu".into(), |i| rec.events[i].clone()),
             )
         }
@@ -229,11 +261,11 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
             let i = named(n)?;
             let off = kinds[i] != Kind::Sampling;
             (
-                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { s.count })),
+                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { one(e, s) })),
                 rec.events[i].clone(),
             )
         }
-        EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
+        EventSel::All => (Box::new(move |e, s| Some(one(e, s))), "every event".into()),
         EventSel::Traced => {
             if !rec.formats.iter().any(Option::is_some) {
                 return Err(Error::NoTracedEvents {

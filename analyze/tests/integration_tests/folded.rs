@@ -64,24 +64,32 @@ pub fn as_perf_names(f: &Folded) -> Folded {
 /// the first event seen (or of `event`), the command name (spaces to `_`) then the frames
 /// root first, symbol offsets cut, one count per sample.
 pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
+    fold_script_with(text, event, false)
+}
+
+/// [`fold_script`], each sample weighing the period perf script prints before its event's
+/// name where `by_period` (as stackcollapse-perf.pl weighs them when perf script prints
+/// them).
+pub fn fold_script_with(text: &str, event: Option<&str>, by_period: bool) -> Folded {
     let mut folded = BTreeMap::new();
+    let mut weight: u64 = 1;
     let mut filter: Option<String> = event.map(str::to_string);
     let mut pname: Option<String> = None;
     let mut stack: Vec<String> = Vec::new();
-    let mut flush = |pname: &mut Option<String>, stack: &mut Vec<String>| {
+    let mut flush = |pname: &mut Option<String>, stack: &mut Vec<String>, weight: u64| {
         if let Some(p) = pname.take() {
             let mut key = p;
             for f in stack.iter().rev() {
                 key.push(';');
                 key.push_str(f);
             }
-            *folded.entry(key).or_insert(0) += 1;
+            *folded.entry(key).or_insert(0) += weight;
         }
         stack.clear();
     };
     for line in text.lines() {
         if line.trim().is_empty() {
-            flush(&mut pname, &mut stack);
+            flush(&mut pname, &mut stack, weight);
         } else if !line.starts_with(char::is_whitespace) {
             // "comm pid/tid ... [cpu] time: period event:" ; comm may hold spaces.
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -103,6 +111,13 @@ pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
                 }
             }
             pname = Some(comm.replace(' ', "_"));
+            if by_period {
+                // "... time: PERIOD event:"
+                let words: Vec<&str> = line.split_whitespace().collect();
+                weight = words[words.len() - 2]
+                    .parse()
+                    .expect("a period before the event");
+            }
         } else if pname.is_some() {
             // "\taddr symbol+0xoff (module)"
             let t = line.trim();
@@ -125,7 +140,7 @@ pub fn fold_script(text: &str, event: Option<&str>) -> Folded {
             stack.push(frame_name(raw, module));
         }
     }
-    flush(&mut pname, &mut stack);
+    flush(&mut pname, &mut stack, weight);
     folded
 }
 
@@ -327,6 +342,82 @@ fn folded_and_script_equal_perf_script_on_perf_recordings() {
             );
         }
     }
+}
+
+/// Samples of a counting event sampled at a frequency (page faults here; cycles and
+/// instructions where there is a PMU: most recordings from other machines) weigh their
+/// periods, which the kernel changes sample by sample, as perf report and
+/// stackcollapse-perf.pl weigh them. Counted one a sample, a short recording's first
+/// samples (periods of 1) weighed as much as its later ones: a public recording of 10
+/// cycles samples had its kernel at 50% where perf gives 0.08%.
+#[test]
+fn samples_of_a_counting_event_weigh_their_periods_as_perf_weighs_them() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("by-period");
+    let file = dir.0.join("faults.data");
+    let data = dir.0.join("faulted");
+    perf_record(
+        &file,
+        &["-e", "page-faults", "-F", "4000", "-g"],
+        &fixture("faulter-fp"),
+        &[data.to_str().unwrap(), "16"],
+    );
+    let f = file.to_str().unwrap();
+    let script = perf_script(&file);
+    let perf = fold_script_with(&script, None, true);
+    let ones = fold_script(&script, None);
+    assert!(
+        perf.values().sum::<u64>() > 2 * ones.values().sum::<u64>(),
+        "periods all but equal: the test tells nothing\n{script}"
+    );
+    let ours = parse_folded(&run_ok(&["report", "--folded", "--no-inline", "-i", f]));
+    assert_same("page-faults report --folded", &perf, &as_perf_names(&ours));
+
+    // The table: each file's share and the total as perf report gives them.
+    let table = |text: &str, perf: bool| -> BTreeMap<String, String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains('%'))
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let name = if perf { w[1] } else { w[2] };
+                (
+                    name.replace("[kernel.kallsyms]", "KERNEL"),
+                    w[0].to_string(),
+                )
+            })
+            .collect()
+    };
+    let out = Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "dso",
+            "-g",
+            "none",
+            "-i",
+            f,
+        ])
+        .output()
+        .unwrap();
+    let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mine = run_ok(&["report", "--sort", "dso", "-i", f]);
+    assert_eq!(
+        table(&theirs, true),
+        table(&mine, false),
+        "perf:\n{theirs}\nours:\n{mine}"
+    );
+    let total = theirs
+        .lines()
+        .find_map(|l| l.strip_prefix("# Event count (approx.): "))
+        .expect("perf's event count");
+    assert!(
+        mine.contains(&format!("# Total weight: {total} page-faults")),
+        "{mine}"
+    );
 }
 
 #[test]

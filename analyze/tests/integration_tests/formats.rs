@@ -69,12 +69,25 @@ fn intel_pt_recording_counts_equal_perfs_and_its_samples_are_read() {
     assert_eq!(perf.get("AUXTRACE"), Some(&2), "{perf:?}");
     assert_eq!(info_stats(&file), perf);
 
-    // The samples carry no callchain: each is its IP frame. All 15 are there, and the hardware
-    // trace is said to be skipped, once.
+    // The samples carry no callchain: each is its IP frame. All 15 are there, each weighing
+    // its period (cycles sampled at a frequency), and the hardware trace is said to be
+    // skipped, once.
     let out = analyze(&["report", "--folded", "-i", file.to_str().unwrap()]);
     assert!(out.status.success());
     let folded = parse_folded(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(folded.values().sum::<u64>(), perf["SAMPLE"]);
+    let script = Command::new("perf")
+        .args(["script", "-F", "period,event", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let (periods, cycles) = String::from_utf8_lossy(&script.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_suffix("cycles:"))
+        .fold((0u64, 0u64), |(sum, n), p| {
+            (sum + p.trim().parse::<u64>().unwrap(), n + 1)
+        });
+    assert_eq!(cycles, perf["SAMPLE"]);
+    assert_eq!(folded.values().sum::<u64>(), periods);
     assert!(
         folded.keys().all(|k| k.split(';').count() == 2),
         "{folded:?}"

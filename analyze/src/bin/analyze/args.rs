@@ -31,7 +31,9 @@ pub struct Select {
 // What to include (`analyze diff` applies it to both recordings).
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Filter {
-    /// Which samples, weighted how: cpu (the sampling event, samples), offcpu (off-CPU
+    /// Which samples, weighted how: cpu (the sampling event: samples, or for a counting
+    /// event sampled at a frequency, cycles say, its periods, as perf report weighs them),
+    /// offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (page faults that had to
@@ -40,7 +42,8 @@ pub struct Filter {
     /// sample stands for, at its stack),
     /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), or the name
     /// of any event in the file (e.g. task-clock, sched:sched_switch,
-    /// syscalls:sys_enter_write: one sample each, unless --weight says otherwise). With -e
+    /// syscalls:sys_enter_write: one sample each, periods as for cpu, unless --weight says
+    /// otherwise). With -e
     /// net recordings, offcpu and wakeup stacks blocked in a socket call start with a
     /// `peer:ADDR:PORT` frame: the connection waited on.
     #[arg(

@@ -26,7 +26,7 @@ pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
                 (span.1 - span.0) as f64 / 1e9
             );
         }
-        let (map, what) = if options.unit() == "ns" {
+        let (map, what) = if options.unit(rec) == "ns" {
             (Heatmap::latency(&samples, span), "events")
         } else {
             let map = Heatmap::offsets(&samples, span, rows);

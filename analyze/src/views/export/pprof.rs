@@ -48,7 +48,10 @@ fn build(profile: &Profile, cx: &Context) -> pb::Profile {
         r#type: strings.id(t),
         unit: strings.id(u),
     };
+    // Each sample's count, then (the default) its weight where it is not the count: time,
+    // a counting event's periods (`cycles`), a field's values.
     let in_ns = profile.unit == "ns";
+    let weighed = profile.unit != "samples";
     out.sample_type.push(if in_ns {
         value_type(&mut strings, "events", "count")
     } else {
@@ -57,6 +60,9 @@ fn build(profile: &Profile, cx: &Context) -> pb::Profile {
     if in_ns {
         out.sample_type
             .push(value_type(&mut strings, &cx.measure, "nanoseconds"));
+    } else if weighed {
+        out.sample_type
+            .push(value_type(&mut strings, &profile.unit, "count"));
     }
     out.default_sample_type = out.sample_type.last().map_or(0, |t| t.r#type);
     out.duration_nanos = cx.span.1.saturating_sub(cx.span.0) as i64;
@@ -140,7 +146,7 @@ fn build(profile: &Profile, cx: &Context) -> pb::Profile {
         }
         ids.reverse();
         let mut value = vec![stack.count as i64];
-        if in_ns {
+        if weighed {
             value.push(stack.weight as i64);
         }
         let process = main_thread.get(&stack.pid).map_or(stack.comm, |m| m.1);
