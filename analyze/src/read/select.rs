@@ -236,8 +236,8 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
     let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
     let kinds = &kinds;
     let sampling = sampling_event(rec);
-    // A sample of a sampling event: one, or its period (see `Recording::by_period`).
-    let one = |e: usize, s: &RawSample| {
+    // A sample of a sampling event weighs one, or its period (see `Recording::by_period`).
+    let sampled = |e: usize, s: &RawSample| {
         if rec.by_period.get(e) == Some(&true) {
             s.period
         } else {
@@ -253,7 +253,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
         EventSel::Cpu => {
             let i = sampling;
             (
-                Box::new(move |e, s| (Some(e) == i).then_some(one(e, s))),
+                Box::new(move |e, s| (Some(e) == i).then_some(sampled(e, s))),
                 i.map_or("cpu".into(), |i| rec.events[i].clone()),
             )
         }
@@ -261,11 +261,14 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
             let i = named(n)?;
             let off = kinds[i] != Kind::Sampling;
             (
-                Box::new(move |e, s| (e == i).then_some(if off { s.period } else { one(e, s) })),
+                Box::new(move |e, s| {
+                    (e == i).then_some(if off { s.period } else { sampled(e, s) })
+                }),
                 rec.events[i].clone(),
             )
         }
-        EventSel::All => (Box::new(move |e, s| Some(one(e, s))), "every event".into()),
+        // (Events of other units together: one a sample.)
+        EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
         EventSel::Traced => {
             if !rec.formats.iter().any(Option::is_some) {
                 return Err(Error::NoTracedEvents {
