@@ -50,13 +50,34 @@ impl Process {
         }
     }
 
-    /// Adds a mapping; the ones starting inside it are replaced.
-    fn insert(&mut self, id: MapId, m: &Mapping) {
+    /// Adds a mapping (`mappings`: those added before); the ones starting inside it are
+    /// replaced, and what goes on past its end of the one it was laid over stays, as perf
+    /// keeps it: an entry from its end that finds the old mapping. (NVIDIA's GL library
+    /// maps a page range of its own code again, writable: half of a game's samples fell in
+    /// the 40 MB of code past that range, and were [unknown].)
+    fn insert(&mut self, id: MapId, m: &Mapping, mappings: &[Mapping]) {
+        // The entry in place at `m.end`, if any: it finds its mapping up to that mapping's
+        // end or the next entry, whichever comes first.
+        let tail = self
+            .maps
+            .range(..m.end)
+            .next_back()
+            .and_then(|(&at, &old)| {
+                let next = self
+                    .maps
+                    .range(at + 1..)
+                    .next()
+                    .map_or(u64::MAX, |(&s, _)| s);
+                (mappings[old as usize].end.min(next) > m.end).then_some(old)
+            });
         let inside: Vec<u64> = self.maps.range(m.start..m.end).map(|(&s, _)| s).collect();
         for s in inside {
             self.maps.remove(&s);
         }
         self.maps.insert(m.start, id);
+        if let Some(old) = tail {
+            self.maps.insert(m.end, old);
+        }
     }
 }
 
@@ -210,7 +231,7 @@ impl Timeline {
         };
         let id = rec.mappings.len() as MapId;
         let mut p = self.latest(pid).map(|p| (*p).clone()).unwrap_or_default();
-        p.insert(id, &m);
+        p.insert(id, &m, &rec.mappings);
         self.set_process(pid, Arc::new(p));
         rec.mappings.push(m);
     }
@@ -219,8 +240,11 @@ impl Timeline {
     pub(super) fn finish(&self, rec: &mut Recording) {
         for (&pid, history) in &self.procs {
             if let Some((_, p)) = history.last() {
-                rec.process_maps
-                    .insert(pid, p.maps.values().copied().collect());
+                // (A mapping another was laid over is listed once, for its head and tail.)
+                let mut ids: Vec<MapId> = p.maps.values().copied().collect();
+                let mut seen = std::collections::HashSet::new();
+                ids.retain(|&id| seen.insert(id));
+                rec.process_maps.insert(pid, ids);
             }
         }
     }
@@ -248,7 +272,7 @@ mod tests {
         let mappings = vec![mapping(0x1000, 0x9000), mapping(0x3000, 0x4000)];
         let mut p = Process::default();
         for (id, m) in mappings.iter().enumerate() {
-            p.insert(id as MapId, m);
+            p.insert(id as MapId, m, &mappings[..id]);
         }
         let fresh = |a| p.find_span(a, &mappings).map(|(_, _, id)| id);
         let addrs = [
@@ -256,6 +280,10 @@ mod tests {
         ];
         assert_eq!(fresh(0x2000), Some(0));
         assert_eq!(fresh(0x3500), Some(1));
+        // Past the mapping laid over it, the first one's tail (perf keeps it too).
+        assert_eq!(fresh(0x4000), Some(0));
+        assert_eq!(fresh(0x8fff), Some(0));
+        assert_eq!(fresh(0x9000), None);
         for first in addrs {
             for then in addrs {
                 let mut f = p.finder(&mappings);
@@ -263,5 +291,23 @@ mod tests {
                 assert_eq!(f.find(then), fresh(then), "{first:#x} then {then:#x}");
             }
         }
+
+        // A mapping laid below one that already took the end of another: the tail it leaves
+        // is the old one's up to the newer mapping only (an exec's libraries over the old
+        // image's, in a perf 3.5 recording).
+        let mappings = vec![
+            mapping(0x1000, 0x9000),
+            mapping(0x5000, 0xa000),
+            mapping(0x2000, 0x3000),
+        ];
+        let mut p = Process::default();
+        for (id, m) in mappings.iter().enumerate() {
+            p.insert(id as MapId, m, &mappings[..id]);
+        }
+        let at = |a| p.find_span(a, &mappings).map(|(_, _, id)| id);
+        assert_eq!(
+            [0x1000, 0x2000, 0x3000, 0x4fff, 0x5000, 0x9fff, 0xa000].map(at),
+            [Some(0), Some(2), Some(0), Some(0), Some(1), Some(1), None]
+        );
     }
 }
