@@ -369,7 +369,15 @@ fn scan_file(
             format!("attribute size {attr_size} is not plausible"),
         ));
     }
-    if attrs_size == 0 || attrs_size % attr_size != 0 {
+    if attrs_size == 0 {
+        return Err(Error::damaged(
+            path,
+            32,
+            "no events: the header lists none (perf record stopped before it wrote its header?)"
+                .to_string(),
+        ));
+    }
+    if attrs_size % attr_size != 0 {
         return Err(Error::damaged(
             path,
             32,
