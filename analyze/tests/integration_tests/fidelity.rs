@@ -149,9 +149,19 @@ fn compare_all_ways(dir: &Tmp, program: &str) -> Vec<(Recorder, Folded, Folded)>
     let mut results = Vec::new();
     for how in [PerfFp, PerfDwarf, RecordFp, RecordDwarf] {
         let file = dir.0.join(format!("{program}-{how:?}.data"));
-        record_with(how, &file, &bin);
-        let (perf, ours) = (perf_folded(&file), our_folded(&file));
-        let total: u64 = perf.values().sum();
+        // The program runs for a fixed time, and samples only count its time on a CPU:
+        // tests running beside it on a loaded CI machine once left it 42 of the ~400
+        // samples it has alone. Recorded again then (what is compared is the stacks).
+        let (mut perf, mut ours, mut total) = (Folded::new(), Folded::new(), 0);
+        for _ in 0..3 {
+            record_with(how, &file, &bin);
+            (perf, ours) = (perf_folded(&file), our_folded(&file));
+            total = perf.values().sum();
+            if total >= 50 {
+                break;
+            }
+            eprintln!("{program} {how:?}: only {total} samples, recorded again");
+        }
         assert!(total >= 50, "{program} {how:?}: only {total} samples");
         assert!(
             !ours.keys().any(|k| k.contains("[[")),
