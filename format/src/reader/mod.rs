@@ -88,6 +88,7 @@ fn map_whole_rounds(path: &Path, file: &File) -> Result<memmap2::Mmap, Error> {
         // record's writer only grows a file it is writing, and trims it at the end to no less
         // than what the header covered before.
         let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(path, e))?;
+        pages::ask_for_huge_pages(&map);
         let header = map.get(..crate::constants::FILE_HEADER_SIZE as usize);
         let declared_end = header
             .filter(|h| &h[..8] == b"PERFILE2" && h[8..16] == 104u64.to_le_bytes())
