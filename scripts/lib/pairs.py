@@ -6,7 +6,9 @@ and peak memory (the largest RSS of any run, from wait4's rusage: the command it
 wrapper in between).
 
 Usage: pairs.py RUNS NAME_A CMD_A NAME_B CMD_B   (commands as shell words, run without a shell;
-their output is discarded; a failing command stops the benchmark with its stderr)."""
+their output is discarded; a failing command stops the benchmark with its stderr).
+With EVICT=FILE in the environment, FILE's pages are dropped from the page cache before every
+run (written back, then POSIX_FADV_DONTNEED): each side reads it from disk."""
 import os
 import shlex
 import statistics
@@ -15,7 +17,18 @@ import sys
 import time
 
 
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def run(cmd):
+    if os.environ.get("EVICT"):
+        evict(os.environ["EVICT"])
     start = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = p.stderr.read()
