@@ -131,7 +131,18 @@ const SPARSE_CHUNK: usize = 256;
 /// into the stretch the chunk before read, not further (where it does, the pages are mapped
 /// again). Each run of chunks (one task's) keeps its own mark, from its first chunk on.
 #[derive(Default)]
-struct LowWater(Option<usize>);
+struct LowWater {
+    /// The mark: the first record of the chunk begun last.
+    low: Option<usize>,
+    /// Where a sparse pass begins a chunk early ([`LowWater::far_ahead`]).
+    reach: usize,
+}
+
+/// How far a sparse pass goes past where its chunk began before it begins another: the
+/// samples a merge kept can be megabytes apart, and where the input's page cache holds
+/// 2 MiB folios each maps 2 MiB (256 of them, a chunk, spanned a million-sample file: 35
+/// MiB more at the peak).
+const REACH: usize = 8 << 20;
 
 impl LowWater {
     /// A chunk whose records are at `places` begins: the pages between the mark and its
@@ -145,12 +156,19 @@ impl LowWater {
         let Some(first) = places.map(walk::offset).min() else {
             return;
         };
-        match self.0 {
+        self.reach = first.saturating_add(REACH);
+        match self.low {
             Some(low) if low < first => pages.done_with(&bytes[low..first]),
             Some(_) => return,
             None => {}
         }
-        self.0 = Some(first);
+        self.low = Some(first);
+    }
+
+    /// Whether a record at `place` lies more than [`REACH`] past where the chunk began:
+    /// a sparse pass begins the next chunk there.
+    fn far_ahead(&self, place: u64) -> bool {
+        self.low.is_some() && walk::offset(place) >= self.reach
     }
 }
 
@@ -453,7 +471,9 @@ pub(super) fn read(
             // Kept samples may lie far apart, and each maps the pages around it: what the
             // chunks before left behind is given back as a chunk begins; the rest when the
             // pass ends.
-            if k % SPARSE_CHUNK == 0 && !pages.keeps_all() {
+            if !pages.keeps_all()
+                && (k % SPARSE_CHUNK == 0 || low.far_ahead(samples[kept_k.sample].0))
+            {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
                 low.chunk_begins(pages, bytes, next.map(|k| samples[k.sample].0));
             }

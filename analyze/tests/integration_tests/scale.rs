@@ -20,13 +20,32 @@ fn peak_mib(stderr: &str) -> u64 {
 /// `limit` passed, then stops `record` as Ctrl-C would: sized by what was written, not by
 /// CPU time, which another job on the machine takes.
 fn record_until(file: &std::path::Path, bytes: u64, limit: std::time::Duration) {
+    // Stack copies, as analyze unwinds them (unwound in the kernel, the file would grow a
+    // tenth as fast).
+    record_program_until(
+        file,
+        &["--no-kernel-unwind", "-F", "8000"],
+        "busy-nofp",
+        bytes,
+        limit,
+    );
+}
+
+/// Records `program` (two threads) with `record -q ARGS` into `file`, as [`record_until`].
+fn record_program_until(
+    file: &std::path::Path,
+    args: &[&str],
+    program: &str,
+    bytes: u64,
+    limit: std::time::Duration,
+) {
     let mut child = std::process::Command::new(record_bin())
-        // Stack copies, as analyze unwinds them (unwound in the kernel, the file would
-        // grow a tenth as fast).
-        .args(["-q", "--no-kernel-unwind", "-F", "8000", "-o"])
+        .arg("-q")
+        .args(args)
+        .arg("-o")
         .arg(file)
         .arg("--")
-        .arg(fixture("busy-nofp"))
+        .arg(fixture(program))
         .args(["600", "2"])
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -46,6 +65,24 @@ fn record_until(file: &std::path::Path, bytes: u64, limit: std::time::Duration) 
         status.code().is_some() || status.signal().is_some(),
         "record: {status}"
     );
+}
+
+/// `file` written again into `copy` in 8 MiB writes: the copy's page cache holds 2 MiB
+/// folios (as that of a file analyze read from disk does), and every touch maps 2 MiB.
+fn copy_in_2_mib_folios(file: &std::path::Path, copy: &std::path::Path) {
+    use std::io::{Read, Write};
+    let (mut from, mut to) = (
+        std::fs::File::open(file).unwrap(),
+        std::fs::File::create(copy).unwrap(),
+    );
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = from.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        to.write_all(&buf[..n]).unwrap();
+    }
 }
 
 #[test]
@@ -113,27 +150,12 @@ fn a_recording_larger_than_analyzes_memory_is_read_whole() {
         "peak {peak} MiB reading a {size_mib} MiB recording\n{stderr}"
     );
 
-    // The same recording written again in 8 MiB writes: its page cache holds 2 MiB folios
-    // (as a file read from disk by analyze does), and every touch maps 2 MiB. The walk's
+    // The same recording in 2 MiB folios, every touch mapping 2 MiB. The walk's
     // search for its parts' starts touched the input every 4 MB and gave it back only when
     // all were found: half of the input mapped at once (51% of a 287 MB recording; 24-26%
     // now, as for the original).
     let copy = dir.0.join("copy.data");
-    {
-        use std::io::{Read, Write};
-        let (mut from, mut to) = (
-            std::fs::File::open(&file).unwrap(),
-            std::fs::File::create(&copy).unwrap(),
-        );
-        let mut buf = vec![0u8; 8 << 20];
-        loop {
-            let n = from.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            to.write_all(&buf[..n]).unwrap();
-        }
-    }
+    copy_in_2_mib_folios(&file, &copy);
     let out = analyze_env(
         &["report", "--folded", "-i", copy.to_str().unwrap()],
         &[("BPFPERF_TIMING", "1")],
@@ -247,5 +269,67 @@ fn a_recording_read_from_disk_stays_in_the_page_cache_in_2_mib_pieces() {
     assert!(
         after >= whole,
         "{size} bytes read from disk by analyze: {after} KiB mapped 2 MiB at a time, not {whole}"
+    );
+}
+
+/// A frame-pointer recording larger than the page budget, in 2 MiB folios: the pass over the
+/// samples a merge kept (a few thousand, megabytes apart, in time order) gave back what its
+/// chunks of 256 left behind, and a chunk spanned most of the file, each sample mapping 2
+/// MiB (a million samples, 79 MB: peak 87 MiB where the file as written peaks at 53). Each
+/// chunk now ends 8 MiB past where it began. And read from disk, the file is left in 2 MiB
+/// pieces (huge pages asked for whatever the input's size).
+#[test]
+fn a_sparse_pass_over_a_large_file_in_2_mib_pieces_keeps_a_window() {
+    if !can_record() {
+        return;
+    }
+    let dir = Tmp::new("sparse");
+    let file = dir.0.join("fp.data");
+    record_program_until(
+        &file,
+        &["--call-graph", "fp", "-F", "40000"],
+        "busy-fp",
+        // record reserves the file in doubling steps ahead of what it wrote (134 MiB once
+        // it passes 64): this stops at 134 MiB written or when the time is up, ~7 MB a
+        // second on an idle machine.
+        150 << 20,
+        std::time::Duration::from_secs(25),
+    );
+    let size_mib = std::fs::metadata(&file).unwrap().len() >> 20;
+    assert!(
+        size_mib >= 70,
+        "recording of {size_mib} MiB: too small to tell"
+    );
+    let peak_of = |f: &std::path::Path| {
+        let out = analyze_env(
+            &["report", "--folded", "-i", f.to_str().unwrap()],
+            &[("BPFPERF_TIMING", "1")],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        (
+            peak_mib(&stderr),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let copy = dir.0.join("copy.data");
+    copy_in_2_mib_folios(&file, &copy);
+    let (written, folded) = peak_of(&file);
+    let (huge, huge_folded) = peak_of(&copy);
+    eprintln!("{size_mib} MiB: peak {written} MiB as written, {huge} MiB in 2 MiB folios");
+    assert_eq!(huge_folded, folded);
+    assert!(
+        huge <= written + written / 4,
+        "{size_mib} MiB recording: peak {huge} MiB in 2 MiB folios, {written} MiB as written"
+    );
+
+    evict(&copy);
+    let (_, cold_folded) = peak_of(&copy);
+    assert_eq!(cold_folded, folded);
+    let pieces = mapped_in_huge_pieces(&copy) >> 10;
+    eprintln!("read from disk by analyze: {pieces} MiB in 2 MiB pieces");
+    assert!(
+        pieces + 4 >= size_mib,
+        "{size_mib} MiB read from disk by analyze: {pieces} MiB in 2 MiB pieces"
     );
 }
