@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{analyze, analyze_env, fixture, perf_ok, perf_record, Tmp};
+use crate::common::{
+    analyze, analyze_env, can_record, fixture, perf_ok, perf_record, record_ours, Tmp,
+};
 
 pub type Folded = BTreeMap<String, u64>;
 
@@ -560,4 +562,51 @@ fn analysis_never_hangs_whatever_the_thread_count() {
             assert!(status.success(), "round {round}, {threads} threads");
         }
     }
+}
+
+/// Samples per event in script output (analyze's or perf's): each sample's first line names
+/// its event after its time, `... 55647.845624:    1001001 cpu-clock:` (a traced event's
+/// fields follow).
+fn script_event_counts(script: &str) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in script
+        .lines()
+        .filter(|l| !l.starts_with(char::is_whitespace))
+    {
+        let event = line
+            .split_whitespace()
+            .filter_map(|t| t.strip_suffix(':'))
+            .find(|t| t.parse::<f64>().is_err());
+        if let Some(event) = event {
+            *counts.entry(event.to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// `analyze script` prints every event's samples, as `perf script` does (it printed the
+/// sampling event's alone: 96 of 200 lines of public two-event files); `--event` picks one.
+/// On record's file of a program that runs and sleeps: cpu-clock, off-CPU and run-queue
+/// samples, wakeups.
+#[test]
+fn script_prints_every_events_samples_as_perf_script_does() {
+    if !can_record() || !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("script-all");
+    let file = dir.0.join("perf.data");
+    record_ours(&file, &[], &fixture("busy-fp"), &["1", "2"]);
+    let f = file.to_str().unwrap();
+    let perf = script_event_counts(&perf_script(&file));
+    let ours = script_event_counts(&run_ok(&["script", "-i", f]));
+    assert!(perf.len() >= 3, "{perf:?}");
+    assert_eq!(ours, perf);
+    let cpu = script_event_counts(&run_ok(&["script", "--event", "cpu", "-i", f]));
+    assert_eq!(
+        cpu,
+        perf.iter()
+            .filter(|(e, _)| e.as_str() == "cpu-clock")
+            .map(|(e, n)| (e.clone(), *n))
+            .collect()
+    );
 }

@@ -40,19 +40,20 @@ pub struct Filter {
     /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
     /// time, ns), net-send (TCP sends, ns from the send call to the device of each skb a
     /// sample stands for, at its stack),
-    /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), or the name
+    /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), all (every event's
+    /// samples, one each), or the name
     /// of any event in the file (e.g. task-clock, sched:sched_switch,
     /// syscalls:sys_enter_write: one sample each, periods as for cpu, unless --weight says
     /// otherwise). With -e
     /// net recordings, offcpu and wakeup stacks blocked in a socket call start with a
     /// `peer:ADDR:PORT` frame: the connection waited on.
+    /// Default: cpu (`script`: all, every event, as perf script prints them).
     #[arg(
         short,
         long,
-        default_value = "cpu",
-        value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|NAME"
+        value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|all|NAME"
     )]
-    pub event: String,
+    pub event: Option<String>,
     /// Weigh each sample of the --event NAME by a numeric field of its payload (e.g. count
     /// for syscalls:sys_enter_write; a negative value leaves the sample out) or by its
     /// latency in ns (latency events: ENTRY->EXIT pairs, return probes recorded by bpfperf).
@@ -115,7 +116,7 @@ impl Select {
 impl Filter {
     pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
         let options = pipeline::Options {
-            event: EventSel::parse(&self.event),
+            event: EventSel::parse(self.event.as_deref().unwrap_or("cpu")),
             weight: self.weight.as_deref().map(Weight::parse),
             ..self.stacks.options(addresses, lines)
         };

@@ -76,7 +76,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Trace(args) => trace::trace(&args, stdout)?,
         Command::Hist(args) => hist::hist(&args, stdout)?,
         Command::Count(args) => count::count(&args, stdout)?,
-        Command::Script { select } => {
+        Command::Script { mut select } => {
+            // Every event's samples, as perf script prints them, unless --event says which.
+            select.filter.event.get_or_insert_with(|| "all".into());
             let s = symbolized_timeline(&select)?;
             let mut out = std::io::BufWriter::new(stdout);
             views::script::write_script(&s, &mut out)?;

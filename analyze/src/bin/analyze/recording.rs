@@ -147,9 +147,13 @@ pub fn summary(s: &Symbolized, lost: u64, loader: &Loader) {
     } else {
         100.0 * st.unknown_frames as f64 / st.frames as f64
     };
+    let samples = match s.event.as_str() {
+        "every event" => "samples of every event".to_string(),
+        event => format!("{event} samples"),
+    };
     let mut line = format!(
-        "analyze: {} {} samples, {} frames, {} [unknown] ({pct:.1}%)",
-        st.samples, s.event, st.frames, st.unknown_frames
+        "analyze: {} {samples}, {} frames, {} [unknown] ({pct:.1}%)",
+        st.samples, st.frames, st.unknown_frames
     );
     if st.by_address_frames > 0 {
         line.push_str(&format!(
