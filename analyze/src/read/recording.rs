@@ -23,6 +23,15 @@ pub fn is_anonymous(path: &str) -> bool {
 /// Index into [`Recording::mappings`].
 pub type MapId = u32;
 
+/// A stretch of a process's addresses and the mapping that holds them. A mapping laid over
+/// part of another leaves the older one two pieces, before and after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapPiece {
+    pub start: u64,
+    pub end: u64,
+    pub id: MapId,
+}
+
 /// A user frame address and the mapping it fell in when sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UserFrame {
@@ -196,8 +205,9 @@ pub struct Recording {
     pub samples: Vec<RawSample>,
     pub mappings: Vec<Mapping>,
     pub comms: Vec<String>,
-    /// Executable mappings of each process at the end of the recording (for DWARF unwinding).
-    pub process_maps: HashMap<i32, Vec<MapId>>,
+    /// Executable mappings of each process at the end of the recording (for DWARF unwinding),
+    /// as the stretches of addresses each holds: sorted, not overlapping.
+    pub process_maps: HashMap<i32, Vec<MapPiece>>,
     /// Build ids from the BUILD_ID feature, by path.
     pub build_ids: BuildIds,
     pub notes: Vec<String>,
@@ -314,10 +324,10 @@ impl Recording {
 
     /// The mapping of process `pid` holding `addr` at the end of the recording.
     pub fn find_map(&self, pid: i32, addr: u64) -> Option<MapId> {
-        self.process_maps.get(&pid)?.iter().copied().find(|&id| {
-            let m = &self.mappings[id as usize];
-            addr >= m.start && addr < m.end
-        })
+        let pieces = self.process_maps.get(&pid)?;
+        let after = pieces.partition_point(|p| p.start <= addr);
+        let piece = pieces.get(after.checked_sub(1)?)?;
+        (addr < piece.end).then_some(piece.id)
     }
 
     /// The kernel modules' mappings (`pid -1` MMAPs other than the kernel's), sorted, each

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
 
-use super::recording::{Ksymbol, MapId, Mapping, Recording};
+use super::recording::{Ksymbol, MapId, MapPiece, Mapping, Recording};
 
 /// The executable mappings of one process.
 #[derive(Default, Clone)]
@@ -38,6 +38,22 @@ impl Process {
             .next()
             .map_or(u64::MAX, |(&s, _)| s);
         Some((start, end.min(next), id))
+    }
+
+    /// The stretches of addresses each mapping holds, in order: each entry's, up to its
+    /// mapping's end or the next entry, whichever comes first (what [`Process::find_span`]
+    /// finds).
+    fn pieces(&self, mappings: &[Mapping]) -> Vec<MapPiece> {
+        let mut pieces: Vec<MapPiece> = Vec::with_capacity(self.maps.len());
+        let mut entries = self.maps.iter().peekable();
+        while let Some((&start, &id)) = entries.next() {
+            let next = entries.peek().map_or(u64::MAX, |(&s, _)| s);
+            let end = mappings[id as usize].end.min(next);
+            if start < end {
+                pieces.push(MapPiece { start, end, id });
+            }
+        }
+        pieces
     }
 
     /// A finder for many addresses of this process (a stack's frames mostly lie in one or
@@ -240,11 +256,7 @@ impl Timeline {
     pub(super) fn finish(&self, rec: &mut Recording) {
         for (&pid, history) in &self.procs {
             if let Some((_, p)) = history.last() {
-                // (A mapping another was laid over is listed once, for its head and tail.)
-                let mut ids: Vec<MapId> = p.maps.values().copied().collect();
-                let mut seen = std::collections::HashSet::new();
-                ids.retain(|&id| seen.insert(id));
-                rec.process_maps.insert(pid, ids);
+                rec.process_maps.insert(pid, p.pieces(&rec.mappings));
             }
         }
     }
@@ -305,9 +317,33 @@ mod tests {
             p.insert(id as MapId, m, &mappings[..id]);
         }
         let at = |a| p.find_span(a, &mappings).map(|(_, _, id)| id);
+        let addrs = [0x1000, 0x2000, 0x3000, 0x4fff, 0x5000, 0x9fff, 0xa000];
         assert_eq!(
-            [0x1000, 0x2000, 0x3000, 0x4fff, 0x5000, 0x9fff, 0xa000].map(at),
+            addrs.map(at),
             [Some(0), Some(2), Some(0), Some(0), Some(1), Some(1), None]
         );
+
+        // The pieces the unwinder and `Recording::find_map` go by: the old mapping's head
+        // and tail apart, each address where the finder finds it (the list held each
+        // mapping whole, and found the first one laid under an address).
+        let pieces = p.pieces(&mappings);
+        let piece = |start, end, id| MapPiece { start, end, id };
+        assert_eq!(
+            pieces,
+            [
+                piece(0x1000, 0x2000, 0),
+                piece(0x2000, 0x3000, 2),
+                piece(0x3000, 0x5000, 0),
+                piece(0x5000, 0xa000, 1),
+            ]
+        );
+        let rec = Recording {
+            mappings: mappings.clone(),
+            process_maps: [(1, pieces)].into(),
+            ..Default::default()
+        };
+        assert_eq!(addrs.map(|a| rec.find_map(1, a)), addrs.map(at));
+        assert_eq!(rec.find_map(1, 0xfff), None);
+        assert_eq!(rec.find_map(2, 0x1000), None);
     }
 }

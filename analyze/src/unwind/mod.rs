@@ -104,12 +104,13 @@ impl<'r> Unwinder<'r> {
                     .get(&pid)
                     .map_or(&[][..], |v| v)
                     .iter()
-                    .map(|&id| {
-                        let m = &rec.mappings[id as usize];
+                    .map(|piece| {
+                        // A piece of a mapping another was laid over: its part of the file.
+                        let m = &rec.mappings[piece.id as usize];
                         ExecMapping {
-                            start: m.start,
-                            end: m.end,
-                            pgoff: m.pgoff,
+                            start: piece.start,
+                            end: piece.end,
+                            pgoff: m.pgoff + piece.start.saturating_sub(m.start),
                             path: m.path.clone().into(),
                             build_id: m
                                 .build_id
