@@ -145,18 +145,25 @@ struct LowWater {
 const REACH: usize = 8 << 20;
 
 impl LowWater {
-    /// A chunk whose records are at `places` begins: the pages between the mark and its
-    /// first record are given back, and the mark moves there.
+    /// A chunk whose records are at `places` (the one it begins with first) begins: the
+    /// pages between the mark and its first record in the file are given back, and the mark
+    /// moves there.
     fn chunk_begins(
         &mut self,
         pages: &format::PageBudget,
         bytes: &[u8],
         places: impl Iterator<Item = u64>,
     ) {
-        let Some(first) = places.map(walk::offset).min() else {
+        let mut offsets = places.map(walk::offset).peekable();
+        let Some(&begins_at) = offsets.peek() else {
             return;
         };
-        self.reach = first.saturating_add(REACH);
+        let first = offsets.min().unwrap_or(begins_at);
+        // Counted from where the pass is, not from the chunk's first record: time order
+        // interleaves the buffers of many CPUs, a round apart in the file (tens of MB on a
+        // large machine), and counted from a record a round behind, every sample after it
+        // would begin a chunk again.
+        self.reach = begins_at.saturating_add(REACH);
         match self.low {
             Some(low) if low < first => pages.done_with(&bytes[low..first]),
             Some(_) => return,
@@ -166,7 +173,7 @@ impl LowWater {
     }
 
     /// Whether a record at `place` lies more than [`REACH`] past where the chunk began:
-    /// a sparse pass begins the next chunk there.
+    /// a sparse pass begins the next chunk there (at most once per [`REACH`] it goes).
     fn far_ahead(&self, place: u64) -> bool {
         self.low.is_some() && walk::offset(place) >= self.reach
     }
