@@ -28,32 +28,33 @@ impl Process {
     /// start, whichever comes first.
     fn find_span(&self, addr: u64, mappings: &[Mapping]) -> Option<(u64, u64, MapId)> {
         let (&start, &id) = self.maps.range(..=addr).next_back()?;
-        let end = mappings[id as usize].end;
-        if addr >= end {
-            return None;
-        }
+        let end = self.span_end(start, id, mappings);
+        (addr < end).then_some((start, end, id))
+    }
+
+    /// Where the addresses that the entry at `start` (of mapping `id`) finds end: at its
+    /// mapping's end or the next entry, whichever comes first.
+    fn span_end(&self, start: u64, id: MapId, mappings: &[Mapping]) -> u64 {
         let next = self
             .maps
             .range(start + 1..)
             .next()
             .map_or(u64::MAX, |(&s, _)| s);
-        Some((start, end.min(next), id))
+        mappings[id as usize].end.min(next)
     }
 
-    /// The stretches of addresses each mapping holds, in order: each entry's, up to its
-    /// mapping's end or the next entry, whichever comes first (what [`Process::find_span`]
+    /// The stretches of addresses each mapping holds, in order (what [`Process::find_span`]
     /// finds).
     fn pieces(&self, mappings: &[Mapping]) -> Vec<MapPiece> {
-        let mut pieces: Vec<MapPiece> = Vec::with_capacity(self.maps.len());
-        let mut entries = self.maps.iter().peekable();
-        while let Some((&start, &id)) = entries.next() {
-            let next = entries.peek().map_or(u64::MAX, |(&s, _)| s);
-            let end = mappings[id as usize].end.min(next);
-            if start < end {
-                pieces.push(MapPiece { start, end, id });
-            }
-        }
-        pieces
+        self.maps
+            .iter()
+            .map(|(&start, &id)| MapPiece {
+                start,
+                end: self.span_end(start, id, mappings),
+                id,
+            })
+            .filter(|p| p.start < p.end)
+            .collect()
     }
 
     /// A finder for many addresses of this process (a stack's frames mostly lie in one or
@@ -78,14 +79,7 @@ impl Process {
             .maps
             .range(..m.end)
             .next_back()
-            .and_then(|(&at, &old)| {
-                let next = self
-                    .maps
-                    .range(at + 1..)
-                    .next()
-                    .map_or(u64::MAX, |(&s, _)| s);
-                (mappings[old as usize].end.min(next) > m.end).then_some(old)
-            });
+            .and_then(|(&at, &old)| (self.span_end(at, old, mappings) > m.end).then_some(old));
         let inside: Vec<u64> = self.maps.range(m.start..m.end).map(|(&s, _)| s).collect();
         for s in inside {
             self.maps.remove(&s);
