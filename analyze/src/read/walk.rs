@@ -89,7 +89,7 @@ pub(super) fn walk(bytes: &[u8], done_with: &DoneWith, time_of: &TimeOf) -> Opti
         .into_par_iter()
         .map(|k| {
             let at = chain_near(bytes, k * PART);
-            done_with(&bytes[k * PART..(k * PART + HUGE_PAGE).min(bytes.len())]);
+            done_with(&bytes[k * PART..(k * PART + format::HUGE_PAGE).min(bytes.len())]);
             at
         })
         .collect();
@@ -123,9 +123,6 @@ pub(super) fn walk(bytes: &[u8], done_with: &DoneWith, time_of: &TimeOf) -> Opti
 
 /// Bytes of records per part of the walk.
 const PART: usize = 4 << 20;
-
-/// What one touch of a file held in huge folios maps.
-const HUGE_PAGE: usize = 2 << 20;
 
 /// Records in a row that must look whole from an offset for a part to start there.
 const CHAIN: usize = 16;

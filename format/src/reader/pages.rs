@@ -14,6 +14,10 @@ use super::splice::Storage;
 /// Bytes of the input gone through between two givings back.
 pub const BUDGET: u64 = 64 << 20;
 
+/// A huge folio of the page cache: what one touch of an input held in them maps, and the
+/// block pages are given back in ([`PageBudget::done_with`]).
+pub const HUGE_PAGE: usize = 2 << 20;
+
 /// Counts the bytes passes over one input went through, and gives its pages back every
 /// [`BUDGET`] of them. Shared by the threads of a parallel pass.
 pub struct PageBudget {
@@ -90,7 +94,6 @@ impl PageBudget {
     /// faulting pages in beside it, and the pages they mapped meanwhile stayed: a 400 MB
     /// input held 260 MB at 16 threads, 55 MB at one.
     pub fn done_with(&self, bytes: &[u8]) {
-        const BLOCK: usize = 2 << 20;
         let Storage::Mapped(map) = &*self.storage else {
             return;
         };
@@ -107,7 +110,10 @@ impl PageBudget {
         // wrote through its map) is mapped a PMD at a time, and giving back part of one
         // splits it (slower than the pass's own reading). The block the bytes begin in is
         // given back with them; another thread still reading there maps it again.
-        let (start, end) = (at / BLOCK * BLOCK, (at + bytes.len()) / BLOCK * BLOCK);
+        let (start, end) = (
+            at / HUGE_PAGE * HUGE_PAGE,
+            (at + bytes.len()) / HUGE_PAGE * HUGE_PAGE,
+        );
         if start < end {
             // SAFETY: as in [`give_back`]: a read-only file mapping whose pages, dropped, are
             // mapped again with the same contents by the next read of them.
@@ -183,15 +189,19 @@ mod tests {
         Arc::new(Storage::Mapped(map))
     }
 
-    /// The flags /proc/self/smaps gives the mapping at `bytes`.
-    fn vm_flags(bytes: &[u8]) -> String {
+    /// The field `name` (`Rss:`, `VmFlags:`) that /proc/self/smaps gives the mapping at
+    /// `bytes`, trimmed.
+    fn smaps_field(bytes: &[u8], name: &str) -> String {
         let start = format!("{:x}-", bytes.as_ptr() as usize);
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
-        lines
-            .find_map(|l| l.strip_prefix("VmFlags:"))
-            .unwrap()
-            .to_string()
+        let value = lines.find_map(|l| l.strip_prefix(name)).unwrap();
+        value.trim().to_string()
+    }
+
+    /// The flags /proc/self/smaps gives the mapping at `bytes`.
+    fn vm_flags(bytes: &[u8]) -> String {
+        smaps_field(bytes, "VmFlags:")
     }
 
     /// Huge pages are asked for: the mapping is marked `hg`.
@@ -214,11 +224,8 @@ mod tests {
 
     /// KiB of the mapping at `bytes` resident in this process, from /proc/self/smaps.
     fn resident_kib(bytes: &[u8]) -> u64 {
-        let start = format!("{:x}-", bytes.as_ptr() as usize);
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
-        let rss = lines.find_map(|l| l.strip_prefix("Rss:")).unwrap();
-        rss.trim().trim_end_matches("kB").trim().parse().unwrap()
+        let rss = smaps_field(bytes, "Rss:");
+        rss.trim_end_matches("kB").trim().parse().unwrap()
     }
 
     #[test]
