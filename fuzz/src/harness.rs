@@ -61,8 +61,10 @@ fn views(rec: &analyze::read::Recording, path: &Path) {
             ..Default::default()
         };
         let options = Options { event, ..options };
-        if let Ok((samples, _)) = pipeline::select_samples(rec, &options) {
-            let map = if options.event.unit() == "ns" {
+        if let Ok(pipeline::Selected { samples, unit, .. }) =
+            pipeline::select_samples(rec, &options)
+        {
+            let map = if unit == "ns" {
                 Heatmap::latency(&samples, span)
             } else {
                 Heatmap::offsets(&samples, span, 50)

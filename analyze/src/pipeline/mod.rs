@@ -20,7 +20,8 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::files::Loader;
-use crate::read::{self, MapId, Recording, Weighed};
+pub use crate::read::Selected;
+use crate::read::{self, MapId, Recording};
 use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo, Stats, Symbolized, TimedSample};
 use crate::unwind::{Unwinder, UnwoundStack};
@@ -64,11 +65,8 @@ pub fn symbolize(rec: &Recording, o: &Options, loader: &Loader) -> Result<Symbol
 }
 
 /// The first stage alone, for views of when and how much rather than where (heatmaps): the
-/// samples `o` selects with their weights, and what was selected.
-pub fn select_samples<'r>(
-    rec: &'r Recording,
-    o: &Options,
-) -> Result<(Vec<Weighed<'r>>, String), Error> {
+/// samples `o` selects with their weights, what was selected and what the weights count.
+pub fn select_samples<'r>(rec: &'r Recording, o: &Options) -> Result<Selected<'r>, Error> {
     read::select(rec, &o.selection())
 }
 
@@ -78,7 +76,11 @@ pub fn resolve<'r>(
     o: &Options,
     loader: &Loader,
 ) -> Result<Resolved<'r>, Error> {
-    let (samples, label) = read::select(rec, &o.selection())?;
+    let Selected {
+        samples,
+        label,
+        unit,
+    } = read::select(rec, &o.selection())?;
     crate::timing::mark("select");
     let mut stats = Stats {
         samples: samples.iter().map(|(s, _)| s.count).sum(),
@@ -163,6 +165,7 @@ pub fn resolve<'r>(
     crate::timing::mark("resolve");
     Ok(Resolved {
         label,
+        unit,
         samples,
         counts,
         timeline,

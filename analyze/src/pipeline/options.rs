@@ -1,7 +1,7 @@
 //! What a view asks of the pipeline: which samples, and how much of each frame to look up.
 
 use crate::read::time_range::TimeRanges;
-use crate::read::{EventSel, Recording, Selection, Weight};
+use crate::read::{EventSel, Selection, Weight};
 
 /// What to keep and how to show it.
 #[derive(Debug, Clone)]
@@ -50,15 +50,6 @@ impl Options {
         matches!(self.event, EventSel::OffCpu | EventSel::Wakeup)
             && !self.addresses
             && crate::aggregate::has_socket_waits(events)
-    }
-
-    /// What the weights of `rec`'s samples count: `samples`, `ns`, the field `--weight`
-    /// names, or the event whose periods they are (`cycles`, see `Recording::by_period`).
-    pub fn unit(&self, rec: &Recording) -> String {
-        match &self.weight {
-            Some(w) => w.unit().to_string(),
-            None => crate::read::select::unit_in(rec, &self.event),
-        }
     }
 
     /// What the weights measure, as exports name their sample types and tracks: the

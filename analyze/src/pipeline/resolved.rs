@@ -11,6 +11,8 @@ use crate::unwind::UnwoundStack;
 pub struct Resolved<'r> {
     /// What was selected, as views name it (`cpu-clock`, `off-CPU`).
     pub label: String,
+    /// What the samples' weights count (see [`crate::read::Selected::unit`]).
+    pub unit: String,
     /// The selected samples (identical stacks merged unless every sample is wanted) and their
     /// weights.
     pub samples: Vec<Weighed<'r>>,

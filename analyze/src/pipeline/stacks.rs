@@ -114,7 +114,7 @@ pub(super) fn symbolized(
         comms: rec.comms.clone(),
         events: rec.events.clone(),
         event: r.label.clone(),
-        unit: o.unit(rec),
+        unit: r.unit.clone(),
         ..Default::default()
     };
     let ids = intern_frames(&r, &symbols, &mut out.frames);

@@ -38,7 +38,7 @@ pub use recording::{
     is_anonymous, same_words, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping,
     RawSample, Recording, StackBytes, StackCopy, UserFrame, UserRegs,
 };
-pub use select::{select, EventSel, Selection, Weighed, Weight};
+pub use select::{select, EventSel, Selected, Selection, Weighed, Weight};
 use timeline::Timeline;
 
 /// Reads `path` whole, every sample on its own (times, CPUs and periods kept).

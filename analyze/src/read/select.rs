@@ -194,56 +194,47 @@ pub fn traced_events(rec: &Recording, sel: &EventSel) -> Result<Vec<usize>, Erro
     Ok(events)
 }
 
-/// The sampling event: the first on-CPU event that has samples. Several events are never
-/// merged (as perf and stackcollapse-perf.pl keep them apart).
-fn sampling_event(rec: &Recording) -> Option<usize> {
+/// The sampling event (`kinds`: each event's): the first on-CPU event that has samples.
+/// Several events are never merged (as perf and stackcollapse-perf.pl keep them apart).
+fn sampling_event(rec: &Recording, kinds: &[Kind]) -> Option<usize> {
     let mut sampled = vec![false; rec.events.len()];
     for s in &rec.samples {
         if let Some(c) = sampled.get_mut(s.event) {
             *c = true;
         }
     }
-    (0..rec.events.len()).find(|&i| kind_of(&rec.events[i]) == Kind::Sampling && sampled[i])
+    (0..rec.events.len()).find(|&i| kinds[i] == Kind::Sampling && sampled[i])
 }
 
-/// What the weights of `event`'s samples count in `rec` (without `--weight`): the event's
-/// periods where it weighs them ([`Recording::by_period`]), named by the event (`cycles`
-/// for `cycles:u`), else [`EventSel::unit`].
-pub fn unit_in(rec: &Recording, event: &EventSel) -> String {
-    let by_period = |i: usize| rec.by_period.get(i) == Some(&true);
-    let weighed = match event {
-        EventSel::Cpu => sampling_event(rec).filter(|&i| by_period(i)),
-        EventSel::Named(n) => event_named(rec, n).ok().filter(|&i| by_period(i)),
-        _ => None,
-    };
-    match weighed {
-        Some(i) => rec.events[i]
-            .split(':')
-            .next()
-            .unwrap_or("events")
-            .to_string(),
-        None => event.unit().to_string(),
-    }
-}
+/// The label of `--event all`'s samples.
+pub const EVERY_EVENT: &str = "every event";
 
 /// A selected sample and its weight.
 pub type Weighed<'a> = (&'a RawSample, u64);
 /// The weight of a sample of an event (index), or `None` if it is not selected.
 type Weigh<'a> = dyn Fn(usize, &RawSample) -> Option<u64> + Sync + 'a;
 
-/// The samples `o` selects, with their weights, and the name of what was selected.
-pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>, String), Error> {
+/// What [`select`] picked: the samples with their weights, the name of what was selected,
+/// and what the weights count.
+pub struct Selected<'a> {
+    pub samples: Vec<Weighed<'a>>,
+    pub label: String,
+    /// `samples`, `ns`, the field `--weight` names, or the event whose periods the samples
+    /// weigh (`cycles` for `cycles:u`, see [`Recording::by_period`]).
+    pub unit: String,
+}
+
+/// The samples `o` selects, with their weights, the name of what was selected and the unit.
+pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<Selected<'a>, Error> {
     let kinds: Vec<Kind> = rec.events.iter().map(|n| kind_of(n)).collect();
     let kinds = &kinds;
-    let sampling = sampling_event(rec);
+    let sampling = sampling_event(rec, kinds);
+    let by_period = |e: usize| rec.by_period.get(e) == Some(&true);
     // A sample of a sampling event weighs one, or its period (see `Recording::by_period`).
-    let sampled = |e: usize, s: &RawSample| {
-        if rec.by_period.get(e) == Some(&true) {
-            s.period
-        } else {
-            s.count
-        }
-    };
+    let sampled = move |e: usize, s: &RawSample| if by_period(e) { s.period } else { s.count };
+    // The event whose periods the selected samples weigh, if they weigh a sampling event's
+    // periods: it names the unit.
+    let mut periods_of = None;
     let named = |want: &str| event_named(rec, want);
     // Samples of one of bpfperf's own events, weighed by their period (nanoseconds).
     let of_kind = |kind: Kind| -> Box<Weigh> {
@@ -252,6 +243,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
     let (weigh, label): (Box<Weigh>, String) = match o.event {
         EventSel::Cpu => {
             let i = sampling;
+            periods_of = i.filter(|&i| by_period(i));
             (
                 Box::new(move |e, s| (Some(e) == i).then_some(sampled(e, s))),
                 i.map_or("cpu".into(), |i| rec.events[i].clone()),
@@ -259,6 +251,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
         }
         EventSel::Named(n) => {
             let i = named(n)?;
+            periods_of = Some(i).filter(|&i| by_period(i));
             let off = kinds[i] != Kind::Sampling;
             (
                 Box::new(move |e, s| {
@@ -268,7 +261,7 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
             )
         }
         // (Events of other units together: one a sample.)
-        EventSel::All => (Box::new(|_, s| Some(s.count)), "every event".into()),
+        EventSel::All => (Box::new(|_, s| Some(s.count)), EVERY_EVENT.into()),
         EventSel::Traced => {
             if !rec.formats.iter().any(Option::is_some) {
                 return Err(Error::NoTracedEvents {
@@ -307,6 +300,15 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
             )
         }
     };
+    let unit = match (o.weight, periods_of) {
+        (Some(w), _) => w.unit().to_string(),
+        (None, Some(i)) => rec.events[i]
+            .split(':')
+            .next()
+            .unwrap_or("events")
+            .to_string(),
+        (None, None) => o.event.unit().to_string(),
+    };
     let (weigh, label) = match o.weight {
         None => (weigh, label),
         Some(w) => weighed(rec, o.event, w, &named)?,
@@ -331,7 +333,11 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<(Vec<Weighed<'a>>
         .filter(|s| waker(s) || o.comm.is_none_or(|c| c == rec.comms[s.comm as usize]))
         .filter_map(|s| Some((s, weigh(s.event, s)?)))
         .collect();
-    Ok((samples, label))
+    Ok(Selected {
+        samples,
+        label,
+        unit,
+    })
 }
 
 /// The weights of `--weight w`: of the one event `event` names.
@@ -456,7 +462,7 @@ mod tests {
             comm: None,
             time: None,
         };
-        Ok(select(rec, &o)?.0.iter().map(|(_, w)| *w).collect())
+        Ok(select(rec, &o)?.samples.iter().map(|(_, w)| *w).collect())
     }
 
     #[test]
@@ -492,7 +498,7 @@ mod tests {
             comm: None,
             time: None,
         };
-        let (samples, _) = select(&rec, &traced).unwrap();
+        let samples = select(&rec, &traced).unwrap().samples;
         assert_eq!(
             samples.iter().map(|(s, _)| s.event).collect::<Vec<_>>(),
             [1, 1, 2, 2]
@@ -510,7 +516,7 @@ mod tests {
             &[0xffff_1000],
             Some(write_payload(7, 1, 100)),
         ));
-        let (samples, _) = select(
+        let samples = select(
             &rec,
             &Selection {
                 event: &EventSel::parse("syscalls:sys_enter_write"),
@@ -521,7 +527,8 @@ mod tests {
                 time: None,
             },
         )
-        .unwrap();
+        .unwrap()
+        .samples;
         let (kept, counts) = group_identical(samples);
         assert_eq!(kept.len(), 2);
         assert_eq!(counts, [2, 1]);

@@ -59,7 +59,7 @@ pub fn annotate(args: &AnnotateArgs, stdout: &mut impl Write) -> anyhow::Result<
             view,
             color,
             event: resolved.label.clone(),
-            unit: options.unit(rec),
+            unit: resolved.unit.clone(),
         };
         let Some(query) = &args.symbol else {
             let weight = resolved.samples.iter().map(|s| s.1).sum();

@@ -24,7 +24,7 @@ pub fn count(args: &CountArgs, mut out: impl Write) -> anyhow::Result<()> {
     };
     let symfs = args.traced.stacks.symfs.as_deref();
     let text = with_recording_files(&args.traced.input, symfs, &options, false, |rec, _| {
-        let (samples, _) = pipeline::select_samples(rec, &options)?;
+        let samples = pipeline::select_samples(rec, &options)?.samples;
         Ok(count::table(&count::counts(rec, &samples, by), by))
     })?;
     out.write_all(text.as_bytes())?;

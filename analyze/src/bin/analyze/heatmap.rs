@@ -15,7 +15,11 @@ pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
     options.per_sample = true;
     let symfs = select.filter.stacks.symfs.as_deref();
     let svg = with_recording_files(&select.input, symfs, &options, false, |rec, _| {
-        let (samples, label) = pipeline::select_samples(rec, &options)?;
+        let pipeline::Selected {
+            samples,
+            label,
+            unit,
+        } = pipeline::select_samples(rec, &options)?;
         let (span, strays) = rec.stray_times();
         let span = span.unwrap_or((0, 0));
         if strays > 0 {
@@ -26,7 +30,7 @@ pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {
                 (span.1 - span.0) as f64 / 1e9
             );
         }
-        let (map, what) = if options.unit(rec) == "ns" {
+        let (map, what) = if unit == "ns" {
             (Heatmap::latency(&samples, span), "events")
         } else {
             let map = Heatmap::offsets(&samples, span, rows);

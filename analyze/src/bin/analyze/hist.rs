@@ -33,7 +33,7 @@ pub fn hist(args: &HistArgs, mut out: impl Write) -> anyhow::Result<()> {
     let text = with_recording_files(input, symfs, &options, stacks, |rec, loader| {
         let events = traced_events(rec, &options.event)?;
         let quantities = hist::quantities(rec, &events, &args.quantity)?;
-        let (samples, label) = pipeline::select_samples(rec, &options)?;
+        let pipeline::Selected { samples, label, .. } = pipeline::select_samples(rec, &options)?;
         let sym = if stacks {
             let s = pipeline::symbolize(rec, &options, loader)?;
             for w in &s.stats.warnings {

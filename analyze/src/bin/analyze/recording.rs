@@ -147,9 +147,10 @@ pub fn summary(s: &Symbolized, lost: u64, loader: &Loader) {
     } else {
         100.0 * st.unknown_frames as f64 / st.frames as f64
     };
-    let samples = match s.event.as_str() {
-        "every event" => "samples of every event".to_string(),
-        event => format!("{event} samples"),
+    let samples = if s.event == analyze::read::select::EVERY_EVENT {
+        format!("samples of {}", s.event)
+    } else {
+        format!("{} samples", s.event)
     };
     let mut line = format!(
         "analyze: {} {samples}, {} frames, {} [unknown] ({pct:.1}%)",

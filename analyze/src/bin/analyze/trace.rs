@@ -24,7 +24,7 @@ pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {
             format: args.format.clone(),
         };
         let lines = Lines::new(rec, &events, &o)?;
-        let (samples, _) = pipeline::select_samples(rec, &options)?;
+        let samples = pipeline::select_samples(rec, &options)?.samples;
         let stacks = if args.stacks {
             let s = pipeline::symbolize(rec, &options, loader)?;
             for w in &s.stats.warnings {
