@@ -1,5 +1,6 @@
-//! perf-script-like text: a header line per sample (`comm pid/tid [cpu] time: period event:`),
-//! then one frame per line, leaf first (`address symbol+offset (object)`), then a blank line.
+//! perf-script-like text: a header line per sample (`comm pid/tid [cpu] time: period event:`,
+//! a traced event's payload after it as perf prints it), then one frame per line, leaf first
+//! (`address symbol+offset (object)`), then a blank line.
 //! stackcollapse-perf.pl and inferno-collapse-perf read it unchanged. Inlined functions get a
 //! line of their own (at the address of the function they were inlined into).
 
@@ -7,15 +8,20 @@ use std::io::{self, Write};
 
 use crate::symbolize::{Symbolized, SymbolizedStack};
 
-/// Writes every sample of `s`'s timeline.
-pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
-    for t in &s.timeline {
+/// Writes every sample of `s`'s timeline; `payload(i, out)` writes what follows the event's
+/// name on the line of the timeline's `i`th sample.
+pub fn write_script<W: Write>(
+    s: &Symbolized,
+    payload: impl Fn(usize, &mut W) -> io::Result<()>,
+    out: &mut W,
+) -> io::Result<()> {
+    for (i, t) in s.timeline.iter().enumerate() {
         let st = &s.stacks[t.stack as usize];
         let event = s
             .events
             .get(st.event as usize)
             .map_or("unknown", String::as_str);
-        writeln!(
+        write!(
             out,
             "{} {:>7}/{:<7} [{:03}] {:>5}.{:06}: {:>10} {}:",
             s.comms[st.comm as usize],
@@ -27,6 +33,8 @@ pub fn write_script(s: &Symbolized, out: &mut impl Write) -> io::Result<()> {
             t.period,
             event
         )?;
+        payload(i, out)?;
+        writeln!(out)?;
         write_frames(s, st, out)?;
         writeln!(out)?;
     }

@@ -854,6 +854,60 @@ fn trace_prints_what_perf_script_prints_of_the_same_file() {
         failed += usize::from(ret == -2);
     }
     assert_eq!(failed, 10);
+    assert_script_payloads_are_perfs(&file);
+}
+
+/// Each sample's event and the text after it on its line of `perf script` or `analyze
+/// script` output (a traced event's payload; empty for others).
+fn script_payloads(text: &str) -> Vec<(String, String)> {
+    let is_time = |w: &str| {
+        w.ends_with(':')
+            && w.contains('.')
+            && w.trim_end_matches(':')
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.')
+    };
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() || line.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let mut rest = line;
+        let mut words = Vec::new();
+        while let Some(w) = rest.split_whitespace().next() {
+            let at = rest.find(w).unwrap() + w.len();
+            words.push(w);
+            rest = &rest[at..];
+            let after_time = words.len() >= 2 && is_time(words[words.len() - 2]);
+            // The event follows the time, after the period where there is one.
+            if (after_time && w.parse::<u64>().is_err())
+                || (words.len() >= 3 && is_time(words[words.len() - 3]))
+            {
+                break;
+            }
+        }
+        let event = words.last().unwrap().trim_end_matches(':').to_string();
+        out.push((event, rest.trim().to_string()));
+    }
+    out
+}
+
+/// `analyze script` prints each traced event's payload as perf script prints it (the
+/// event's print fmt evaluated): the same text for every sample of `file`.
+fn assert_script_payloads_are_perfs(file: &Path) {
+    let perf = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(perf.status.success());
+    let theirs = script_payloads(&String::from_utf8_lossy(&perf.stdout));
+    let ours = script_payloads(&run_ok(&["script", "-i", path_str(file)]));
+    assert!(theirs.iter().any(|(_, p)| !p.is_empty()), "{theirs:?}");
+    assert_eq!(ours.len(), theirs.len());
+    for (o, t) in ours.iter().zip(&theirs) {
+        assert_eq!(o, t);
+    }
 }
 
 /// `analyze trace` of perf's own recording (perf record -g of tracepoints, kernel stacks
@@ -907,6 +961,7 @@ fn trace_prints_what_perf_script_prints_of_perfs_own_recording() {
             .any(|f| f.ends_with("([kernel.kallsyms])")),
         "{exec:?}"
     );
+    assert_script_payloads_are_perfs(&file);
 }
 
 // ---------------------------------------------------------------------------------------

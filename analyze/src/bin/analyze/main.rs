@@ -9,6 +9,7 @@ mod export;
 mod heatmap;
 mod hist;
 mod recording;
+mod script;
 mod top;
 mod trace;
 
@@ -19,7 +20,7 @@ use analyze::views;
 use clap::Parser;
 
 use args::{Args, Command};
-use recording::{loader_for, profile, symbolized_timeline};
+use recording::{loader_for, profile};
 
 fn run(args: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
@@ -79,10 +80,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         Command::Script { mut select } => {
             // Every event's samples, as perf script prints them, unless --event says which.
             select.filter.event.get_or_insert_with(|| "all".into());
-            let s = symbolized_timeline(&select)?;
-            let mut out = std::io::BufWriter::new(stdout);
-            views::script::write_script(&s, &mut out)?;
-            out.flush()?;
+            script::script(&select, stdout)?;
         }
         Command::Flamegraph {
             select,

@@ -117,15 +117,6 @@ pub fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Resu
     symbolized_with(select, &select.options(addresses, lines))
 }
 
-/// [`symbolized`] with every sample's time, each distinct stack (with its addresses) once.
-pub fn symbolized_timeline(select: &Select) -> anyhow::Result<Symbolized> {
-    let options = pipeline::Options {
-        timeline: true,
-        ..select.options(true, false)
-    };
-    symbolized_with(select, &options)
-}
-
 pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::Result<Symbolized> {
     let options = options.clone();
     with_recording(select, &options, |rec, loader| {

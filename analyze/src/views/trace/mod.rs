@@ -15,6 +15,7 @@
 //! stacks (`-g`), each line is followed by its sample's stack as perf script prints it, and
 //! a blank line.
 
+pub mod print_fmt;
 pub mod printf;
 
 use std::borrow::Cow;
@@ -26,6 +27,7 @@ use crate::read::fields::{Quantity, LATENCY};
 use crate::read::{RawSample, Recording, Weighed};
 use crate::symbolize::Symbolized;
 use crate::Error;
+use print_fmt::PrintFmt;
 use printf::{Arg, Printf};
 
 /// What each line shows after its event's name.
@@ -130,14 +132,7 @@ impl<'r> Lines<'r> {
         )?;
         match tail {
             Tail::Fields(fields) => {
-                for q in fields {
-                    write!(out, " {}=", q.name())?;
-                    match (q, q.value(s)) {
-                        (_, None) => write!(out, "?")?,
-                        (Quantity::Field(f), Some(v)) => write!(out, "{}", field_text(f, &v))?,
-                        (Quantity::Latency, Some(v)) => write!(out, "{v}")?,
-                    }
-                }
+                write_fields(fields, s, out)?;
                 writeln!(out)
             }
             Tail::Format(sources) => {
@@ -145,6 +140,59 @@ impl<'r> Lines<'r> {
                 let text = self.printf.as_ref().map(|p| p.render(&args));
                 writeln!(out, " {}", text.unwrap_or_default())
             }
+        }
+    }
+}
+
+/// ` name=value` for each of `fields` in sample `s`.
+fn write_fields(fields: &[Quantity<'_>], s: &RawSample, out: &mut impl Write) -> io::Result<()> {
+    for q in fields {
+        write!(out, " {}=", q.name())?;
+        match (q, q.value(s)) {
+            (_, None) => write!(out, "?")?,
+            (Quantity::Field(f), Some(v)) => write!(out, "{}", field_text(f, &v))?,
+            (Quantity::Latency, Some(v)) => write!(out, "{v}")?,
+        }
+    }
+    Ok(())
+}
+
+/// What perf script prints after a traced event's name: the text of its print format
+/// (see [`print_fmt`]), or, where that format uses what analyze does not evaluate, its
+/// fields as `trace` prints them.
+pub struct Payloads<'r> {
+    /// By event; `None` for events without a format (sampling events).
+    by_event: Vec<Option<Payload<'r>>>,
+}
+
+enum Payload<'r> {
+    PrintFmt(PrintFmt),
+    Fields(Vec<Quantity<'r>>),
+}
+
+impl<'r> Payloads<'r> {
+    /// Each traced event's of `rec`, its print format parsed once.
+    pub fn new(rec: &'r Recording) -> Payloads<'r> {
+        let by_event = (0..rec.events.len())
+            .map(|e| {
+                let format = rec.format(e)?;
+                Some(match PrintFmt::of(format) {
+                    Some(p) => Payload::PrintFmt(p),
+                    None => Payload::Fields(default_fields(rec, e)),
+                })
+            })
+            .collect();
+        Payloads { by_event }
+    }
+
+    /// Writes ` TEXT` for sample `s` if its event is traced; nothing otherwise.
+    pub fn write(&self, s: &RawSample, out: &mut impl Write) -> io::Result<()> {
+        match self.by_event.get(s.event) {
+            Some(Some(Payload::PrintFmt(p))) => {
+                write!(out, " {}", p.render(s.raw.as_deref().unwrap_or_default()))
+            }
+            Some(Some(Payload::Fields(fields))) => write_fields(fields, s, out),
+            _ => Ok(()),
         }
     }
 }

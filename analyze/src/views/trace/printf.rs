@@ -1,17 +1,22 @@
 //! bcc `trace`'s format argument: a C format string in double quotes, then its arguments,
-//! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %c %s`
-//! with C's length modifiers `l` and `ll` (`%lu`, `%llx`), an optional `-` or `0` flag and a
-//! width (`%-16s`, `%08x`), and `%%`. Numbers convert as C's printf converts them: `%d` and
-//! `%u` take the low 32 bits, `%ld`/`%lu` 64, `%c` the low byte; `%s` takes text or a number.
+//! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %c %s
+//! %p` with C's length modifiers (`l`, `ll`, `L`, `z`, `h`, `hh`: `%lu`, `%llx`, `%Ld`), an
+//! optional `-`, `0` or `#` flag and a width (`%-16s`, `%08x`, `%#x`), and `%%`. Numbers
+//! convert as C's printf converts them: `%d` and `%u` take the low 32 bits, `%ld`/`%lu` 64,
+//! `%hu` 16, `%c` the low byte; `%p` prints `0x...` (`(nil)` for 0); `%s` takes text or a
+//! number. The kernel's print formats (see [`super::print_fmt`]) use the same conversions.
 
 /// A conversion of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conv {
     pub kind: Kind,
-    /// `l` or `ll`: 64 bits, else 32 (for `%d %i %u %x`).
-    pub long: bool,
+    /// The bits a number converts from (for `%d %i %u %x`): 64 with `l`, `ll`, `L` or `z`,
+    /// 16 with `h`, 8 with `hh`, else 32.
+    pub bits: u32,
     pub left: bool,
     pub zero: bool,
+    /// `#`: hex with `0x` before it.
+    pub alt: bool,
     pub width: usize,
 }
 
@@ -28,6 +33,8 @@ pub enum Kind {
     Char,
     /// `%s`.
     Str,
+    /// `%p`.
+    Pointer,
 }
 
 impl Kind {
@@ -87,6 +94,16 @@ impl Printf {
             ));
         }
         Ok(Printf { pieces, args })
+    }
+
+    /// The format string whose text between the double quotes is `body` (escapes as
+    /// written), with no arguments named: for a caller that brings its own.
+    pub fn of_text(body: &str) -> Result<Printf, String> {
+        let (format, _) = quoted(&format!("{body}\""))?;
+        Ok(Printf {
+            pieces: pieces(&format)?,
+            args: Vec::new(),
+        })
     }
 
     /// The conversions, in the order of the arguments.
@@ -152,15 +169,17 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
         }
         let mut conv = Conv {
             kind: Kind::Str,
-            long: false,
+            bits: 32,
             left: false,
             zero: false,
+            alt: false,
             width: 0,
         };
         while let Some(&f) = chars.peek() {
             match f {
                 '-' => conv.left = true,
                 '0' => conv.zero = true,
+                '#' => conv.alt = true,
                 _ => break,
             }
             chars.next();
@@ -169,30 +188,40 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             conv.width = (conv.width * 10 + d as usize).min(1024);
             chars.next();
         }
-        let mut ls = 0;
-        while chars.peek() == Some(&'l') {
-            ls += 1;
+        // The length modifier: l, ll, L, z, h or hh.
+        let mut length = String::new();
+        while let Some(&m) = chars.peek().filter(|m| matches!(m, 'l' | 'L' | 'z' | 'h')) {
+            length.push(m);
             chars.next();
         }
-        if ls > 2 {
-            return Err("too many l's in a conversion".into());
-        }
-        conv.long = ls > 0;
+        conv.bits = match length.as_str() {
+            "" => 32,
+            "l" | "ll" | "L" | "z" => 64,
+            "h" => 16,
+            "hh" => 8,
+            _ => return Err(format!("%{length}: not a length modifier of C's printf")),
+        };
         conv.kind = match chars.next() {
             Some('d' | 'i') => Kind::Signed,
             Some('u') => Kind::Unsigned,
             Some('x') => Kind::Hex { upper: false },
             Some('X') => Kind::Hex { upper: true },
-            Some('c') if ls == 0 => Kind::Char,
-            Some('s') if ls == 0 => Kind::Str,
+            Some('c') if length.is_empty() => Kind::Char,
+            Some('s') if length.is_empty() => Kind::Str,
+            Some('p') if length.is_empty() => Kind::Pointer,
             Some(other) => {
-                let l = "l".repeat(ls);
                 return Err(format!(
-                    "%{l}{other} is not one of %d %i %u %x %X %c %s (with l or ll: %ld %lu %lx)"
+                    "%{length}{other} is not one of %d %i %u %x %X %c %s %p (with l or ll: %ld %lu %lx)"
                 ));
             }
             None => return Err("the format ends inside a conversion".into()),
         };
+        // %pS, %pI4 and the like: the kernel's own extensions, which need more than a value.
+        if conv.kind == Kind::Pointer {
+            if let Some(&x) = chars.peek().filter(|c| c.is_ascii_alphanumeric()) {
+                return Err(format!("%p{x}: the kernel's extension of %p"));
+            }
+        }
         if !text.is_empty() {
             pieces.push(Piece::Text(std::mem::take(&mut text)));
         }
@@ -210,23 +239,25 @@ fn convert(c: Conv, a: &Arg<'_>) -> String {
         Arg::Text(t) => return t.to_string(),
         Arg::Number(n) => *n,
     };
+    // The low `bits` bits, as C converts the argument to the conversion's type.
+    let low = (n as u64) & (u64::MAX >> (64 - c.bits));
+    let signed = {
+        let shift = 64 - c.bits;
+        ((low << shift) as i64) >> shift
+    };
     match c.kind {
-        Kind::Signed if c.long => (n as i64).to_string(),
-        Kind::Signed => (n as i32).to_string(),
-        Kind::Unsigned if c.long => (n as u64).to_string(),
-        Kind::Unsigned => (n as u32).to_string(),
+        Kind::Signed => signed.to_string(),
+        Kind::Unsigned => low.to_string(),
         Kind::Hex { upper } => {
-            let v = if c.long {
-                n as u64
-            } else {
-                u64::from(n as u32)
-            };
+            let prefix = if c.alt && low != 0 { "0x" } else { "" };
             if upper {
-                format!("{v:X}")
+                format!("{prefix}{low:X}")
             } else {
-                format!("{v:x}")
+                format!("{prefix}{low:x}")
             }
         }
+        Kind::Pointer if n == 0 => "(nil)".into(),
+        Kind::Pointer => format!("{:#x}", n as u64),
         Kind::Char => char::from(n as u8).to_string(),
         Kind::Str => n.to_string(),
     }
@@ -240,7 +271,7 @@ fn pad(out: &mut String, text: &str, c: Conv) {
     if c.left {
         out.push_str(text);
         out.extend(std::iter::repeat_n(' ', fill));
-    } else if c.zero && c.kind.numeric() && c.kind != Kind::Char {
+    } else if c.zero && c.kind.numeric() && !matches!(c.kind, Kind::Char | Kind::Pointer) {
         let (sign, digits) = match text.strip_prefix('-') {
             Some(d) => ("-", d),
             None => ("", text),

@@ -1,0 +1,594 @@
+//! A traced event's text as perf script prints it: the event's `print fmt` (a C format
+//! string, then C expressions over the record's fields) evaluated as libtraceevent evaluates
+//! it. The expressions kernel and bpfperf formats use are understood: fields (`REC->f`,
+//! `REC->f[i]`, `__get_str(f)`), integers, casts, arithmetic, bit and comparison operators,
+//! `?:`, `__print_symbolic` and `__print_flags`. A format that uses anything else (`%pS`,
+//! `__print_hex`, a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and the
+//! caller prints the event's fields instead.
+
+use format::{Field, FieldKind, TraceFormat, Value};
+
+use super::printf::{Arg, Printf};
+
+/// An event's print format, parsed once and rendered per record.
+#[derive(Debug)]
+pub struct PrintFmt {
+    printf: Printf,
+    args: Vec<Expr>,
+}
+
+/// A value an expression has in one record.
+#[derive(Debug, Clone, PartialEq)]
+enum Val {
+    Int(i128),
+    Str(String),
+}
+
+#[derive(Debug, Clone)]
+enum Expr {
+    Int(i128),
+    Str(String),
+    Field(Field),
+    /// `REC->f[i]` of an array of `bits`-wide elements.
+    Index(Field, u32, Box<Expr>),
+    /// To an integer type of this many bits, signed or not.
+    Cast(u32, bool, Box<Expr>),
+    Unary(char, Box<Expr>),
+    Binary(&'static str, Box<Expr>, Box<Expr>),
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// The name of the value (else the value in hex).
+    Symbolic(Box<Expr>, Vec<(i128, String)>),
+    /// The names of the flags set, joined by the separator (bits left over in hex).
+    Flags(Box<Expr>, String, Vec<(i128, String)>),
+}
+
+impl PrintFmt {
+    /// The print format of `format`, if every part of it is understood.
+    pub fn of(format: &TraceFormat) -> Option<PrintFmt> {
+        let spec = format.print_fmt.trim();
+        let (text, rest) = split_format(spec)?;
+        let printf = Printf::of_text(text).ok()?;
+        let mut p = Parser {
+            tokens: tokens(rest)?,
+            at: 0,
+            format,
+        };
+        let mut args = Vec::new();
+        while p.eat(",") {
+            args.push(p.ternary()?);
+        }
+        (p.at == p.tokens.len() && args.len() == printf.convs().count())
+            .then_some(PrintFmt { printf, args })
+    }
+
+    /// The text of one record (`raw`: the event's payload); `?` for what the record is too
+    /// short to hold.
+    pub fn render(&self, raw: &[u8]) -> String {
+        let args: Vec<Arg> = self
+            .args
+            .iter()
+            .map(|e| match eval(e, raw) {
+                Some(Val::Int(n)) => Arg::Number(n),
+                Some(Val::Str(s)) => Arg::Text(s.into()),
+                None => Arg::Text("?".into()),
+            })
+            .collect();
+        self.printf.render(&args)
+    }
+}
+
+/// The format string's text (its escapes kept for [`Printf::parse`]) and what follows it.
+fn split_format(spec: &str) -> Option<(&str, &str)> {
+    let body = spec.strip_prefix('"')?;
+    let mut escaped = false;
+    for (i, c) in body.char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            '"' if !escaped => return Some((&body[..i], &body[i + 1..])),
+            _ => escaped = false,
+        }
+    }
+    None
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Num(i128),
+    Ident(String),
+    Str(String),
+    Punct(&'static str),
+}
+
+const PUNCTS: [&str; 25] = [
+    "->", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "{", "}", "[", "]", ",", "?",
+    ":", "+", "-", "*", "/", "%", "&", "|",
+];
+const SINGLE: [&str; 6] = ["^", "~", "!", "<", ">", "."];
+
+fn tokens(s: &str) -> Option<Vec<Token>> {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i] as char).is_ascii_alphanumeric() {
+                i += 1;
+            }
+            let word = s[start..i].trim_end_matches(['u', 'U', 'l', 'L']);
+            let n = match word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
+                Some(hex) => i128::from_str_radix(hex, 16).ok()?,
+                None => word.parse().ok()?,
+            };
+            out.push(Token::Num(n));
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < b.len() && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push(Token::Ident(s[start..i].to_string()));
+        } else if c == '"' {
+            let (text, rest) = split_format(&s[i..])?;
+            out.push(Token::Str(text.replace("\\\"", "\"")));
+            i = s.len() - rest.len();
+        } else {
+            let p = PUNCTS
+                .iter()
+                .chain(&SINGLE)
+                .find(|p| s[i..].starts_with(*p))?;
+            out.push(Token::Punct(p));
+            i += p.len();
+        }
+    }
+    Some(out)
+}
+
+struct Parser<'f> {
+    tokens: Vec<Token>,
+    at: usize,
+    format: &'f TraceFormat,
+}
+
+/// Binary operators from the loosest to the tightest, as C binds them.
+const LEVELS: [&[&str]; 9] = [
+    &["||"],
+    &["&&"],
+    &["|"],
+    &["^"],
+    &["&"],
+    &["==", "!="],
+    &["<", ">", "<=", ">="],
+    &["<<", ">>"],
+    &["+", "-"],
+];
+const MULTIPLY: &[&str] = &["*", "/", "%"];
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn eat(&mut self, p: &str) -> bool {
+        let hit = matches!(self.peek(), Some(Token::Punct(q)) if *q == p);
+        self.at += hit as usize;
+        hit
+    }
+
+    fn expect(&mut self, p: &str) -> Option<()> {
+        self.eat(p).then_some(())
+    }
+
+    fn ternary(&mut self) -> Option<Expr> {
+        let cond = self.binary(0)?;
+        if !self.eat("?") {
+            return Some(cond);
+        }
+        let yes = self.ternary()?;
+        self.expect(":")?;
+        let no = self.ternary()?;
+        Some(Expr::Cond(Box::new(cond), Box::new(yes), Box::new(no)))
+    }
+
+    fn binary(&mut self, level: usize) -> Option<Expr> {
+        let ops = LEVELS.get(level).copied().unwrap_or(MULTIPLY);
+        let next = |p: &mut Self| {
+            if level < LEVELS.len() {
+                p.binary(level + 1)
+            } else {
+                p.unary()
+            }
+        };
+        let mut left = next(self)?;
+        loop {
+            let Some(&op) = ops
+                .iter()
+                .find(|&&op| matches!(self.peek(), Some(Token::Punct(q)) if *q == op))
+            else {
+                return Some(left);
+            };
+            self.at += 1;
+            left = Expr::Binary(op, Box::new(left), Box::new(next(self)?));
+        }
+    }
+
+    fn unary(&mut self) -> Option<Expr> {
+        for op in ['-', '~', '!'] {
+            if self.eat(&op.to_string()) {
+                return Some(Expr::Unary(op, Box::new(self.unary()?)));
+            }
+        }
+        if let Some(cast) = self.cast() {
+            let (bits, signed) = cast;
+            return Some(Expr::Cast(bits, signed, Box::new(self.unary()?)));
+        }
+        self.primary()
+    }
+
+    /// `(TYPE)` where TYPE is an integer or pointer type: its bits and signedness.
+    fn cast(&mut self) -> Option<(u32, bool)> {
+        let Some(Token::Punct("(")) = self.peek() else {
+            return None;
+        };
+        let mut words = Vec::new();
+        let mut i = self.at + 1;
+        loop {
+            match self.tokens.get(i)? {
+                Token::Ident(w) => words.push(w.as_str()),
+                Token::Punct("*") => words.push("*"),
+                Token::Punct(")") => break,
+                _ => return None,
+            }
+            i += 1;
+        }
+        let ty = int_type(&words)?;
+        self.at = i + 1;
+        Some(ty)
+    }
+
+    fn primary(&mut self) -> Option<Expr> {
+        let token = self.peek()?.clone();
+        self.at += 1;
+        match token {
+            Token::Num(n) => Some(Expr::Int(n)),
+            Token::Str(s) => Some(Expr::Str(s)),
+            Token::Punct("(") => {
+                let e = self.ternary()?;
+                self.expect(")")?;
+                Some(e)
+            }
+            Token::Ident(w) if w == "REC" => {
+                self.expect("->")?;
+                let field = self.field()?;
+                if !self.eat("[") {
+                    return Some(Expr::Field(field));
+                }
+                let index = self.ternary()?;
+                self.expect("]")?;
+                let bits = match field.kind {
+                    FieldKind::Array | FieldKind::CharArray => element_bits(&field.type_name)?,
+                    _ => return None,
+                };
+                Some(Expr::Index(field, bits, Box::new(index)))
+            }
+            Token::Ident(w) if w == "__get_str" => {
+                self.expect("(")?;
+                let field = self.field()?;
+                self.expect(")")?;
+                Some(Expr::Field(field))
+            }
+            Token::Ident(w) if w == "__print_symbolic" => {
+                self.expect("(")?;
+                let value = self.ternary()?;
+                let table = self.table()?;
+                Some(Expr::Symbolic(Box::new(value), table))
+            }
+            Token::Ident(w) if w == "__print_flags" => {
+                self.expect("(")?;
+                let value = self.ternary()?;
+                self.expect(",")?;
+                let Some(Token::Str(sep)) = self.peek().cloned() else {
+                    return None;
+                };
+                self.at += 1;
+                let table = self.table()?;
+                Some(Expr::Flags(Box::new(value), sep, table))
+            }
+            _ => None,
+        }
+    }
+
+    /// A field's name, and the field.
+    fn field(&mut self) -> Option<Field> {
+        let Some(Token::Ident(name)) = self.peek().cloned() else {
+            return None;
+        };
+        self.at += 1;
+        self.format.field(&name).cloned()
+    }
+
+    /// `, { VALUE, "NAME" }, ... )`: the pairs of a symbol or flag table, and its end.
+    fn table(&mut self) -> Option<Vec<(i128, String)>> {
+        let mut pairs = Vec::new();
+        while self.eat(",") {
+            self.expect("{")?;
+            let value = eval(&self.ternary()?, &[])?;
+            self.expect(",")?;
+            let Some(Token::Str(name)) = self.peek().cloned() else {
+                return None;
+            };
+            self.at += 1;
+            self.expect("}")?;
+            match value {
+                Val::Int(v) => pairs.push((v, name)),
+                Val::Str(_) => return None,
+            }
+        }
+        self.expect(")")?;
+        Some(pairs)
+    }
+}
+
+/// The bits and signedness of a C integer or pointer type named by `words`.
+fn int_type(words: &[&str]) -> Option<(u32, bool)> {
+    if words.last() == Some(&"*") {
+        return Some((64, false));
+    }
+    let unsigned = words.contains(&"unsigned");
+    let rest: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| !matches!(*w, "unsigned" | "signed" | "const" | "volatile"))
+        .collect();
+    let known = |w: &str| -> Option<(u32, bool)> {
+        let (signed, bits) = match w.trim_start_matches('_') {
+            "u8" => (false, 8),
+            "u16" => (false, 16),
+            "u32" => (false, 32),
+            "u64" => (false, 64),
+            "s8" => (true, 8),
+            "s16" => (true, 16),
+            "s32" => (true, 32),
+            "s64" => (true, 64),
+            "bool" | "Bool" => (false, 8),
+            "size_t" => (false, 64),
+            "pid_t" => (true, 32),
+            _ => return None,
+        };
+        Some((bits, signed))
+    };
+    match rest.as_slice() {
+        [] if unsigned => Some((32, false)),
+        ["char"] => Some((8, !unsigned)),
+        ["short"] | ["short", "int"] => Some((16, !unsigned)),
+        ["int"] => Some((32, !unsigned)),
+        ["long"] | ["long", "int"] | ["long", "long"] | ["long", "long", "int"] => {
+            Some((64, !unsigned))
+        }
+        [w] if !unsigned => known(w),
+        _ => None,
+    }
+}
+
+/// The bits of one element of an array field of type `type_name` (`__u8`, `u32`, `char`).
+fn element_bits(type_name: &str) -> Option<u32> {
+    let words: Vec<&str> = type_name.split_whitespace().collect();
+    int_type(&words).map(|(bits, _)| bits)
+}
+
+fn truthy(v: &Val) -> bool {
+    match v {
+        Val::Int(n) => *n != 0,
+        Val::Str(_) => true,
+    }
+}
+
+/// `e`'s value in record `raw`; `None` where the record is too short for a field it reads,
+/// or a division by zero.
+fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
+    let int = |e: &Expr| match eval(e, raw)? {
+        Val::Int(n) => Some(n),
+        Val::Str(_) => None,
+    };
+    Some(match e {
+        Expr::Int(n) => Val::Int(*n),
+        Expr::Str(s) => Val::Str(s.clone()),
+        Expr::Field(f) => match f.value(raw)? {
+            Value::Signed(n) => Val::Int(n.into()),
+            Value::Unsigned(n) => Val::Int(n.into()),
+            Value::Str(s) => Val::Str(s),
+            Value::Bytes(_) => return None,
+        },
+        Expr::Index(f, bits, index) => {
+            let i = usize::try_from(int(index)?).ok()?;
+            let width = (*bits / 8) as usize;
+            let at = f.offset.checked_add(i.checked_mul(width)?)?;
+            if (i + 1) * width > f.size {
+                return None;
+            }
+            let mut v = [0u8; 8];
+            v[..width].copy_from_slice(raw.get(at..at + width)?);
+            Val::Int(u64::from_le_bytes(v).into())
+        }
+        Expr::Cast(bits, signed, inner) => {
+            let n = int(inner)? as u64 & (u64::MAX >> (64 - bits));
+            let shift = 64 - bits;
+            Val::Int(if *signed {
+                (((n << shift) as i64) >> shift).into()
+            } else {
+                n.into()
+            })
+        }
+        Expr::Unary(op, inner) => {
+            let n = int(inner)?;
+            Val::Int(match op {
+                '-' => n.wrapping_neg(),
+                '~' => i128::from(!(n as u64)),
+                _ => i128::from(n == 0),
+            })
+        }
+        Expr::Binary(op, a, b) => {
+            if *op == "&&" || *op == "||" {
+                let a = truthy(&eval(a, raw)?);
+                if (*op == "&&") != a {
+                    return Some(Val::Int(a.into()));
+                }
+                return Some(Val::Int(truthy(&eval(b, raw)?).into()));
+            }
+            let (a, b) = (int(a)?, int(b)?);
+            Val::Int(match *op {
+                "|" => a | b,
+                "^" => a ^ b,
+                "&" => a & b,
+                "==" => (a == b).into(),
+                "!=" => (a != b).into(),
+                "<" => (a < b).into(),
+                ">" => (a > b).into(),
+                "<=" => (a <= b).into(),
+                ">=" => (a >= b).into(),
+                "<<" => i128::from((a as u64).checked_shl(u32::try_from(b).ok()?).unwrap_or(0)),
+                ">>" => i128::from((a as u64).checked_shr(u32::try_from(b).ok()?).unwrap_or(0)),
+                "+" => a.wrapping_add(b),
+                "-" => a.wrapping_sub(b),
+                "*" => a.wrapping_mul(b),
+                "/" => a.checked_div(b)?,
+                _ => a.checked_rem(b)?,
+            })
+        }
+        Expr::Cond(c, yes, no) => {
+            if truthy(&eval(c, raw)?) {
+                eval(yes, raw)?
+            } else {
+                eval(no, raw)?
+            }
+        }
+        Expr::Symbolic(value, table) => {
+            let v = int(value)?;
+            match table.iter().find(|(k, _)| *k == v) {
+                Some((_, name)) => Val::Str(name.clone()),
+                None => Val::Str(format!("{:#x}", v as u64)),
+            }
+        }
+        Expr::Flags(value, sep, table) => {
+            let mut v = int(value)? as u64;
+            let mut names: Vec<&str> = Vec::new();
+            if v == 0 {
+                if let Some((_, name)) = table.iter().find(|(k, _)| *k == 0) {
+                    names.push(name);
+                }
+            }
+            for (k, name) in table {
+                let k = *k as u64;
+                if k != 0 && v & k == k {
+                    names.push(name);
+                    v &= !k;
+                }
+            }
+            let mut text = names.join(sep);
+            if v != 0 {
+                if !text.is_empty() {
+                    text.push_str(sep);
+                }
+                text.push_str(&format!("{v:#x}"));
+            }
+            Val::Str(text)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(fields: &str, print_fmt: &str) -> TraceFormat {
+        let text = format!(
+            "name: e\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}\nprint fmt: {print_fmt}\n"
+        );
+        TraceFormat::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn syscall_and_bpfperf_formats_print_as_perf_does() {
+        let f = format(
+            "\tfield:unsigned int fd;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:const char * buf;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:size_t count;\toffset:24;\tsize:8;\tsigned:0;",
+            r#""fd: 0x%08lx, buf: 0x%08lx, count: 0x%08lx", ((unsigned long)(REC->fd)), ((unsigned long)(REC->buf)), ((unsigned long)(REC->count))"#,
+        );
+        let mut raw = vec![0u8; 32];
+        raw[8] = 1;
+        raw[16..24].copy_from_slice(&0x55e6d05d1000u64.to_le_bytes());
+        raw[24] = 100;
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(
+            p.render(&raw),
+            "fd: 0x00000001, buf: 0x55e6d05d1000, count: 0x00000064"
+        );
+        // bpfperf:block_io's device: MAJOR and MINOR written out, as the kernel's are.
+        let f = format(
+            "\tfield:unsigned int dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+             \tfield:char rwbs[8];\toffset:12;\tsize:8;\tsigned:0;",
+            r#""%d,%d %s", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), REC->rwbs"#,
+        );
+        let mut raw = vec![0u8; 20];
+        raw[8..12].copy_from_slice(&(254u32 << 20).to_le_bytes());
+        raw[12..14].copy_from_slice(b"RA");
+        assert_eq!(PrintFmt::of(&f).unwrap().render(&raw), "254,0 RA");
+        // Array elements, %Ld, %p, and a record too short for a field.
+        let f = format(
+            "\tfield:__u8 addr[4];\toffset:8;\tsize:4;\tsigned:0;\n\
+             \tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;",
+            r#""%u.%u ret=%Ld %p", REC->addr[0], REC->addr[3], REC->ret, REC->ret"#,
+        );
+        let mut raw = vec![0u8; 24];
+        raw[8..12].copy_from_slice(&[10, 0, 0, 2]);
+        raw[16..24].copy_from_slice(&(-2i64).to_le_bytes());
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw), "10.2 ret=-2 0xfffffffffffffffe");
+        assert_eq!(p.render(&raw[..12]), "10.2 ret=? ?");
+    }
+
+    #[test]
+    fn symbolic_flags_and_conditions_print_as_libtraceevent_does() {
+        let fields = "\tfield:long prev_state;\toffset:8;\tsize:8;\tsigned:1;";
+        // sched_switch's, as 6.x kernels write it (shortened).
+        let f = format(
+            fields,
+            r#""prev_state=%s%s", (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002) + 1) << 1) - 1), "|", { 0x00000001, "S" }, { 0x00000002, "D" }) : "R", REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002) + 1) << 1) ? "+" : """#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        let raw = |v: i64| {
+            let mut r = vec![0u8; 16];
+            r[8..].copy_from_slice(&v.to_le_bytes());
+            r
+        };
+        assert_eq!(p.render(&raw(0)), "prev_state=R");
+        assert_eq!(p.render(&raw(1)), "prev_state=S");
+        assert_eq!(p.render(&raw(3)), "prev_state=S|D");
+        assert_eq!(p.render(&raw(8)), "prev_state=R+");
+        let f = format(
+            fields,
+            r#""%s", __print_symbolic(REC->prev_state, { 1, "ONE" }, { 2, "TWO" })"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(2)), "TWO");
+        assert_eq!(p.render(&raw(5)), "0x5");
+    }
+
+    #[test]
+    fn formats_it_cannot_evaluate_are_not_taken() {
+        let fields = "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;";
+        for fmt in [
+            r#""%pS", (void *)REC->ip"#,
+            r#""%s", __print_hex(REC->ip, 8)"#,
+            r#""%lx", some_function(REC->ip)"#,
+            r#""%lx", REC->missing"#,
+            r#""%lx %lx", REC->ip"#,
+            r#""%lx"#,
+        ] {
+            assert!(PrintFmt::of(&format(fields, fmt)).is_none(), "{fmt}");
+        }
+    }
+}
