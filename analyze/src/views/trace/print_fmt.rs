@@ -52,6 +52,8 @@ impl PrintFmt {
             tokens: tokens(rest)?,
             at: 0,
             format,
+            depth: 0,
+            in_table: false,
         };
         let mut args = Vec::new();
         while p.eat(",") {
@@ -132,7 +134,12 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
             out.push(Token::Ident(s[start..i].to_string()));
         } else if c == '"' {
             let (text, rest) = split_format(&s[i..])?;
-            out.push(Token::Str(text.replace("\\\"", "\"")));
+            let text = text.replace("\\\"", "\"");
+            // Adjacent literals are one, as in C: `"KVM_EXIT_" "UNKNOWN"`.
+            match out.last_mut() {
+                Some(Token::Str(before)) => before.push_str(&text),
+                _ => out.push(Token::Str(text)),
+            }
             i = s.len() - rest.len();
         } else {
             let p = PUNCTS
@@ -150,7 +157,39 @@ struct Parser<'f> {
     tokens: Vec<Token>,
     at: usize,
     format: &'f TraceFormat,
+    /// How deep the expression being read is nested (bounded: a damaged file's format may
+    /// open a million parentheses).
+    depth: usize,
+    /// Whether a symbol or flag table's value is being read, where a name the kernel left
+    /// unconverted (`IOPRIO_CLASS_NONE`) is a number (see [`table_name`]).
+    in_table: bool,
 }
+
+/// A name a table's value gives instead of a number, as libtraceevent reads it: the softirq
+/// and hrtimer names it knows, and 0 for any other (so that perf prints block_rq_issue's
+/// I/O class 2, whose table names `IOPRIO_CLASS_BE`, as `0x2`).
+fn table_name(name: &str) -> i128 {
+    const KNOWN: [&str; 10] = [
+        "HI_SOFTIRQ",
+        "TIMER_SOFTIRQ",
+        "NET_TX_SOFTIRQ",
+        "NET_RX_SOFTIRQ",
+        "BLOCK_SOFTIRQ",
+        "IRQ_POLL_SOFTIRQ",
+        "TASKLET_SOFTIRQ",
+        "SCHED_SOFTIRQ",
+        "HRTIMER_SOFTIRQ",
+        "RCU_SOFTIRQ",
+    ];
+    match name {
+        "HRTIMER_RESTART" => 1,
+        _ => KNOWN.iter().position(|k| *k == name).unwrap_or(0) as i128,
+    }
+}
+
+/// The deepest nesting read (parentheses, unary operators and casts, operators in a chain):
+/// kernel formats reach a few dozen.
+const MAX_DEPTH: usize = 256;
 
 /// Binary operators from the loosest to the tightest, as C binds them.
 const LEVELS: [&[&str]; 9] = [
@@ -182,6 +221,16 @@ impl Parser<'_> {
     }
 
     fn ternary(&mut self) -> Option<Expr> {
+        self.depth += 1;
+        let e = self.ternary_within();
+        self.depth -= 1;
+        e
+    }
+
+    fn ternary_within(&mut self) -> Option<Expr> {
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
         let cond = self.binary(0)?;
         if !self.eat("?") {
             return Some(cond);
@@ -202,19 +251,41 @@ impl Parser<'_> {
             }
         };
         let mut left = next(self)?;
-        loop {
+        // Each operator of a chain makes the tree a level deeper (evaluating it recurses
+        // that deep): counted as nesting.
+        let depth = self.depth;
+        let tree = loop {
             let Some(&op) = ops
                 .iter()
                 .find(|&&op| matches!(self.peek(), Some(Token::Punct(q)) if *q == op))
             else {
-                return Some(left);
+                break Some(left);
             };
             self.at += 1;
-            left = Expr::Binary(op, Box::new(left), Box::new(next(self)?));
-        }
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                break None;
+            }
+            let Some(right) = next(self) else {
+                break None;
+            };
+            left = Expr::Binary(op, Box::new(left), Box::new(right));
+        };
+        self.depth = depth;
+        tree
     }
 
     fn unary(&mut self) -> Option<Expr> {
+        self.depth += 1;
+        let e = self.unary_within();
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_within(&mut self) -> Option<Expr> {
+        if self.depth > MAX_DEPTH {
+            return None;
+        }
         for op in ['-', '~', '!'] {
             if self.eat(&op.to_string()) {
                 return Some(Expr::Unary(op, Box::new(self.unary()?)));
@@ -296,6 +367,7 @@ impl Parser<'_> {
                 let table = self.table()?;
                 Some(Expr::Flags(Box::new(value), sep, table))
             }
+            Token::Ident(w) if self.in_table => Some(Expr::Int(table_name(&w))),
             _ => None,
         }
     }
@@ -314,16 +386,18 @@ impl Parser<'_> {
         let mut pairs = Vec::new();
         while self.eat(",") {
             self.expect("{")?;
-            let value = eval(&self.ternary()?, &[])?;
+            self.in_table = true;
+            let value = self.ternary();
+            self.in_table = false;
+            let value = eval(&value?, &[])?;
             self.expect(",")?;
-            let Some(Token::Str(name)) = self.peek().cloned() else {
-                return None;
-            };
-            self.at += 1;
+            // A name, or NULL (`((void *)0)`: the end of a table, as some write it).
+            let name = eval(&self.ternary()?, &[])?;
             self.expect("}")?;
-            match value {
-                Val::Int(v) => pairs.push((v, name)),
-                Val::Str(_) => return None,
+            match (value, name) {
+                (Val::Int(v), Val::Str(name)) => pairs.push((v, name)),
+                (_, Val::Int(0)) => {}
+                _ => return None,
             }
         }
         self.expect(")")?;
@@ -353,8 +427,13 @@ fn int_type(words: &[&str]) -> Option<(u32, bool)> {
             "s32" => (true, 32),
             "s64" => (true, 64),
             "bool" | "Bool" => (false, 8),
-            "size_t" => (false, 64),
+            "size_t" | "sector_t" | "ino_t" | "pgoff_t" | "phys_addr_t" | "dma_addr_t" => {
+                (false, 64)
+            }
+            "loff_t" | "off_t" | "ktime_t" | "ssize_t" => (true, 64),
+            "gfp_t" | "dev_t" | "uid_t" | "gid_t" => (false, 32),
             "pid_t" => (true, 32),
+            "umode_t" => (false, 16),
             _ => return None,
         };
         Some((bits, signed))
@@ -575,6 +654,15 @@ mod tests {
         let p = PrintFmt::of(&f).unwrap();
         assert_eq!(p.render(&raw(2)), "TWO");
         assert_eq!(p.render(&raw(5)), "0x5");
+        // Names the kernel left in a table are 0 (perf prints block_rq_issue's class 2 so).
+        let f = format(
+            fields,
+            r#""%s", __print_symbolic(REC->prev_state, { CLASS_NONE, "none" }, { CLASS_BE, "be" }, { NET_RX_SOFTIRQ, "rx" })"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(0)), "none");
+        assert_eq!(p.render(&raw(2)), "0x2");
+        assert_eq!(p.render(&raw(3)), "rx");
     }
 
     #[test]
@@ -589,6 +677,17 @@ mod tests {
             r#""%lx"#,
         ] {
             assert!(PrintFmt::of(&format(fields, fmt)).is_none(), "{fmt}");
+        }
+        // A damaged file's: nesting without end is refused, not followed down the stack.
+        for deep in [
+            "(".repeat(100_000),
+            "-".repeat(100_000),
+            "(int)".repeat(100_000),
+            "1+".repeat(100_000),
+            "(1+".repeat(300),
+        ] {
+            let fmt = format!(r#""%d", {deep}REC->ip"#);
+            assert!(PrintFmt::of(&format(fields, &fmt)).is_none());
         }
     }
 }

@@ -1,6 +1,6 @@
 //! bcc `trace`'s format argument: a C format string in double quotes, then its arguments,
-//! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %c %s
-//! %p` with C's length modifiers (`l`, `ll`, `L`, `z`, `h`, `hh`: `%lu`, `%llx`, `%Ld`), an
+//! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %o %c
+//! %s %p` with C's length modifiers (`l`, `ll`, `L`, `z`, `h`, `hh`: `%lu`, `%llx`, `%Ld`), an
 //! optional `-`, `0` or `#` flag and a width (`%-16s`, `%08x`, `%#x`), and `%%`. Numbers
 //! convert as C's printf converts them: `%d` and `%u` take the low 32 bits, `%ld`/`%lu` 64,
 //! `%hu` 16, `%c` the low byte; `%p` prints `0x...` (`(nil)` for 0); `%s` takes text or a
@@ -29,6 +29,8 @@ pub enum Kind {
     Unsigned,
     /// `%x`, `%X`.
     Hex { upper: bool },
+    /// `%o`.
+    Octal,
     /// `%c`.
     Char,
     /// `%s`.
@@ -206,6 +208,7 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             Some('u') => Kind::Unsigned,
             Some('x') => Kind::Hex { upper: false },
             Some('X') => Kind::Hex { upper: true },
+            Some('o') => Kind::Octal,
             Some('c') if length.is_empty() => Kind::Char,
             Some('s') if length.is_empty() => Kind::Str,
             Some('p') if length.is_empty() => Kind::Pointer,
@@ -256,6 +259,8 @@ fn convert(c: Conv, a: &Arg<'_>) -> String {
                 format!("{prefix}{low:x}")
             }
         }
+        Kind::Octal if c.alt && low != 0 => format!("0{low:o}"),
+        Kind::Octal => format!("{low:o}"),
         Kind::Pointer if n == 0 => "(nil)".into(),
         Kind::Pointer => format!("{:#x}", n as u64),
         Kind::Char => char::from(n as u8).to_string(),
