@@ -43,7 +43,7 @@ pub fn perf_data(data: &[u8], scratch: &Path) {
 }
 
 /// The views whose work depends on the numbers a file holds (times, periods, counts):
-/// heatmaps of every kind of event, the pprof, Firefox and speedscope exports, a diff of the
+/// script's lines (traced events' print formats too), heatmaps of every kind of event, the pprof, Firefox and speedscope exports, a diff of the
 /// profile with itself, and `analyze cache` and `sched`. Frames are named from the files the
 /// recording names that are on this machine (functions only: no DWARF).
 fn views(rec: &analyze::read::Recording, path: &Path) {
@@ -70,6 +70,24 @@ fn views(rec: &analyze::read::Recording, path: &Path) {
                 Heatmap::offsets(&samples, span, 50)
             };
             let _ = views::heatmap::write_svg(&map, "fuzz", "samples", sink());
+        }
+    }
+    // script's lines: every event's, each traced event's payload by the print format the
+    // file holds.
+    let every = Options {
+        event: EventSel::All,
+        timeline: true,
+        inline: false,
+        lines: false,
+        ..Default::default()
+    };
+    if let Ok(s) = pipeline::symbolize(rec, &every, &loader) {
+        if let Ok(pipeline::Selected { samples, .. }) = pipeline::select_samples(rec, &every) {
+            if samples.len() == s.timeline.len() {
+                let payloads = views::trace::Payloads::new(rec);
+                let payload = |i: usize, out: &mut std::io::Sink| payloads.write(samples[i].0, out);
+                let _ = views::script::write_script(&s, payload, &mut sink());
+            }
         }
     }
     let options = Options {
