@@ -484,7 +484,7 @@ fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
             let i = usize::try_from(int(index)?).ok()?;
             let width = (*bits / 8) as usize;
             let at = f.offset.checked_add(i.checked_mul(width)?)?;
-            if (i + 1) * width > f.size {
+            if i.checked_add(1)?.checked_mul(width)? > f.size {
                 return None;
             }
             let mut v = [0u8; 8];
@@ -677,6 +677,48 @@ mod tests {
             r#""%lx"#,
         ] {
             assert!(PrintFmt::of(&format(fields, fmt)).is_none(), "{fmt}");
+        }
+        // Damaged formats (bytes changed, spans cut or repeated, 20,000 of them): refused or
+        // rendered, never a panic.
+        let good = [
+            concat!(
+                r#""prev_state=%s%s", (REC->ip & ((((0x00000000 | 0x00000001 | 0x00000002) + 1)"#,
+                r#" << 1) - 1)) ? __print_flags(REC->ip & 3, "|", { 0x00000001, "S" }, "#,
+                r#"{ 0x00000002, "D" }) : "R", REC->ip & 4 ? "+" : """#
+            ),
+            concat!(
+                r#""%d,%d %s", ((unsigned int) ((REC->ip) >> 20)), ((unsigned int) ((REC->ip)"#,
+                r#" & ((1U << 20) - 1))), __print_symbolic(REC->ip, { 0, "A" " B" }, "#,
+                r#"{ -1, ((void *)0) })"#
+            ),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n.max(1) as u64) as usize
+        };
+        let raw = [0xffu8; 16];
+        for round in 0..20_000 {
+            let mut b = good[round % 2].as_bytes().to_vec();
+            for _ in 0..1 + next(4) {
+                let at = next(b.len());
+                match next(3) {
+                    0 if at < b.len() => b[at] = b"()\"{},-?:|&<>0x1REC"[next(19)],
+                    1 => b.truncate(at),
+                    _ => {
+                        let end = (at + next(40)).min(b.len());
+                        let span = b[at..end].to_vec();
+                        b.splice(at..at, span);
+                    }
+                }
+            }
+            let fmt = String::from_utf8_lossy(&b);
+            if let Some(p) = PrintFmt::of(&format(fields, &fmt)) {
+                p.render(&raw);
+                p.render(&raw[..3]);
+            }
         }
         // A damaged file's: nesting without end is refused, not followed down the stack.
         for deep in [
