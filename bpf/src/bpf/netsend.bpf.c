@@ -127,6 +127,23 @@ static __always_inline bool qdisc_queues(const struct sk_buff *skb)
 	return !q || q->enqueue;
 }
 
+/* Whether the device cuts GSO skb `skb` into segments in software before its driver (it
+ * lacks the offload for its GSO type): the skb never reaches the driver, its segments do, as
+ * new skbs (follow_segment). Not held: its entry would outlive it, and pass for a lost skb
+ * once another skb takes its address (hold_skb). */
+static __always_inline bool split_in_software(const struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+	if (!dev || !bpf_ksym_exists(bpf_rdonly_cast))
+		return false;
+	struct skb_shared_info *sh = bpf_rdonly_cast(
+		skb->head + skb->end, bpf_core_type_id_kernel(struct skb_shared_info));
+	if (!sh->gso_size)
+		return false;
+	__u64 need = (__u64)sh->gso_type << NETIF_F_GSO_SHIFT;
+	return (dev->features & need) != need;
+}
+
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 {
@@ -164,8 +181,10 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 		.queue_ns = bpf_ktime_get_ns(),
 	};
 	if (queues) {
-		hold_skb(skey, &s);
-		c->last_skb = skey;
+		if (!split_in_software(skb)) {
+			hold_skb(skey, &s);
+			c->last_skb = skey;
+		}
 	} else {
 		slot->s = s;
 		slot->skb = skey;
@@ -209,6 +228,9 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 		return;
 	bool split_here = seq - c->last_seq < c->last_end - c->last_seq;
 	if (!(split_here && c->last_followed && c->last_queue_ns)) {
+		/* Cut behind a backlog: the earlier skb it was cut from stays held. */
+		if (c->last_skb)
+			held_skbs_cut = 1;
 		skip(c, skb->len);
 		return;
 	}
@@ -378,5 +400,17 @@ int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct send_call *c = ctx->value;
 	if (sk && c && c->skipped)
 		send_tail(sk, c);
+	return 0;
+}
+
+/* The skbs still held when the recording ends that never reached the driver as far as the
+ * programs saw: queued still, or sent where the kernel ran none of them (hold_skb). Counted
+ * as lost: record reads this iterator over send_skbs once, after send_tails. */
+SEC("iter/bpf_map_elem")
+int send_unseen(struct bpf_iter__bpf_map_elem *ctx)
+{
+	struct send_skb *s = ctx->value;
+	if (s && !s->start_ns && !s->skip && !held_skbs_cut)
+		count_drop(EVENT_NET);
 	return 0;
 }

@@ -44,6 +44,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_sock_recv,
         &mut open.progs.on_send_close,
         &mut open.progs.send_tails,
+        &mut open.progs.send_unseen,
     ] {
         prog.set_autoload(o.net);
     }
@@ -94,20 +95,25 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
 /// Sends the skbs that each socket's rate skipped after its last followed one to the ring
 /// buffer, as tail records: reading the iterator over the sockets' send state runs
 /// `send_tails` on each (at the end of the recording, for the sockets still open).
+/// Then counts as lost the skbs held in send_skbs never seen at the driver (`send_unseen`).
 pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     use std::io::Read;
     use std::os::fd::AsFd;
 
-    let link = skel
-        .progs
-        .send_tails
-        .attach_iter(skel.maps.send_calls.as_fd())
-        .map_err(Error::bpf("attach the send tails' iterator"))?;
-    let mut iter =
-        libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
-    let mut out = Vec::new();
-    iter.read_to_end(&mut out)
-        .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
+    let p = &skel.progs;
+    for (prog, map) in [
+        (&p.send_tails, skel.maps.send_calls.as_fd()),
+        (&p.send_unseen, skel.maps.send_skbs.as_fd()),
+    ] {
+        let link = prog
+            .attach_iter(map)
+            .map_err(Error::bpf("attach the send tails' iterator"))?;
+        let mut iter =
+            libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
+        let mut out = Vec::new();
+        iter.read_to_end(&mut out)
+            .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
+    }
     Ok(())
 }
 
