@@ -64,6 +64,15 @@ pub fn perf_ok() -> bool {
     ok
 }
 
+/// Mounts tracefs where perf and the tests read tracepoints' formats (a new machine has it
+/// unmounted; mounting it again fails harmlessly).
+pub fn mount_tracefs() {
+    let _ = Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// Whether a tool a test needs is here (`ok`); under CI its absence fails the test, elsewhere
 /// the test is skipped with one line saying so.
 pub fn have(ok: bool, what: &str) -> bool {

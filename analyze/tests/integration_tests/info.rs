@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::common::{analyze, elsewhere, fixture, perf_ok, Tmp};
+use crate::common::{analyze, elsewhere, fixture, mount_tracefs, perf_ok, Tmp};
 use std::process::{Command, Stdio};
 
 /// Sample counts per event name as `perf script` sees them.
@@ -85,10 +85,7 @@ fn info_counts_match_perf_script_on_perf_recordings() {
     if !perf_ok() {
         return;
     }
-    let _ = Command::new("mount")
-        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-        .stderr(Stdio::null())
-        .status();
+    mount_tracefs();
     let dir = Tmp::new("info-perf");
     let cases: [(&str, &[&str]); 6] = [
         ("fp.data", &["-F", "999", "-g"]),

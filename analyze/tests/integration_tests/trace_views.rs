@@ -20,7 +20,7 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::common::{can_record, fixture, have, record_bin, Tmp};
+use crate::common::{can_record, fixture, have, mount_tracefs, record_bin, Tmp};
 use crate::folded::{frame_name, parse_folded, run_ok, Folded};
 
 /// One traced run at a time: each of these tests runs a workload under BPF and times it
@@ -1522,10 +1522,7 @@ fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
     if !can_record() {
         return;
     }
-    let _ = Command::new("mount")
-        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-        .stderr(Stdio::null())
-        .status();
+    mount_tracefs();
     let events = Path::new("/sys/kernel/tracing/events");
     let (mut all, mut taken) = (0, Vec::new());
     let zeroed = vec![0u8; 4096];

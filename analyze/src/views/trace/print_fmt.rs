@@ -188,8 +188,9 @@ fn table_name(name: &str) -> i128 {
 }
 
 /// The deepest nesting read (parentheses, unary operators and casts, operators in a chain):
-/// kernel formats reach a few dozen.
-const MAX_DEPTH: usize = 256;
+/// kernel formats reach about 40 (13 parentheses deep). Bounded for the stack: 128 take
+/// 0.5-1 MiB of a test thread's 2 in an unoptimized build.
+const MAX_DEPTH: usize = 128;
 
 /// Binary operators from the loosest to the tightest, as C binds them.
 const LEVELS: [&[&str]; 9] = [
@@ -220,17 +221,23 @@ impl Parser<'_> {
         self.eat(p).then_some(())
     }
 
-    fn ternary(&mut self) -> Option<Expr> {
+    /// `read` a level deeper in the nesting; none past [`MAX_DEPTH`].
+    fn nested(&mut self, read: fn(&mut Self) -> Option<Expr>) -> Option<Expr> {
         self.depth += 1;
-        let e = self.ternary_within();
+        let e = if self.depth > MAX_DEPTH {
+            None
+        } else {
+            read(self)
+        };
         self.depth -= 1;
         e
     }
 
+    fn ternary(&mut self) -> Option<Expr> {
+        self.nested(Self::ternary_within)
+    }
+
     fn ternary_within(&mut self) -> Option<Expr> {
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
         let cond = self.binary(0)?;
         if !self.eat("?") {
             return Some(cond);
@@ -241,24 +248,28 @@ impl Parser<'_> {
         Some(Expr::Cond(Box::new(cond), Box::new(yes), Box::new(no)))
     }
 
-    fn binary(&mut self, level: usize) -> Option<Expr> {
-        let ops = LEVELS.get(level).copied().unwrap_or(MULTIPLY);
-        let next = |p: &mut Self| {
-            if level < LEVELS.len() {
-                p.binary(level + 1)
-            } else {
-                p.unary()
-            }
+    /// The binary operator next, if it binds at least as tightly as level `min` (an index
+    /// into [`LEVELS`], [`MULTIPLY`] past them), and its level.
+    fn operator(&self, min: usize) -> Option<(&'static str, usize)> {
+        let Some(Token::Punct(p)) = self.peek() else {
+            return None;
         };
-        let mut left = next(self)?;
+        let levels = LEVELS.iter().chain(std::iter::once(&MULTIPLY));
+        levels
+            .enumerate()
+            .skip(min)
+            .find_map(|(level, ops)| ops.iter().find(|op| *op == p).map(|&op| (op, level)))
+    }
+
+    /// Operands joined by binary operators of level `min` or tighter, as C binds them (by
+    /// precedence climbing: a paren's worth of nesting costs a few frames, not one per level).
+    fn binary(&mut self, min: usize) -> Option<Expr> {
+        let mut left = self.unary()?;
         // Each operator of a chain makes the tree a level deeper (evaluating it recurses
         // that deep): counted as nesting.
         let depth = self.depth;
         let tree = loop {
-            let Some(&op) = ops
-                .iter()
-                .find(|&&op| matches!(self.peek(), Some(Token::Punct(q)) if *q == op))
-            else {
+            let Some((op, level)) = self.operator(min) else {
                 break Some(left);
             };
             self.at += 1;
@@ -266,7 +277,7 @@ impl Parser<'_> {
             if self.depth > MAX_DEPTH {
                 break None;
             }
-            let Some(right) = next(self) else {
+            let Some(right) = self.binary(level + 1) else {
                 break None;
             };
             left = Expr::Binary(op, Box::new(left), Box::new(right));
@@ -276,16 +287,10 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Option<Expr> {
-        self.depth += 1;
-        let e = self.unary_within();
-        self.depth -= 1;
-        e
+        self.nested(Self::unary_within)
     }
 
     fn unary_within(&mut self) -> Option<Expr> {
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
         for op in ['-', '~', '!'] {
             if self.eat(&op.to_string()) {
                 return Some(Expr::Unary(op, Box::new(self.unary()?)));
