@@ -84,7 +84,7 @@ fn views(rec: &analyze::read::Recording, path: &Path) {
     if let Ok(s) = pipeline::symbolize(rec, &every, &loader) {
         if let Ok(pipeline::Selected { samples, .. }) = pipeline::select_samples(rec, &every) {
             if samples.len() == s.timeline.len() {
-                let payloads = views::trace::Payloads::new(rec);
+                let payloads = views::trace::Payloads::new(rec, Box::new(|_| None));
                 let payload = |i: usize, out: &mut std::io::Sink| payloads.write(samples[i].0, out);
                 let _ = views::script::write_script(&s, payload, &mut sink());
             }

@@ -30,6 +30,26 @@ fn kernel_symbols(
     (Some(k), shift, None)
 }
 
+/// Names kernel addresses as its frames are named (BPF programs by the recording's KSYMBOL
+/// records, the rest by the recording's kernel's symbols, none for another kernel's), for a
+/// traced event's fields that hold code addresses (`%pS`: kfree_skb's location): the
+/// function and its start. The kernel's symbols are read at the first address asked for.
+pub fn kernel_namer<'a>(
+    rec: &'a Recording,
+    loader: &'a Loader,
+) -> impl Fn(u64) -> Option<(String, u64)> + 'a {
+    let symbols = std::sync::OnceLock::new();
+    let ksymbols = rec.ksymbol_table();
+    move |addr| {
+        if let Some(ks) = ksymbols.lookup(addr) {
+            return Some((ks.name.clone(), ks.start));
+        }
+        let (k, shift, _) = symbols.get_or_init(|| kernel_symbols(rec, loader));
+        let (name, start) = k.as_deref()?.lookup(addr.wrapping_add(*shift))?;
+        Some((name.to_string(), start.wrapping_sub(*shift)))
+    }
+}
+
 /// Whether the recording was made during this boot of this kernel: then the BPF programs
 /// the running kernel lists are (where still loaded) those it ran.
 fn of_this_boot(rec: &Recording, loader: &Loader, kernel_known: bool, shift: u64) -> bool {

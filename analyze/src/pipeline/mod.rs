@@ -26,6 +26,7 @@ use crate::resolve::{Key, Lookup, Resolver, Source};
 use crate::symbolize::{self, AddrInfo, FrameInfo, Stats, Symbolized, TimedSample};
 use crate::unwind::{Unwinder, UnwoundStack};
 use crate::Error;
+pub use kernel::kernel_namer;
 pub use options::Options;
 use resolved::NO_SLOT;
 pub use resolved::{Resolved, Symbols};

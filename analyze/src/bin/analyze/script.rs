@@ -29,7 +29,7 @@ pub fn script(select: &Select, out: impl Write) -> anyhow::Result<()> {
             s.timeline.len(),
             samples.len()
         );
-        let payloads = Payloads::new(rec);
+        let payloads = Payloads::new(rec, Box::new(pipeline::kernel_namer(rec, loader)));
         let mut out = std::io::BufWriter::new(out);
         write_script(&s, |i, out| payloads.write(samples[i].0, out), &mut out)?;
         out.flush()?;

@@ -27,7 +27,7 @@ use crate::read::fields::{Quantity, LATENCY};
 use crate::read::{RawSample, Recording, Weighed};
 use crate::symbolize::Symbolized;
 use crate::Error;
-use print_fmt::PrintFmt;
+use print_fmt::{KernelNames, PrintFmt};
 use printf::{Arg, Printf};
 
 /// What each line shows after its event's name.
@@ -163,6 +163,8 @@ fn write_fields(fields: &[Quantity<'_>], s: &RawSample, out: &mut impl Write) ->
 pub struct Payloads<'r> {
     /// By event; `None` for events without a format (sampling events).
     by_event: Vec<Option<Payload<'r>>>,
+    /// Kernel addresses' names, for `%pS`.
+    names: Box<KernelNames<'r>>,
 }
 
 enum Payload<'r> {
@@ -171,8 +173,9 @@ enum Payload<'r> {
 }
 
 impl<'r> Payloads<'r> {
-    /// Each traced event's of `rec`, its print format parsed once.
-    pub fn new(rec: &'r Recording) -> Payloads<'r> {
+    /// Each traced event's of `rec`, its print format parsed once; `names` names the kernel
+    /// addresses formats print with `%pS` or `%ps`.
+    pub fn new(rec: &'r Recording, names: Box<KernelNames<'r>>) -> Payloads<'r> {
         let by_event = (0..rec.events.len())
             .map(|e| {
                 let format = rec.format(e)?;
@@ -182,14 +185,15 @@ impl<'r> Payloads<'r> {
                 })
             })
             .collect();
-        Payloads { by_event }
+        Payloads { by_event, names }
     }
 
     /// Writes ` TEXT` for sample `s` if its event is traced; nothing otherwise.
     pub fn write(&self, s: &RawSample, out: &mut impl Write) -> io::Result<()> {
         match self.by_event.get(s.event) {
             Some(Some(Payload::PrintFmt(p))) => {
-                write!(out, " {}", p.render(s.raw.as_deref().unwrap_or_default()))
+                let raw = s.raw.as_deref().unwrap_or_default();
+                write!(out, " {}", p.render_named(raw, &self.names))
             }
             Some(Some(Payload::Fields(fields))) => write_fields(fields, s, out),
             _ => Ok(()),

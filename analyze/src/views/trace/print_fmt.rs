@@ -2,13 +2,15 @@
 //! string, then C expressions over the record's fields) evaluated as libtraceevent evaluates
 //! it. The expressions kernel and bpfperf formats use are understood: fields (`REC->f`,
 //! `REC->f[i]`, `__get_str(f)`), integers, casts, arithmetic, bit and comparison operators,
-//! `?:`, `__print_symbolic` and `__print_flags`. A format that uses anything else (`%pS`,
-//! `__print_hex`, a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and the
-//! caller prints the event's fields instead.
+//! `?:`, `__print_symbolic` and `__print_flags`; and the kernel's `%p` extensions for
+//! addresses (`%pI4`, `%pI6c`, `%pM`) and code (`%pS`, named by the caller's kernel
+//! symbols). A format that uses anything else (`%pU`, `__print_hex`, a function of the
+//! kernel's) is not taken: [`PrintFmt::of`] says no, and the caller prints the event's fields
+//! instead.
 
 use format::{Field, FieldKind, TraceFormat, Value};
 
-use super::printf::{Arg, Printf};
+use super::printf::{Arg, Kind, Printf, Ptr};
 
 /// An event's print format, parsed once and rendered per record.
 #[derive(Debug)]
@@ -22,7 +24,13 @@ pub struct PrintFmt {
 enum Val {
     Int(i128),
     Str(String),
+    /// An array field's bytes (for `%pI4` and the like).
+    Bytes(Vec<u8>),
 }
+
+/// Names a kernel address for `%pS`/`%ps`: its function and the function's start; none where
+/// no symbol of the recording's kernel covers it.
+pub type KernelNames<'a> = dyn Fn(u64) -> Option<(String, u64)> + 'a;
 
 #[derive(Debug, Clone)]
 enum Expr {
@@ -66,16 +74,37 @@ impl PrintFmt {
     /// The text of one record (`raw`: the event's payload); `?` for what the record is too
     /// short to hold.
     pub fn render(&self, raw: &[u8]) -> String {
+        self.render_named(raw, &|_| None)
+    }
+
+    /// [`PrintFmt::render`], kernel addresses of `%pS` and `%ps` named by `names` (in hex
+    /// where it has no name).
+    pub fn render_named(&self, raw: &[u8], names: &KernelNames) -> String {
         let args: Vec<Arg> = self
             .args
             .iter()
-            .map(|e| match eval(e, raw) {
-                Some(Val::Int(n)) => Arg::Number(n),
-                Some(Val::Str(s)) => Arg::Text(s.into()),
-                None => Arg::Text("?".into()),
+            .zip(self.printf.convs())
+            .map(|(e, conv)| match (eval(e, raw), conv.kind) {
+                (Some(Val::Int(n)), Kind::Pointer(Ptr::Symbol { offset })) => {
+                    Arg::Text(symbol(n as u64, offset, names).into())
+                }
+                (Some(Val::Int(n)), _) => Arg::Number(n),
+                (Some(Val::Str(s)), _) => Arg::Text(s.into()),
+                (Some(Val::Bytes(b)), _) => Arg::Bytes(b.into()),
+                (None, _) => Arg::Text("?".into()),
             })
             .collect();
         self.printf.render(&args)
+    }
+}
+
+/// A kernel address as `%pS` (`function+0xoff`) or `%ps` (`function`) prints it, as perf
+/// names it: in hex where no symbol covers it.
+fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
+    match names(addr) {
+        Some((name, start)) if offset => format!("{name}+{:#x}", addr.wrapping_sub(start)),
+        Some((name, _)) => name,
+        None => format!("{addr:#x}"),
     }
 }
 
@@ -465,7 +494,8 @@ fn element_bits(type_name: &str) -> Option<u32> {
 fn truthy(v: &Val) -> bool {
     match v {
         Val::Int(n) => *n != 0,
-        Val::Str(_) => true,
+        // An array's address, never NULL.
+        Val::Str(_) | Val::Bytes(_) => true,
     }
 }
 
@@ -474,7 +504,7 @@ fn truthy(v: &Val) -> bool {
 fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
     let int = |e: &Expr| match eval(e, raw)? {
         Val::Int(n) => Some(n),
-        Val::Str(_) => None,
+        Val::Str(_) | Val::Bytes(_) => None,
     };
     Some(match e {
         Expr::Int(n) => Val::Int(*n),
@@ -483,7 +513,7 @@ fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
             Value::Signed(n) => Val::Int(n.into()),
             Value::Unsigned(n) => Val::Int(n.into()),
             Value::Str(s) => Val::Str(s),
-            Value::Bytes(_) => return None,
+            Value::Bytes(b) => Val::Bytes(b),
         },
         Expr::Index(f, bits, index) => {
             let i = usize::try_from(int(index)?).ok()?;
@@ -674,7 +704,7 @@ mod tests {
     fn formats_it_cannot_evaluate_are_not_taken() {
         let fields = "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;";
         for fmt in [
-            r#""%pS", (void *)REC->ip"#,
+            r#""%pU", (void *)REC->ip"#,
             r#""%s", __print_hex(REC->ip, 8)"#,
             r#""%lx", some_function(REC->ip)"#,
             r#""%lx", REC->missing"#,

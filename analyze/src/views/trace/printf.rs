@@ -35,8 +35,25 @@ pub enum Kind {
     Char,
     /// `%s`.
     Str,
-    /// `%p`.
-    Pointer,
+    /// `%p` and the kernel's extensions of it.
+    Pointer(Ptr),
+}
+
+/// What a `%p` conversion prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ptr {
+    /// `%p`: the value in hex, `(nil)` for 0.
+    Address,
+    /// `%pI4`: 4 bytes as `10.0.0.1`.
+    Ip4,
+    /// `%pI6`: 16 bytes as eight groups of 4 hex digits; `%pI6c` compressed as the kernel
+    /// compresses them (`::ffff:127.0.0.1`).
+    Ip6 { compressed: bool },
+    /// `%pM`: 6 bytes as `aa:bb:cc:dd:ee:ff`.
+    Mac,
+    /// `%pS` (`function+0xoff`) and `%ps` (`function`): a kernel address by its symbol, which
+    /// the caller hands over as text.
+    Symbol { offset: bool },
 }
 
 impl Kind {
@@ -65,6 +82,8 @@ pub struct Printf {
 pub enum Arg<'a> {
     Number(i128),
     Text(std::borrow::Cow<'a, str>),
+    /// An array's bytes (for `%pI4` and the like).
+    Bytes(std::borrow::Cow<'a, [u8]>),
 }
 
 impl Printf {
@@ -211,7 +230,7 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             Some('o') => Kind::Octal,
             Some('c') if length.is_empty() => Kind::Char,
             Some('s') if length.is_empty() => Kind::Str,
-            Some('p') if length.is_empty() => Kind::Pointer,
+            Some('p') if length.is_empty() => Kind::Pointer(pointer(&mut chars)?),
             Some(other) => {
                 return Err(format!(
                     "%{length}{other} is not one of %d %i %u %x %X %c %s %p (with l or ll: %ld %lu %lx)"
@@ -219,12 +238,6 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             }
             None => return Err("the format ends inside a conversion".into()),
         };
-        // %pS, %pI4 and the like: the kernel's own extensions, which need more than a value.
-        if conv.kind == Kind::Pointer {
-            if let Some(&x) = chars.peek().filter(|c| c.is_ascii_alphanumeric()) {
-                return Err(format!("%p{x}: the kernel's extension of %p"));
-            }
-        }
         if !text.is_empty() {
             pieces.push(Piece::Text(std::mem::take(&mut text)));
         }
@@ -236,10 +249,42 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
     Ok(pieces)
 }
 
+/// The kind of `%p` whose letters follow in `chars` (none: [`Ptr::Address`]); an error for
+/// an extension of the kernel's not read here.
+fn pointer(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Ptr, String> {
+    let Some(&x) = chars.peek().filter(|c| c.is_ascii_alphanumeric()) else {
+        return Ok(Ptr::Address);
+    };
+    chars.next();
+    let ptr = match x {
+        'S' => Ptr::Symbol { offset: true },
+        's' => Ptr::Symbol { offset: false },
+        'M' => Ptr::Mac,
+        'I' => match chars.next() {
+            Some('4') => Ptr::Ip4,
+            Some('6') if chars.peek() == Some(&'c') => {
+                chars.next();
+                Ptr::Ip6 { compressed: true }
+            }
+            Some('6') => Ptr::Ip6 { compressed: false },
+            _ => return Err("%pI: not %pI4, %pI6 or %pI6c".into()),
+        },
+        x => return Err(format!("%p{x}: the kernel's extension of %p")),
+    };
+    // What follows must not extend it further (%pISpc, %pI4h).
+    match chars.peek() {
+        Some(c) if c.is_ascii_alphanumeric() => {
+            Err(format!("%p{x}{c}: the kernel's extension of %p"))
+        }
+        _ => Ok(ptr),
+    }
+}
+
 /// The argument as the conversion prints it, before padding.
 fn convert(c: Conv, a: &Arg<'_>) -> String {
     let n = match a {
         Arg::Text(t) => return t.to_string(),
+        Arg::Bytes(b) => return bytes(c, b),
         Arg::Number(n) => *n,
     };
     // The low `bits` bits, as C converts the argument to the conversion's type.
@@ -261,11 +306,81 @@ fn convert(c: Conv, a: &Arg<'_>) -> String {
         }
         Kind::Octal if c.alt && low != 0 => format!("0{low:o}"),
         Kind::Octal => format!("{low:o}"),
-        Kind::Pointer if n == 0 => "(nil)".into(),
-        Kind::Pointer => format!("{:#x}", n as u64),
+        Kind::Pointer(_) if n == 0 => "(nil)".into(),
+        Kind::Pointer(_) => format!("{:#x}", n as u64),
         Kind::Char => char::from(n as u8).to_string(),
         Kind::Str => n.to_string(),
     }
+}
+
+/// An array's bytes as the conversion prints them: an address by `%pI4`, `%pI6`, `%pI6c`,
+/// `%pM`; `?` where they are too few or the conversion prints no array.
+fn bytes(c: Conv, b: &[u8]) -> String {
+    let fixed = |n: usize| b.get(..n);
+    match c.kind {
+        Kind::Pointer(Ptr::Ip4) => fixed(4).map(ip4),
+        Kind::Pointer(Ptr::Mac) => fixed(6).map(|m| {
+            let hex: Vec<String> = m.iter().map(|x| format!("{x:02x}")).collect();
+            hex.join(":")
+        }),
+        Kind::Pointer(Ptr::Ip6 { compressed }) => fixed(16).map(|a| ip6(a, compressed)),
+        _ => None,
+    }
+    .unwrap_or_else(|| "?".into())
+}
+
+fn ip4(a: &[u8]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+/// An IPv6 address as the kernel's `%pI6` (full) or `%pI6c` prints it: compressed, the
+/// longest run of two or more zero groups as `::`, groups without leading zeros, and the last
+/// 32 bits dotted for an IPv4-mapped or ISATAP address.
+fn ip6(a: &[u8], compressed: bool) -> String {
+    let group = |i: usize| u16::from_be_bytes([a[2 * i], a[2 * i + 1]]);
+    if !compressed {
+        let groups: Vec<String> = (0..8).map(|i| format!("{:04x}", group(i))).collect();
+        return groups.join(":");
+    }
+    let v4_mapped = (0..5).all(|i| group(i) == 0) && group(5) == 0xffff;
+    let isatap = (group(4) | 0x0200) == 0x0200 && group(5) == 0x5efe;
+    let dotted = v4_mapped || isatap;
+    let range = if dotted { 6 } else { 8 };
+    // The longest run of zero groups (the first of equals), if two or more long.
+    let (mut longest, mut at) = (1, None);
+    for i in 0..range {
+        let run = (i..range).take_while(|&j| group(j) == 0).count();
+        if run > longest {
+            (longest, at) = (run, Some(i));
+        }
+    }
+    let mut out = String::new();
+    let mut colon = false;
+    let mut i = 0;
+    while i < range {
+        if Some(i) == at {
+            if colon || i == 0 {
+                out.push(':');
+            }
+            out.push(':');
+            colon = false;
+            i += longest;
+            continue;
+        }
+        if colon {
+            out.push(':');
+        }
+        out.push_str(&format!("{:x}", group(i)));
+        colon = true;
+        i += 1;
+    }
+    if dotted {
+        if colon {
+            out.push(':');
+        }
+        out.push_str(&ip4(&a[12..16]));
+    }
+    out
 }
 
 /// `text` padded to the conversion's width: right-aligned with spaces (or zeros after a
@@ -276,7 +391,7 @@ fn pad(out: &mut String, text: &str, c: Conv) {
     if c.left {
         out.push_str(text);
         out.extend(std::iter::repeat_n(' ', fill));
-    } else if c.zero && c.kind.numeric() && !matches!(c.kind, Kind::Char | Kind::Pointer) {
+    } else if c.zero && c.kind.numeric() && !matches!(c.kind, Kind::Char | Kind::Pointer(_)) {
         let (sign, digits) = match text.strip_prefix('-') {
             Some(d) => ("-", d),
             None => ("", text),
@@ -325,6 +440,52 @@ mod tests {
         // %d takes the low 32 bits, as C's printf of a long with %d.
         let p = Printf::parse(r#""%d %i", a, b"#).unwrap();
         assert_eq!(p.render(&[Arg::Number(1 << 32 | 5), Arg::Number(3)]), "5 3");
+    }
+
+    #[test]
+    fn kernel_pointer_extensions_print_as_the_kernel_does() {
+        let p = Printf::of_text("%pI4 %pM %p %p %pS").unwrap();
+        let args = [
+            Arg::Bytes(vec![10, 0, 0, 2].into()),
+            Arg::Bytes(vec![0, 0x1b, 0x21, 0xa, 0xbc, 0xff].into()),
+            Arg::Number(0),
+            Arg::Number(0xffff_8881_8f75_00e0),
+            Arg::Text("tcp_v4_rcv+0x91".into()),
+        ];
+        assert_eq!(
+            p.render(&args),
+            "10.0.0.2 00:1b:21:0a:bc:ff (nil) 0xffff88818f7500e0 tcp_v4_rcv+0x91"
+        );
+        let six = |groups: [u16; 8], compressed: bool| {
+            let bytes: Vec<u8> = groups.iter().flat_map(|g| g.to_be_bytes()).collect();
+            ip6(&bytes, compressed)
+        };
+        let mapped = [0, 0, 0, 0, 0, 0xffff, 0x7f00, 1];
+        assert_eq!(six(mapped, true), "::ffff:127.0.0.1");
+        assert_eq!(six([0; 8], true), "::");
+        assert_eq!(six([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1], true), "2001:db8::1");
+        // The longest run, not the first; a single zero group stays.
+        assert_eq!(six([0xfe80, 0, 0, 0, 1, 0, 0, 2], true), "fe80::1:0:0:2");
+        assert_eq!(six([1, 0, 2, 3, 4, 5, 6, 7], true), "1:0:2:3:4:5:6:7");
+        assert_eq!(
+            six([0, 0, 0, 0, 0x0200, 0x5efe, 0x0a00, 1], true),
+            "::200:5efe:10.0.0.1"
+        );
+        assert_eq!(
+            six(mapped, false),
+            "0000:0000:0000:0000:0000:ffff:7f00:0001"
+        );
+        // Too few bytes for the address: `?`.
+        assert_eq!(
+            Printf::of_text("%pI6c")
+                .unwrap()
+                .render(&[Arg::Bytes(vec![1, 2].into())]),
+            "?"
+        );
+        // Extensions not read here are refused.
+        for ext in ["%pU", "%pISpc", "%pI4h", "%pB", "%pI"] {
+            assert!(Printf::of_text(ext).is_err(), "{ext}");
+        }
     }
 
     #[test]
