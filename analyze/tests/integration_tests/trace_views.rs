@@ -20,7 +20,7 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::common::{can_record, fixture, have, mount_tracefs, record_bin, Tmp};
+use crate::common::{can_record, fixture, have, mount_tracefs, perf_record, record_bin, Tmp};
 use crate::folded::{frame_name, parse_folded, run_ok, Folded};
 
 /// One traced run at a time: each of these tests runs a workload under BPF and times it
@@ -1585,17 +1585,11 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
         c = socket.create_connection(l.getsockname()); a, _ = l.accept()\n\
         c.send(b'x'); a.recv(1); c.close(); a.close()\n";
     let events = "skb:kfree_skb,sock:inet_sock_set_state,tcp:tcp_destroy_sock";
-    let out = Command::new("perf")
-        .env_remove("LD_LIBRARY_PATH")
-        .args(["record", "-q", "-e", events, "-o"])
-        .arg(&file)
-        .args(["--", "python3", "-c", program])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&out.stderr)
+    perf_record(
+        &file,
+        &["-e", events],
+        Path::new("python3"),
+        &["-c", program],
     );
     assert_script_payloads_are_perfs(&file);
     let text = run_ok(&["script", "-i", path_str(&file)]);
