@@ -6,7 +6,7 @@ use analyze::pipeline;
 use analyze::views::count::{self, By};
 
 use crate::args::{CountArgs, CountBy};
-use crate::recording::with_recording_files;
+use crate::recording::{symbolize_noting, with_recording_files};
 
 /// `analyze count`: the selected samples counted per key; per stack, the pipeline's profile
 /// of them.
@@ -34,10 +34,7 @@ pub fn count(args: &CountArgs, mut out: impl Write) -> anyhow::Result<()> {
 fn stack_counts(args: &CountArgs, options: &pipeline::Options) -> anyhow::Result<String> {
     let symfs = args.traced.stacks.symfs.as_deref();
     with_recording_files(&args.traced.input, symfs, options, true, |rec, loader| {
-        let s = pipeline::symbolize(rec, options, loader)?;
-        for w in &s.stats.warnings {
-            eprintln!("analyze: warning: {w}");
-        }
+        let s = symbolize_noting(rec, options, loader)?;
         Ok(count::stacks(&analyze::aggregate::aggregate(s)))
     })
 }

@@ -4,11 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use analyze::aggregate;
-use analyze::pipeline;
 use analyze::views;
 
 use crate::args::{ExportFormat, Select};
-use crate::recording::{summary, with_recording};
+use crate::recording::{summary, symbolize_noting, with_recording};
 
 /// `analyze export`: the whole pipeline, then one of the exports (the Firefox Profiler's with
 /// every sample apart, for their times, and the off-CPU and I/O spans beside them).
@@ -33,10 +32,7 @@ pub fn export(
     };
     let mut bytes = Vec::new();
     with_recording(select, &options, |rec, loader| {
-        let s = pipeline::symbolize(rec, &options, loader)?;
-        for w in &s.stats.warnings {
-            eprintln!("analyze: warning: {w}");
-        }
+        let s = symbolize_noting(rec, &options, loader)?;
         summary(&s, rec.lost, loader);
         let cx = Context {
             measure: options.measure(),

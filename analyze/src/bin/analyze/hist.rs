@@ -7,7 +7,7 @@ use analyze::read::select::traced_events;
 use analyze::views::hist::{self, By, Scale};
 
 use crate::args::{HistArgs, HistBy};
-use crate::recording::with_recording_files;
+use crate::recording::{symbolize_noting, with_recording_files};
 
 /// `analyze hist`: each selected sample's value into its key's histogram; per stack, the
 /// pipeline's stacks for the keys.
@@ -35,11 +35,7 @@ pub fn hist(args: &HistArgs, mut out: impl Write) -> anyhow::Result<()> {
         let quantities = hist::quantities(rec, &events, &args.quantity)?;
         let pipeline::Selected { samples, label, .. } = pipeline::select_samples(rec, &options)?;
         let sym = if stacks {
-            let s = pipeline::symbolize(rec, &options, loader)?;
-            for w in &s.stats.warnings {
-                eprintln!("analyze: warning: {w}");
-            }
-            Some(s)
+            Some(symbolize_noting(rec, &options, loader)?)
         } else {
             None
         };

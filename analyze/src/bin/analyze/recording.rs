@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use analyze::aggregate::{self, Profile};
 use analyze::files::Loader;
 use analyze::pipeline;
-use analyze::read::Recording;
+use analyze::read::{Recording, Weighed};
 use analyze::symbolize::Symbolized;
 
 use crate::args::Select;
@@ -120,13 +120,42 @@ pub fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Resu
 pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::Result<Symbolized> {
     let options = options.clone();
     with_recording(select, &options, |rec, loader| {
-        let s = pipeline::symbolize(rec, &options, loader)?;
-        for w in &s.stats.warnings {
-            eprintln!("analyze: warning: {w}");
-        }
+        let s = symbolize_noting(rec, &options, loader)?;
         summary(&s, rec.lost, loader);
         Ok(s)
     })
+}
+
+/// The pipeline's symbolized samples of `rec` as `options` asks, its warnings on stderr.
+pub fn symbolize_noting(
+    rec: &Recording,
+    options: &pipeline::Options,
+    loader: &Loader,
+) -> anyhow::Result<Symbolized> {
+    let s = pipeline::symbolize(rec, options, loader)?;
+    for w in &s.stats.warnings {
+        eprintln!("analyze: warning: {w}");
+    }
+    Ok(s)
+}
+
+/// [`symbolize_noting`] for views that print each of `samples` (those `options` selects)
+/// with its stack: the timeline's entry at the sample's index (`options.timeline`). An
+/// error where the two do not line up.
+pub fn stacks_of_each(
+    rec: &Recording,
+    options: &pipeline::Options,
+    loader: &Loader,
+    samples: &[Weighed<'_>],
+) -> anyhow::Result<Symbolized> {
+    let s = symbolize_noting(rec, options, loader)?;
+    anyhow::ensure!(
+        s.timeline.len() == samples.len(),
+        "the stacks ({}) are not the samples' ({})",
+        s.timeline.len(),
+        samples.len()
+    );
+    Ok(s)
 }
 
 /// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events;

@@ -7,7 +7,7 @@ use analyze::views::script::write_script;
 use analyze::views::trace::Payloads;
 
 use crate::args::Select;
-use crate::recording::{summary, with_recording};
+use crate::recording::{stacks_of_each, summary, with_recording};
 
 /// `analyze script`: every selected sample with its stack, as perf script prints them, a
 /// traced event's payload after its name.
@@ -17,18 +17,9 @@ pub fn script(select: &Select, out: impl Write) -> anyhow::Result<()> {
         ..select.options(true, false)
     };
     with_recording(select, &options, |rec, loader| {
-        let s = pipeline::symbolize(rec, &options, loader)?;
-        for w in &s.stats.warnings {
-            eprintln!("analyze: warning: {w}");
-        }
-        summary(&s, rec.lost, loader);
         let samples = pipeline::select_samples(rec, &options)?.samples;
-        anyhow::ensure!(
-            s.timeline.len() == samples.len(),
-            "the stacks ({}) are not the samples' ({})",
-            s.timeline.len(),
-            samples.len()
-        );
+        let s = stacks_of_each(rec, &options, loader, &samples)?;
+        summary(&s, rec.lost, loader);
         let payloads = Payloads::new(rec, Box::new(pipeline::kernel_namer(rec, loader)));
         let mut out = std::io::BufWriter::new(out);
         write_script(&s, |i, out| payloads.write(samples[i].0, out), &mut out)?;

@@ -7,7 +7,7 @@ use analyze::read::select::traced_events;
 use analyze::views::trace::{self, Lines};
 
 use crate::args::TraceArgs;
-use crate::recording::with_recording_files;
+use crate::recording::{stacks_of_each, with_recording_files};
 
 /// `analyze trace`: the selected samples' lines; with -g, the pipeline's stacks under them.
 pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {
@@ -26,17 +26,7 @@ pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {
         let lines = Lines::new(rec, &events, &o)?;
         let samples = pipeline::select_samples(rec, &options)?.samples;
         let stacks = if args.stacks {
-            let s = pipeline::symbolize(rec, &options, loader)?;
-            for w in &s.stats.warnings {
-                eprintln!("analyze: warning: {w}");
-            }
-            anyhow::ensure!(
-                s.timeline.len() == samples.len(),
-                "the stacks ({}) are not the samples' ({})",
-                s.timeline.len(),
-                samples.len()
-            );
-            Some(s)
+            Some(stacks_of_each(rec, &options, loader, &samples)?)
         } else {
             None
         };
