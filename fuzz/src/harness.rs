@@ -43,8 +43,9 @@ pub fn perf_data(data: &[u8], scratch: &Path) {
 }
 
 /// The views whose work depends on the numbers a file holds (times, periods, counts):
-/// script's lines (traced events' print formats too), heatmaps of every kind of event, the pprof, Firefox and speedscope exports, a diff of the
-/// profile with itself, and `analyze cache` and `sched`. Frames are named from the files the
+/// script's lines (traced events' print formats too), heatmaps of every kind of event, the
+/// pprof, Firefox and speedscope exports, a diff of the profile with itself, and `analyze
+/// cache` and `sched`. Frames are named from the files the
 /// recording names that are on this machine (functions only: no DWARF).
 fn views(rec: &analyze::read::Recording, path: &Path) {
     use analyze::pipeline::{self, Options};

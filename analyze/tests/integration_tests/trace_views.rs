@@ -1538,8 +1538,8 @@ fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
             let format = format::TraceFormat::parse(&text).unwrap();
             all += 1;
             if let Some(p) = PrintFmt::of(&format) {
-                p.render(&zeroed);
-                p.render(&zeroed[..12]);
+                p.render(&zeroed, &|_| None);
+                p.render(&zeroed[..12], &|_| None);
                 taken.push(format.name);
             }
         }

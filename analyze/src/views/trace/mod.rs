@@ -193,7 +193,7 @@ impl<'r> Payloads<'r> {
         match self.by_event.get(s.event) {
             Some(Some(Payload::PrintFmt(p))) => {
                 let raw = s.raw.as_deref().unwrap_or_default();
-                write!(out, " {}", p.render_named(raw, &self.names))
+                write!(out, " {}", p.render(raw, &self.names))
             }
             Some(Some(Payload::Fields(fields))) => write_fields(fields, s, out),
             _ => Ok(()),

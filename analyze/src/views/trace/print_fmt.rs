@@ -10,7 +10,7 @@
 
 use format::{Field, FieldKind, TraceFormat, Value};
 
-use super::printf::{Arg, Kind, Printf, Ptr};
+use super::printf::{quoted, Arg, Kind, Printf, Ptr};
 
 /// An event's print format, parsed once and rendered per record.
 #[derive(Debug)]
@@ -53,9 +53,9 @@ enum Expr {
 impl PrintFmt {
     /// The print format of `format`, if every part of it is understood.
     pub fn of(format: &TraceFormat) -> Option<PrintFmt> {
-        let spec = format.print_fmt.trim();
-        let (text, rest) = split_format(spec)?;
-        let printf = Printf::of_text(text).ok()?;
+        let spec = format.print_fmt.trim().strip_prefix('"')?;
+        let (text, rest) = quoted(spec).ok()?;
+        let printf = Printf::of_format(&text).ok()?;
         let mut p = Parser {
             tokens: tokens(rest)?,
             at: 0,
@@ -71,15 +71,10 @@ impl PrintFmt {
             .then_some(PrintFmt { printf, args })
     }
 
-    /// The text of one record (`raw`: the event's payload); `?` for what the record is too
+    /// The text of one record (`raw`: the event's payload), kernel addresses of `%pS` and
+    /// `%ps` named by `names` (in hex where it has no name); `?` for what the record is too
     /// short to hold.
-    pub fn render(&self, raw: &[u8]) -> String {
-        self.render_named(raw, &|_| None)
-    }
-
-    /// [`PrintFmt::render`], kernel addresses of `%pS` and `%ps` named by `names` (in hex
-    /// where it has no name).
-    pub fn render_named(&self, raw: &[u8], names: &KernelNames) -> String {
+    pub fn render(&self, raw: &[u8], names: &KernelNames) -> String {
         let args: Vec<Arg> = self
             .args
             .iter()
@@ -106,20 +101,6 @@ fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
         Some((name, _)) => name,
         None => format!("{addr:#x}"),
     }
-}
-
-/// The format string's text (its escapes kept for [`Printf::parse`]) and what follows it.
-fn split_format(spec: &str) -> Option<(&str, &str)> {
-    let body = spec.strip_prefix('"')?;
-    let mut escaped = false;
-    for (i, c) in body.char_indices() {
-        match c {
-            '\\' if !escaped => escaped = true,
-            '"' if !escaped => return Some((&body[..i], &body[i + 1..])),
-            _ => escaped = false,
-        }
-    }
-    None
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -162,8 +143,7 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
             }
             out.push(Token::Ident(s[start..i].to_string()));
         } else if c == '"' {
-            let (text, rest) = split_format(&s[i..])?;
-            let text = text.replace("\\\"", "\"");
+            let (text, rest) = quoted(&s[i + 1..]).ok()?;
             // Adjacent literals are one, as in C: `"KVM_EXIT_" "UNKNOWN"`.
             match out.last_mut() {
                 Some(Token::Str(before)) => before.push_str(&text),
@@ -637,7 +617,7 @@ mod tests {
         raw[24] = 100;
         let p = PrintFmt::of(&f).unwrap();
         assert_eq!(
-            p.render(&raw),
+            p.render(&raw, &|_| None),
             "fd: 0x00000001, buf: 0x55e6d05d1000, count: 0x00000064"
         );
         // bpfperf:block_io's device: MAJOR and MINOR written out, as the kernel's are.
@@ -649,7 +629,10 @@ mod tests {
         let mut raw = vec![0u8; 20];
         raw[8..12].copy_from_slice(&(254u32 << 20).to_le_bytes());
         raw[12..14].copy_from_slice(b"RA");
-        assert_eq!(PrintFmt::of(&f).unwrap().render(&raw), "254,0 RA");
+        assert_eq!(
+            PrintFmt::of(&f).unwrap().render(&raw, &|_| None),
+            "254,0 RA"
+        );
         // Array elements, %Ld, %p, and a record too short for a field.
         let f = format(
             "\tfield:__u8 addr[4];\toffset:8;\tsize:4;\tsigned:0;\n\
@@ -660,8 +643,8 @@ mod tests {
         raw[8..12].copy_from_slice(&[10, 0, 0, 2]);
         raw[16..24].copy_from_slice(&(-2i64).to_le_bytes());
         let p = PrintFmt::of(&f).unwrap();
-        assert_eq!(p.render(&raw), "10.2 ret=-2 0xfffffffffffffffe");
-        assert_eq!(p.render(&raw[..12]), "10.2 ret=? ?");
+        assert_eq!(p.render(&raw, &|_| None), "10.2 ret=-2 0xfffffffffffffffe");
+        assert_eq!(p.render(&raw[..12], &|_| None), "10.2 ret=? ?");
     }
 
     #[test]
@@ -678,26 +661,26 @@ mod tests {
             r[8..].copy_from_slice(&v.to_le_bytes());
             r
         };
-        assert_eq!(p.render(&raw(0)), "prev_state=R");
-        assert_eq!(p.render(&raw(1)), "prev_state=S");
-        assert_eq!(p.render(&raw(3)), "prev_state=S|D");
-        assert_eq!(p.render(&raw(8)), "prev_state=R+");
+        assert_eq!(p.render(&raw(0), &|_| None), "prev_state=R");
+        assert_eq!(p.render(&raw(1), &|_| None), "prev_state=S");
+        assert_eq!(p.render(&raw(3), &|_| None), "prev_state=S|D");
+        assert_eq!(p.render(&raw(8), &|_| None), "prev_state=R+");
         let f = format(
             fields,
             r#""%s", __print_symbolic(REC->prev_state, { 1, "ONE" }, { 2, "TWO" })"#,
         );
         let p = PrintFmt::of(&f).unwrap();
-        assert_eq!(p.render(&raw(2)), "TWO");
-        assert_eq!(p.render(&raw(5)), "0x5");
+        assert_eq!(p.render(&raw(2), &|_| None), "TWO");
+        assert_eq!(p.render(&raw(5), &|_| None), "0x5");
         // Names the kernel left in a table are 0 (perf prints block_rq_issue's class 2 so).
         let f = format(
             fields,
             r#""%s", __print_symbolic(REC->prev_state, { CLASS_NONE, "none" }, { CLASS_BE, "be" }, { NET_RX_SOFTIRQ, "rx" })"#,
         );
         let p = PrintFmt::of(&f).unwrap();
-        assert_eq!(p.render(&raw(0)), "none");
-        assert_eq!(p.render(&raw(2)), "0x2");
-        assert_eq!(p.render(&raw(3)), "rx");
+        assert_eq!(p.render(&raw(0), &|_| None), "none");
+        assert_eq!(p.render(&raw(2), &|_| None), "0x2");
+        assert_eq!(p.render(&raw(3), &|_| None), "rx");
     }
 
     #[test]
@@ -751,8 +734,8 @@ mod tests {
             }
             let fmt = String::from_utf8_lossy(&b);
             if let Some(p) = PrintFmt::of(&format(fields, &fmt)) {
-                p.render(&raw);
-                p.render(&raw[..3]);
+                p.render(&raw, &|_| None);
+                p.render(&raw[..3], &|_| None);
             }
         }
         // A damaged file's: nesting without end is refused, not followed down the stack.

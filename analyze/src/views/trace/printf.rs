@@ -117,12 +117,11 @@ impl Printf {
         Ok(Printf { pieces, args })
     }
 
-    /// The format string whose text between the double quotes is `body` (escapes as
-    /// written), with no arguments named: for a caller that brings its own.
-    pub fn of_text(body: &str) -> Result<Printf, String> {
-        let (format, _) = quoted(&format!("{body}\""))?;
+    /// The format string `format` (its escapes read: see [`quoted`]), with no arguments
+    /// named: for a caller that brings its own.
+    pub fn of_format(format: &str) -> Result<Printf, String> {
         Ok(Printf {
-            pieces: pieces(&format)?,
+            pieces: pieces(format)?,
             args: Vec::new(),
         })
     }
@@ -154,7 +153,7 @@ impl Printf {
 
 /// The text of a quoted string up to its closing quote (C escapes `\n \t \\ \"` read), and
 /// what follows it.
-fn quoted(s: &str) -> Result<(String, &str), String> {
+pub(super) fn quoted(s: &str) -> Result<(String, &str), String> {
     let mut out = String::new();
     let mut chars = s.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -444,7 +443,7 @@ mod tests {
 
     #[test]
     fn kernel_pointer_extensions_print_as_the_kernel_does() {
-        let p = Printf::of_text("%pI4 %pM %p %p %pS").unwrap();
+        let p = Printf::of_format("%pI4 %pM %p %p %pS").unwrap();
         let args = [
             Arg::Bytes(vec![10, 0, 0, 2].into()),
             Arg::Bytes(vec![0, 0x1b, 0x21, 0xa, 0xbc, 0xff].into()),
@@ -477,14 +476,14 @@ mod tests {
         );
         // Too few bytes for the address: `?`.
         assert_eq!(
-            Printf::of_text("%pI6c")
+            Printf::of_format("%pI6c")
                 .unwrap()
                 .render(&[Arg::Bytes(vec![1, 2].into())]),
             "?"
         );
         // Extensions not read here are refused.
         for ext in ["%pU", "%pISpc", "%pI4h", "%pB", "%pI"] {
-            assert!(Printf::of_text(ext).is_err(), "{ext}");
+            assert!(Printf::of_format(ext).is_err(), "{ext}");
         }
     }
 
