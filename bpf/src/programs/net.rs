@@ -100,19 +100,34 @@ pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     use std::io::Read;
     use std::os::fd::AsFd;
 
+    // What failed is said of the iterator it failed for: attach, open, read.
     let p = &skel.progs;
-    for (prog, map) in [
-        (&p.send_tails, skel.maps.send_calls.as_fd()),
-        (&p.send_unseen, skel.maps.send_skbs.as_fd()),
+    for (prog, map, steps) in [
+        (
+            &p.send_tails,
+            skel.maps.send_calls.as_fd(),
+            [
+                "attach the send tails' iterator",
+                "open the send tails' iterator",
+                "read the send tails' iterator",
+            ],
+        ),
+        (
+            &p.send_unseen,
+            skel.maps.send_skbs.as_fd(),
+            [
+                "attach the unseen skbs' iterator",
+                "open the unseen skbs' iterator",
+                "read the unseen skbs' iterator",
+            ],
+        ),
     ] {
-        let link = prog
-            .attach_iter(map)
-            .map_err(Error::bpf("attach the send tails' iterator"))?;
-        let mut iter =
-            libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
+        let [attach, open, read] = steps;
+        let link = prog.attach_iter(map).map_err(Error::bpf(attach))?;
+        let mut iter = libbpf_rs::Iter::new(&link).map_err(Error::bpf(open))?;
         let mut out = Vec::new();
         iter.read_to_end(&mut out)
-            .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
+            .map_err(|e| Error::bpf(read)(e.into()))?;
     }
     Ok(())
 }
