@@ -121,6 +121,10 @@ pub struct Options {
     /// Entries of each aggregation map (None: bpfperf.h's AGG_COUNTS and AGG_STACKS); tests
     /// make them tiny to see what does not fit.
     pub aggregate_entries: Option<u32>,
+    /// With [`Options::net`] following skbs: every this many data skbs of a socket pass the
+    /// device as if the kernel ran none of the programs (0: none do); tests check that
+    /// such skbs are counted lost.
+    pub net_unseen_every: u32,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -149,6 +153,7 @@ impl Default for Options {
             aggregate: false,
             trace_aggregate: false,
             aggregate_entries: None,
+            net_unseen_every: 0,
             ring_bytes: None,
             trace: Vec::new(),
         }

@@ -196,6 +196,18 @@ fn aggregate_entries() -> anyhow::Result<Option<u32>> {
     }
 }
 
+/// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make every Nth skb of a socket pass unseen,
+/// as the kernel now and then runs no program for a hook), else 0.
+fn net_unseen_every() -> anyhow::Result<u32> {
+    match std::env::var("BPFPERF_NET_UNSEEN_EVERY") {
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => bail!("BPFPERF_NET_UNSEEN_EVERY={v}: expected a number of skbs above 0"),
+        },
+        Err(_) => Ok(0),
+    }
+}
+
 /// The counts of the files of a rotated recording moved to their names so far.
 #[derive(Default)]
 struct DumpCounts {
@@ -448,6 +460,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         aggregate: cfg.aggregate && cfg.sampling,
         trace_aggregate: !counted.is_empty(),
         aggregate_entries: aggregate_entries()?,
+        net_unseen_every: net_unseen_every()?,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
         trace: traced.iter().map(|t| t.bpf.clone()).collect(),
     };

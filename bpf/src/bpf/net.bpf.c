@@ -346,6 +346,12 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 		if (held && !held->start_ns)
 			unhold_skb(skey);
 	}
+	/* Data dropped on its way leaves a gap at the driver that is no loss (driver_seen). */
+	__s64 payload = 0;
+	__u32 seq = 0;
+	struct send_call *c = followed_data(skb, &payload, &seq);
+	if (c)
+		excuse_dropped(c, seq, (__u32)payload);
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	if (!sk)
 		sk = rx_sk;

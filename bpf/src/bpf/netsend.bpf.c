@@ -31,6 +31,18 @@
 #include "send.bpf.h"
 
 const volatile bool netsend_enabled = true;
+/* Testing: about one skb of new data in this many reaches the driver as if the kernel ran
+ * none of these programs for it (0: none; the verifier drops the checks). Never two in a
+ * row: only an skb that starts where the last one seen there ended. */
+const volatile __u32 unseen_every = 0;
+
+/* Whether socket `c`'s skb whose first byte is `seq`, at the driver, is to pass unseen
+ * (unseen_every; chosen by its sequence number's hash). */
+static __always_inline bool passes_unseen(struct send_call *c, __u32 seq)
+{
+	return unseen_every && c->driver_known && seq == c->driver_next &&
+	       ((seq * 2654435761u) >> 16) % unseen_every == 0;
+}
 
 /* For the generated Rust types. */
 struct net_skb_event _net_skb_event = {};
@@ -59,6 +71,11 @@ int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 		count_drop(EVENT_NET);
 		return 0;
 	}
+	/* The socket's next new byte goes out at snd_nxt: where driver_seen starts. */
+	if (!c->driver_known) {
+		c->driver_next = BPF_CORE_READ((const struct tcp_sock *)sk, snd_nxt);
+		c->driver_known = 1;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	c->send_ns = now;
 	c->in_call = 1;
@@ -66,43 +83,6 @@ int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 	if (c->call_followed)
 		send_call_event(ctx, sk, pid, id, now);
 	return 0;
-}
-
-/* Bytes of TCP payload in an skb on its way to the device (skb->data at its link header),
- * and the sequence number of its first byte. The skb's fields are read directly (a tp_btf
- * argument: no helper call per field). */
-static __always_inline __s64 tcp_payload(const struct sk_buff *skb, __u32 *seq)
-{
-	unsigned char *head = skb->head;
-	unsigned char *data = skb->data;
-	__u16 th = skb->transport_header;
-	struct {
-		__be32 seq;
-		__be32 ack;
-		__u8 off;
-	} h = {};
-	if (bpf_probe_read_kernel(&h, sizeof(h), head + th + 4))
-		return -1;
-	*seq = bpf_ntohl(h.seq);
-	__s64 headers = (__s64)th + (h.off >> 4) * 4 - (data - head);
-	return (__s64)skb->len - headers;
-}
-
-/* The send state of `skb`'s socket if a tracked thread sent on it and the skb carries data
- * (not the connection's pure ACKs, SYN or FIN), with its payload and first sequence
- * number; NULL otherwise. */
-static __always_inline struct send_call *followed_data(const struct sk_buff *skb,
-						      __s64 *payload, __u32 *seq)
-{
-	struct sock *sk = skb->sk;
-	if (!sk)
-		return NULL;
-	/* Only sockets a tracked thread sent on have storage. */
-	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
-	if (!c || sk->sk_protocol != IPPROTO_TCP)
-		return NULL;
-	*payload = tcp_payload(skb, seq);
-	return *payload > 0 ? c : NULL;
 }
 
 /* Whether a qdisc may queue `skb` (at net_dev_queue, its transmit queue chosen): its
@@ -170,7 +150,11 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 	 * or, behind a qdisc, as an skb unknown there. */
 	if (!c->call_followed) {
 		if (!queues) {
-			slot->s = (struct send_skb){ .skip = NOT_FOLLOWED };
+			slot->s = (struct send_skb){
+				.skip = NOT_FOLLOWED,
+				.seq = seq,
+				.len = (__u32)payload,
+			};
 			slot->skb = skey;
 		}
 		return 0;
@@ -179,6 +163,8 @@ int BPF_PROG(on_net_dev_queue, struct sk_buff *skb)
 		.sk = (__u64)skb->sk,
 		.send_ns = c->send_ns,
 		.queue_ns = bpf_ktime_get_ns(),
+		.seq = seq,
+		.len = (__u32)payload,
 	};
 	if (queues) {
 		if (!split_in_software(skb)) {
@@ -224,13 +210,12 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 	__s64 payload = 0;
 	__u32 seq = 0;
 	struct send_call *c = followed_data(skb, &payload, &seq);
-	if (!c)
+	if (!c || passes_unseen(c, seq))
 		return;
+	driver_seen(c, seq, (__u32)payload);
 	bool split_here = seq - c->last_seq < c->last_end - c->last_seq;
 	if (!(split_here && c->last_followed && c->last_queue_ns)) {
-		/* Cut behind a backlog: the earlier skb it was cut from stays held. */
-		if (c->last_skb)
-			held_skbs_cut = 1;
+		/* Cut behind a backlog: the earlier skb it was cut from stays held (for the LRU). */
 		skip(c, skb->len);
 		return;
 	}
@@ -240,6 +225,8 @@ static __always_inline void follow_segment(const struct sk_buff *skb, __u64 skey
 		.send_ns = c->last_send_ns,
 		.queue_ns = c->last_queue_ns,
 		.start_ns = now,
+		.seq = seq,
+		.len = (__u32)payload,
 	};
 	follow_or_skip(c, &s, skb->len, now);
 	/* The driver has it now, on this CPU: its net_dev_xmit follows. */
@@ -283,6 +270,12 @@ int BPF_PROG(on_net_dev_start_xmit, const struct sk_buff *skb, const struct net_
 	s->start_ns = now;
 	struct sock *sk = skb->sk;
 	struct send_call *c = sk ? bpf_sk_storage_get(&send_calls, sk, 0, 0) : NULL;
+	if (c && passes_unseen(c, s->seq)) {
+		s->skip = UNSEEN;
+		return 0;
+	}
+	if (c)
+		driver_seen(c, s->seq, s->len);
 	if (s->skip == NOT_FOLLOWED) {
 		if (c)
 			skip(c, skb->len);
@@ -378,6 +371,12 @@ static __always_inline void send_tail(const struct sock *sk, struct send_call *c
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
+/* Socket `sk`'s last skbs sent, unseen at the driver (trailing_unseen). */
+static __always_inline void last_unseen(const struct sock *sk, struct send_call *c, bool fin)
+{
+	trailing_unseen(c, BPF_CORE_READ((const struct tcp_sock *)sk, snd_nxt), fin);
+}
+
 /* A socket closed by its owner (FIN_WAIT1, LAST_ACK) or done (CLOSE): its tail. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_send_close, const struct sock *sk, int oldstate, int newstate)
@@ -386,13 +385,18 @@ int BPF_PROG(on_send_close, const struct sock *sk, int oldstate, int newstate)
 	    (newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK && newstate != TCP_CLOSE))
 		return 0;
 	struct send_call *c = bpf_sk_storage_get(&send_calls, (struct sock *)sk, 0, 0);
-	if (c && c->skipped)
+	if (!c)
+		return 0;
+	if (c->skipped)
 		send_tail(sk, c);
+	/* Every byte sent was acknowledged: none is still on its way. */
+	if (newstate == TCP_CLOSE)
+		last_unseen(sk, c, fin_sent(oldstate));
 	return 0;
 }
 
-/* The tails of the sockets still open, when the recording ends: record reads this iterator
- * over send_calls once. */
+/* The tails of the sockets still open, and their data sent but not seen at the driver, when
+ * the recording ends: record reads this iterator over send_calls once. */
 SEC("iter/bpf_sk_storage_map")
 int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
@@ -400,17 +404,7 @@ int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct send_call *c = ctx->value;
 	if (sk && c && c->skipped)
 		send_tail(sk, c);
-	return 0;
-}
-
-/* The skbs still held when the recording ends that never reached the driver as far as the
- * programs saw: queued still, or sent where the kernel ran none of them (hold_skb). Counted
- * as lost: record reads this iterator over send_skbs once, after send_tails. */
-SEC("iter/bpf_map_elem")
-int send_unseen(struct bpf_iter__bpf_map_elem *ctx)
-{
-	struct send_skb *s = ctx->value;
-	if (s && !s->start_ns && !s->skip && !held_skbs_cut)
-		count_drop(EVENT_NET);
+	if (sk && c)
+		last_unseen(sk, c, fin_sent(BPF_CORE_READ(sk, __sk_common.skc_state)));
 	return 0;
 }

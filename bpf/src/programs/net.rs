@@ -23,6 +23,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         }
     }
     rodata.netstamp_enabled = o.net && o.net_send_calls;
+    rodata.unseen_every = o.net_unseen_every;
     for prog in [
         &mut open.progs.on_tcp_sendmsg,
         &mut open.progs.on_net_dev_queue,
@@ -44,7 +45,6 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
         &mut open.progs.on_sock_recv,
         &mut open.progs.on_send_close,
         &mut open.progs.send_tails,
-        &mut open.progs.send_unseen,
     ] {
         prog.set_autoload(o.net);
     }
@@ -94,41 +94,22 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
 
 /// Sends the skbs that each socket's rate skipped after its last followed one to the ring
 /// buffer, as tail records: reading the iterator over the sockets' send state runs
-/// `send_tails` on each (at the end of the recording, for the sockets still open).
-/// Then counts as lost the skbs held in send_skbs never seen at the driver (`send_unseen`).
+/// `send_tails` on each (at the end of the recording, for the sockets still open), which
+/// also counts as lost each socket's data sent but never seen at the driver.
 pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     use std::io::Read;
     use std::os::fd::AsFd;
 
-    // What failed is said of the iterator it failed for: attach, open, read.
-    let p = &skel.progs;
-    for (prog, map, steps) in [
-        (
-            &p.send_tails,
-            skel.maps.send_calls.as_fd(),
-            [
-                "attach the send tails' iterator",
-                "open the send tails' iterator",
-                "read the send tails' iterator",
-            ],
-        ),
-        (
-            &p.send_unseen,
-            skel.maps.send_skbs.as_fd(),
-            [
-                "attach the unseen skbs' iterator",
-                "open the unseen skbs' iterator",
-                "read the unseen skbs' iterator",
-            ],
-        ),
-    ] {
-        let [attach, open, read] = steps;
-        let link = prog.attach_iter(map).map_err(Error::bpf(attach))?;
-        let mut iter = libbpf_rs::Iter::new(&link).map_err(Error::bpf(open))?;
-        let mut out = Vec::new();
-        iter.read_to_end(&mut out)
-            .map_err(|e| Error::bpf(read)(e.into()))?;
-    }
+    let link = skel
+        .progs
+        .send_tails
+        .attach_iter(skel.maps.send_calls.as_fd())
+        .map_err(Error::bpf("attach the send tails' iterator"))?;
+    let mut iter =
+        libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
+    let mut out = Vec::new();
+    iter.read_to_end(&mut out)
+        .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
     Ok(())
 }
 

@@ -80,10 +80,16 @@ impl Drop for TempDir {
 
 /// Runs `record ARGS -- CMD...` and returns its output.
 pub fn record(args: &[&str], cmd: &[&str]) -> Output {
+    record_env(args, cmd, &[])
+}
+
+/// [`record`] with `env` set in record's environment.
+pub fn record_env(args: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
     // Without cargo's LD_LIBRARY_PATH, which the workload would inherit: with it, dlopen
     // (getaddrinfo's NSS modules) tries, and fails to open, each of its directories first.
     Command::new(env!("CARGO_BIN_EXE_record"))
         .env_remove("LD_LIBRARY_PATH")
+        .envs(env.iter().copied())
         .args(args)
         .arg("--")
         .args(cmd)

@@ -267,11 +267,11 @@ impl Netns {
         size: u64,
     ) -> std::process::Output {
         let (n, size) = (n.to_string(), size.to_string());
-        self.record_python(dir, CLIENT, flags, out, &[&n, &size])
+        self.record_python(dir, CLIENT, flags, out, &[&n, &size], &[])
     }
 
     /// `record FLAGS -o out` of the python3 program `script` in namespace a, given the
-    /// server's address and port, then `args`.
+    /// server's address and port, then `args`; `env` set for record.
     fn record_python(
         &self,
         dir: &TempDir,
@@ -279,6 +279,7 @@ impl Netns {
         flags: &[&str],
         out: &std::path::Path,
         args: &[&str],
+        env: &[(&str, &str)],
     ) -> std::process::Output {
         let path = dir.path("client.py");
         std::fs::write(&path, script).unwrap();
@@ -288,7 +289,7 @@ impl Netns {
         let mut command = vec!["ip", "netns", "exec", &self.a, "python3"];
         command.extend([path.to_str().unwrap(), SERVER_ADDR, &port]);
         command.extend(args);
-        let out = record(&flags, &command);
+        let out = record_env(&flags, &command, env);
         // Shown when the test fails: lost events and skipped programs are said there.
         eprintln!("record's stderr:\n{}", stderr_of(&out));
         out
@@ -1035,7 +1036,11 @@ impl Tally<'_> {
         } else if self.retransmits == 0 {
             assert_eq!((self.skbs, self.payload), (data, sent), "{:#?}", self.sends);
         } else {
-            assert!(self.skbs >= data, "{} of {data}", self.skbs);
+            assert!(
+                self.skbs + lost >= data,
+                "{} and {lost} lost of {data}",
+                self.skbs
+            );
         }
     }
 }
@@ -1128,7 +1133,14 @@ fn a_send_loops_stacks_unwind_once_its_tables_are_built() {
     let ns = Netns::new();
     let mut server = ns.server(&dir, 1, 10);
     let out = dir.path("loop.data");
-    let rec = ns.record_python(&dir, SEND_LOOP, &["-e", "net", SKBS[0], SKBS[1]], &out, &[]);
+    let rec = ns.record_python(
+        &dir,
+        SEND_LOOP,
+        &["-e", "net", SKBS[0], SKBS[1]],
+        &out,
+        &[],
+        &[],
+    );
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     let samples = parse_script(&perf_script_clean(&out));
@@ -1247,6 +1259,53 @@ fn sends_a_qdisc_queues_are_followed_through_it() {
     assert!(qdisc[qdisc.len() / 2] > 100_000, "{qdisc:?}");
 }
 
+/// An skb the kernel runs none of the programs for (on this VM, now and then, softirq work
+/// done on another process's thread) is counted lost: the socket's next skb at the driver
+/// starts past the bytes seen there, or, for its last skbs, its sequence number at close
+/// does (one lost for each gap). Made to happen with `BPFPERF_NET_UNSEEN_EVERY` (about one skb of new data in N
+/// passes the driver as if unseen, never two in a row), behind a token bucket (skbs held in the map) and straight to the device (in a
+/// CPU's slot). Before, such an skb was forgotten, nothing counted (the qdisc test's flake:
+/// 42 skbs followed of the server's 43, 0 lost).
+#[test]
+fn skbs_the_kernel_runs_no_program_for_are_counted_lost() {
+    if !can_run() {
+        return;
+    }
+    let _x = exclusive();
+    for qdisc in [true, false] {
+        let dir = TempDir::new("net-unseen");
+        let ns = Netns::new();
+        if qdisc {
+            in_ns(
+                &ns.a,
+                &[
+                    "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit",
+                    "burst", "256kb", "limit", "8mb",
+                ],
+            );
+        }
+        count_data_at_the_server(&ns, &dir);
+        let (n, size) = (2, 1_000_000u64);
+        let mut server = ns.server(&dir, n, 100);
+        let out = dir.path("unseen.data");
+        let (n_arg, size_arg) = (n.to_string(), size.to_string());
+        let flags = ["-e", "net", SKBS[0], SKBS[1]];
+        let env = [("BPFPERF_NET_UNSEEN_EVERY", "5")];
+        let rec = ns.record_python(&dir, CLIENT, &flags, &out, &[&n_arg, &size_arg], &env);
+        assert!(rec.status.success(), "{}", stderr_of(&rec));
+        let _ = server.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        let data = nft_counter(&ns.b, "data");
+        let lines = perf_script_net(&out);
+        let t = tally(&lines, data);
+        let lost = info_lost(&out);
+        eprintln!("qdisc {qdisc}: {lost} lost");
+        // About a fifth (each skb passes by its sequence number's hash).
+        assert!(lost > 0 && lost < data / 2, "{lost} lost of {data}");
+        t.assert_whole_but_lost(data, n as u64 * size, lost);
+    }
+}
+
 /// A socket that sends faster than `--net-send-rate` has fewer of its skbs followed, each
 /// standing for those skipped before it: the count, the bytes and the weight stay whole (the
 /// cost of following iperf3's 70k skbs a second was writing a sample for each).
@@ -1363,7 +1422,7 @@ fn skbs_skipped_on_a_socket_still_open_at_the_end_are_counted() {
         SKBS[0],
         SKBS[1],
     ];
-    let rec = ns.record_python(&dir, SEND_AND_WAIT, &flags, &out, &[&size.to_string()]);
+    let rec = ns.record_python(&dir, SEND_AND_WAIT, &flags, &out, &[&size.to_string()], &[]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     // The data went out in the first milliseconds; the connection is still open.
     let data = nft_counter(&ns.b, "data");
@@ -1398,7 +1457,7 @@ fn skbs_the_driver_drops_are_counted_with_those_they_stand_for() {
     let flags = ["-e", "net", "--net-send-rate", "100", SKBS[0], SKBS[1]];
     let args = [size.to_string(), ns.b.clone(), ns.veth_b.clone()];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let rec = ns.record_python(&dir, SEND_THROUGH_DRIVER_DROPS, &flags, &out, &args);
+    let rec = ns.record_python(&dir, SEND_THROUGH_DRIVER_DROPS, &flags, &out, &args, &[]);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     let (data, dropped) = (nft_counter(&ns.b, "data"), ns.tx_dropped(&ns.a, &ns.veth_a));
