@@ -1546,6 +1546,7 @@ fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
     }
     assert!(all > 1000, "{all} formats");
     assert!(taken.len() * 2 > all, "{} of {all} evaluated", taken.len());
+    eprintln!("{} of {all} formats evaluated", taken.len());
     for name in [
         "sched_switch",
         "sched_wakeup",
@@ -1556,6 +1557,8 @@ fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
         "kfree_skb",
         "inet_sock_set_state",
         "tcp_retransmit_skb",
+        "tcp_send_reset",
+        "tcp_probe",
         "block_rq_issue",
         "block_rq_complete",
         "softirq_entry",
@@ -1578,13 +1581,19 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
     mount_tracefs();
     let dir = Tmp::new("script-net");
     let file = dir.0.join("net.data");
-    let program = "import socket\n\
-        s = socket.socket()\n\
-        try:\n    s.connect(('127.0.0.1', 1))\nexcept OSError:\n    pass\n\
-        l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
-        c = socket.create_connection(l.getsockname()); a, _ = l.accept()\n\
-        c.send(b'x'); a.recv(1); c.close(); a.close()\n";
-    let events = "skb:kfree_skb,sock:inet_sock_set_state,tcp:tcp_destroy_sock";
+    // Over IPv4 and IPv6: a refused connection (a reset from no socket), then one that
+    // carries a byte each way (tcp_probe at each ACK) and ends in a reset (SO_LINGER 0).
+    let program = "import socket, struct\n\
+        for fam, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n\
+        \x20   s = socket.socket(fam)\n\
+        \x20   try:\n        s.connect((host, 1))\n    except OSError:\n        pass\n\
+        \x20   l = socket.socket(fam); l.bind((host, 0)); l.listen()\n\
+        \x20   c = socket.create_connection(l.getsockname()[:2]); a, _ = l.accept()\n\
+        \x20   c.send(b'x'); a.recv(1); a.send(b'y'); c.recv(1)\n\
+        \x20   c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
+        \x20   c.close(); a.close()\n";
+    let events = "skb:kfree_skb,sock:inet_sock_set_state,tcp:tcp_destroy_sock,\
+                  tcp:tcp_send_reset,tcp:tcp_probe";
     perf_record(
         &file,
         &["-e", events],
@@ -1598,6 +1607,10 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
         "newstate=TCP_ESTABLISHED",
         "rx_sk=(nil)",
         "reason: NO_SOCKET",
+        // %pISpc: a sockaddr with its port, IPv6 compressed in brackets.
+        "skaddr=(nil) src=127.0.0.1:1 dest=127.0.0.1:",
+        "skaddr=(nil) src=[::1]:1 dest=[::1]:",
+        "tcp_probe: family=AF_INET6 src=[::1]:",
     ] {
         assert!(text.contains(shown), "{shown}:\n{text}");
     }

@@ -142,6 +142,15 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
                 i += 1;
             }
             out.push(Token::Ident(s[start..i].to_string()));
+        } else if c == '\'' {
+            // A character constant, as its code: `REC->syn ? 'S' : ' '`.
+            let (code, len) = match b.get(i + 1..)? {
+                [b'\\', e, b'\'', ..] => (escaped(*e)?, 4),
+                [ch, b'\'', ..] if ch.is_ascii() && *ch != b'\\' => (*ch, 3),
+                _ => return None,
+            };
+            out.push(Token::Num(code.into()));
+            i += len;
         } else if c == '"' {
             let (text, rest) = quoted(&s[i + 1..]).ok()?;
             // Adjacent literals are one, as in C: `"KVM_EXIT_" "UNKNOWN"`.
@@ -160,6 +169,17 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
         }
     }
     Some(out)
+}
+
+/// The code of the character that a backslash and `e` stand for in a C character constant.
+fn escaped(e: u8) -> Option<u8> {
+    Some(match e {
+        b'n' => b'\n',
+        b't' => b'\t',
+        b'0' => 0,
+        b'\\' | b'\'' | b'"' => e,
+        _ => return None,
+    })
 }
 
 struct Parser<'f> {
@@ -681,6 +701,17 @@ mod tests {
         assert_eq!(p.render(&raw(0), &|_| None), "none");
         assert_eq!(p.render(&raw(2), &|_| None), "0x2");
         assert_eq!(p.render(&raw(3), &|_| None), "rx");
+        // Character constants (tcp_hash_bad_header's flags).
+        let f = format(
+            fields,
+            r#""[%c%c%c]", REC->prev_state & 1 ? 'F' : ' ', REC->prev_state & 2 ? '\'' : '.', '\\'"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(1), &|_| None), "[F.\\]");
+        assert_eq!(p.render(&raw(2), &|_| None), "[ '\\]");
+        for bad in [r#""%c", 'ab'"#, r#""%c", '\q'"#, r#""%c", '"#] {
+            assert!(PrintFmt::of(&format(fields, bad)).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub enum Ptr {
     Ip6 { compressed: bool },
     /// `%pM`: 6 bytes as `aa:bb:cc:dd:ee:ff`.
     Mac,
+    /// `%pIS` with `p` (`:port` after it) and `c` (IPv6 compressed), in either order: a
+    /// `struct sockaddr` (its family in the machine's order, then `sockaddr_in`'s or
+    /// `sockaddr_in6`'s fields) as `10.0.0.1:80` or `[::1]:80`; nothing for another family.
+    SockAddr { port: bool, compressed: bool },
     /// `%pS` (`function+0xoff`) and `%ps` (`function`): a kernel address by its symbol, which
     /// the caller hands over as text.
     Symbol { offset: bool },
@@ -261,16 +265,28 @@ fn pointer(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Ptr, 
         'M' => Ptr::Mac,
         'I' => match chars.next() {
             Some('4') => Ptr::Ip4,
+            Some('S') => {
+                let (mut port, mut compressed) = (false, false);
+                while let Some(&f) = chars.peek() {
+                    match f {
+                        'p' if !port => port = true,
+                        'c' if !compressed => compressed = true,
+                        _ => break,
+                    }
+                    chars.next();
+                }
+                Ptr::SockAddr { port, compressed }
+            }
             Some('6') if chars.peek() == Some(&'c') => {
                 chars.next();
                 Ptr::Ip6 { compressed: true }
             }
             Some('6') => Ptr::Ip6 { compressed: false },
-            _ => return Err("%pI: not %pI4, %pI6 or %pI6c".into()),
+            _ => return Err("%pI: not %pI4, %pI6, %pI6c or %pIS".into()),
         },
         x => return Err(format!("%p{x}: the kernel's extension of %p")),
     };
-    // What follows must not extend it further (%pISpc, %pI4h).
+    // What follows must not extend it further (%pI4h, %pISf).
     match chars.peek() {
         Some(c) if c.is_ascii_alphanumeric() => {
             Err(format!("%p{x}{c}: the kernel's extension of %p"))
@@ -323,9 +339,38 @@ fn bytes(c: Conv, b: &[u8]) -> String {
             hex.join(":")
         }),
         Kind::Pointer(Ptr::Ip6 { compressed }) => fixed(16).map(|a| ip6(a, compressed)),
+        Kind::Pointer(Ptr::SockAddr { port, compressed }) => sockaddr(b, port, compressed),
         _ => None,
     }
     .unwrap_or_else(|| "?".into())
+}
+
+/// A `struct sockaddr` as `%pIS` prints it (libtraceevent's reading, which perf prints):
+/// `None` where the bytes are too few for its family.
+fn sockaddr(b: &[u8], port: bool, compressed: bool) -> Option<String> {
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 10;
+    let family = u16::from_le_bytes([*b.first()?, *b.get(1)?]);
+    let port_of = || u16::from_be_bytes([b[2], b[3]]);
+    match family {
+        AF_INET => {
+            let addr = ip4(b.get(4..8)?);
+            Some(if port {
+                format!("{addr}:{}", port_of())
+            } else {
+                addr
+            })
+        }
+        AF_INET6 => {
+            let addr = ip6(b.get(8..24)?, compressed);
+            Some(if port {
+                format!("[{addr}]:{}", port_of())
+            } else {
+                addr
+            })
+        }
+        _ => Some(String::new()),
+    }
 }
 
 fn ip4(a: &[u8]) -> String {
@@ -481,8 +526,31 @@ mod tests {
                 .render(&[Arg::Bytes(vec![1, 2].into())]),
             "?"
         );
+        // A sockaddr: its family (here's order), port (network order), address.
+        let sa = |family: u16, port: u16, addr: &[u8]| {
+            let mut b = vec![0u8; 28];
+            b[..2].copy_from_slice(&family.to_le_bytes());
+            b[2..4].copy_from_slice(&port.to_be_bytes());
+            let at = if family == 2 { 4 } else { 8 };
+            b[at..at + addr.len()].copy_from_slice(addr);
+            Arg::Bytes(b.into())
+        };
+        let mut loopback6 = [0u8; 16];
+        loopback6[15] = 1;
+        let p = Printf::of_format("%pISpc %pIScp %pIS %pISc|%pISpc|").unwrap();
+        let args = [
+            sa(2, 9, &[127, 0, 0, 1]),
+            sa(10, 46630, &loopback6),
+            sa(2, 9, &[10, 1, 2, 3]),
+            sa(10, 80, &loopback6),
+            sa(0, 0, &[]),
+        ];
+        assert_eq!(p.render(&args), "127.0.0.1:9 [::1]:46630 10.1.2.3 ::1||");
+        // Cut short: `?`.
+        let short = Arg::Bytes(vec![10, 0, 0, 80, 0, 0, 0, 0, 0].into());
+        assert_eq!(Printf::of_format("%pISpc").unwrap().render(&[short]), "?");
         // Extensions not read here are refused.
-        for ext in ["%pU", "%pISpc", "%pI4h", "%pB", "%pI"] {
+        for ext in ["%pU", "%pISpf", "%pISpp", "%pI4h", "%pB", "%pI"] {
             assert!(Printf::of_format(ext).is_err(), "{ext}");
         }
     }
