@@ -1620,4 +1620,40 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
         .find_map(|l| l.split_once("location=").map(|(_, r)| r))
         .unwrap_or_else(|| panic!("no kfree_skb:\n{text}"));
     assert!(!location.starts_with("0x"), "{location}");
+    // trace's bcc-like format prints the same addresses: %pISpc of the sockaddr arrays,
+    // %pS of kfree_skb's location by the recording's kernel symbols.
+    let after = |line: &str, key: &str| {
+        let rest = line.split_once(key)?.1;
+        Some(rest.split(' ').next()?.to_string())
+    };
+    let in_script = |event: &str, keys: &[&str]| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(event))
+            .map(|l| {
+                let parts: Vec<String> = keys.iter().map(|k| after(l, k).unwrap()).collect();
+                parts.join(" > ")
+            })
+            .collect()
+    };
+    let traced = |event: &str, format: &str| -> Vec<String> {
+        run_ok(&[
+            "trace",
+            "-i",
+            path_str(&file),
+            "--event",
+            event,
+            "--format",
+            format,
+        ])
+        .lines()
+        .map(|l| l.split_once(": ").unwrap().1.to_string())
+        .collect()
+    };
+    let resets = in_script("tcp:tcp_send_reset:", &[" src=", " dest="]);
+    assert_eq!(resets.len(), 4, "{text}");
+    let format = r#""%pISpc > %pISpc", saddr, daddr"#;
+    assert_eq!(traced("tcp:tcp_send_reset", format), resets);
+    let locations = in_script("skb:kfree_skb:", &["location="]);
+    assert!(!locations.is_empty());
+    assert_eq!(traced("skb:kfree_skb", r#""%pS", location"#), locations);
 }

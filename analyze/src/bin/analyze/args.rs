@@ -485,8 +485,9 @@ pub struct TraceArgs {
     pub fields: Vec<String>,
     /// bcc trace's format instead of the fields: a C format in double quotes, then its
     /// arguments (fields, comm, pid, tid, cpu, time, event, latency), e.g.
-    /// '"%s wrote %d bytes", comm, count'. Conversions: %d %i %u %x %X %c %s, %ld %lu %lx and
-    /// %lld %llu %llx, %%, with - or 0 and a width.
+    /// '"%s wrote %d bytes", comm, count'. Conversions: %d %i %u %x %X %o %c %s %p, %ld %lu %lx
+    /// and %lld %llu %llx, %%, with - or 0 and a width; the kernel's %pI4 %pI6c %pM %pISpc of
+    /// an address field's bytes, %pS %ps of a kernel address (by the recording's symbols).
     #[arg(long, value_name = "'\"FORMAT\", ARG, ...'", conflicts_with = "fields")]
     pub format: Option<String>,
     /// Each event's stack under its line, as perf script prints it.

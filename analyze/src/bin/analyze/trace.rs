@@ -23,7 +23,8 @@ pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {
             fields: args.fields.clone(),
             format: args.format.clone(),
         };
-        let lines = Lines::new(rec, &events, &o)?;
+        let lines = Lines::new(rec, &events, &o)?
+            .naming_kernel(Box::new(pipeline::kernel_namer(rec, loader)));
         let samples = pipeline::select_samples(rec, &options)?.samples;
         let stacks = if args.stacks {
             Some(stacks_of_each(rec, &options, loader, &samples)?)

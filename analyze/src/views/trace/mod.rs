@@ -27,8 +27,8 @@ use crate::read::fields::{Quantity, LATENCY};
 use crate::read::{RawSample, Recording, Weighed};
 use crate::symbolize::Symbolized;
 use crate::Error;
-use print_fmt::{KernelNames, PrintFmt};
-use printf::{Arg, Printf};
+use print_fmt::{symbol, KernelNames, PrintFmt};
+use printf::{Arg, Conv, Kind, Printf, Ptr};
 
 /// What each line shows after its event's name.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +61,12 @@ impl Source<'_> {
             _ => false,
         }
     }
+
+    /// Whether it reads an array's bytes (for an address's conversion: `%pI4`, `%pIS`).
+    fn is_bytes(&self) -> bool {
+        matches!(self, Source::Quantity(Quantity::Field(f))
+            if matches!(f.kind, FieldKind::Array | FieldKind::DataLoc | FieldKind::RelLoc))
+    }
 }
 
 /// How one event's lines end.
@@ -71,12 +77,22 @@ enum Tail<'r> {
 }
 
 /// The lines of a recording's traced events, each event's fields resolved once.
-#[derive(Debug)]
 pub struct Lines<'r> {
     rec: &'r Recording,
     /// By event; `None` for an event not shown.
     tails: Vec<Option<Tail<'r>>>,
     printf: Option<Printf>,
+    /// Kernel addresses' names, for a format's `%pS` (none by default: hex).
+    names: Box<KernelNames<'r>>,
+}
+
+impl std::fmt::Debug for Lines<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lines")
+            .field("tails", &self.tails)
+            .field("printf", &self.printf)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'r> Lines<'r> {
@@ -110,7 +126,18 @@ impl<'r> Lines<'r> {
                 return Err(Quantity::of(rec, events[0], f).expect_err("no event has it"));
             }
         }
-        Ok(Lines { rec, tails, printf })
+        Ok(Lines {
+            rec,
+            tails,
+            printf,
+            names: Box::new(|_| None),
+        })
+    }
+
+    /// These lines, naming the kernel addresses a format prints with `%pS` or `%ps` by
+    /// `names` (see `pipeline::kernel_namer`).
+    pub fn naming_kernel(self, names: Box<KernelNames<'r>>) -> Lines<'r> {
+        Lines { names, ..self }
     }
 
     /// Writes the line of sample `s` (of an event these lines show; others: nothing).
@@ -136,9 +163,15 @@ impl<'r> Lines<'r> {
                 writeln!(out)
             }
             Tail::Format(sources) => {
-                let args: Vec<Arg> = sources.iter().map(|src| arg(rec, s, src)).collect();
-                let text = self.printf.as_ref().map(|p| p.render(&args));
-                writeln!(out, " {}", text.unwrap_or_default())
+                let Some(p) = &self.printf else {
+                    return writeln!(out);
+                };
+                let args: Vec<Arg> = sources
+                    .iter()
+                    .zip(p.convs())
+                    .map(|(src, conv)| arg(rec, s, src, conv, &self.names))
+                    .collect();
+                writeln!(out, " {}", p.render(&args))
             }
         }
     }
@@ -275,7 +308,10 @@ fn format_sources<'r>(
                 Err(err) => special(name).ok_or(err)?,
             },
         };
-        if conv.kind.numeric() && source.is_text() {
+        if conv.kind.numeric()
+            && source.is_text()
+            && !(conv.kind.takes_bytes() && source.is_bytes())
+        {
             return Err(Error::BadFormat {
                 format: o.format.clone().unwrap_or_default(),
                 why: format!(
@@ -289,8 +325,15 @@ fn format_sources<'r>(
     Ok(sources)
 }
 
-/// What a format argument hands its conversion for sample `s`.
-fn arg<'a>(rec: &'a Recording, s: &RawSample, src: &Source<'_>) -> Arg<'a> {
+/// What a format argument hands its conversion `conv` for sample `s`: an array's bytes to an
+/// address's conversion, a kernel address's name (by `names`) to `%pS`.
+fn arg<'a>(
+    rec: &'a Recording,
+    s: &RawSample,
+    src: &Source<'_>,
+    conv: Conv,
+    names: &KernelNames,
+) -> Arg<'a> {
     match src {
         Source::Comm => Arg::Text(comm(rec, s).into()),
         Source::Event => Arg::Text(rec.events[s.event].as_str().into()),
@@ -298,11 +341,15 @@ fn arg<'a>(rec: &'a Recording, s: &RawSample, src: &Source<'_>) -> Arg<'a> {
         Source::Tid => Arg::Number(s.tid.into()),
         Source::Cpu => Arg::Number(s.cpu.into()),
         Source::Time => Arg::Number(s.time.into()),
-        Source::Quantity(q) => match q.value(s) {
-            None => Arg::Text("?".into()),
-            Some(v) => match v.as_i128() {
-                Some(n) => Arg::Number(n),
-                None => Arg::Text(Cow::Owned(value_text(&v))),
+        Source::Quantity(q) => match (q.value(s), conv.kind) {
+            (None, _) => Arg::Text("?".into()),
+            (Some(Value::Bytes(b)), k) if k.takes_bytes() => Arg::Bytes(Cow::Owned(b)),
+            (Some(v), kind) => match (v.as_i128(), kind) {
+                (Some(n), Kind::Pointer(Ptr::Symbol { offset })) => {
+                    Arg::Text(symbol(n as u64, offset, names).into())
+                }
+                (Some(n), _) => Arg::Number(n),
+                (None, _) => Arg::Text(Cow::Owned(value_text(&v))),
             },
         },
     }

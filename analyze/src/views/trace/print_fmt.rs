@@ -95,7 +95,7 @@ impl PrintFmt {
 
 /// A kernel address as `%pS` (`function+0xoff`) or `%ps` (`function`) prints it, as perf
 /// names it: in hex where no symbol covers it.
-fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
+pub(super) fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
     match names(addr) {
         Some((name, start)) if offset => format!("{name}+{:#x}", addr.wrapping_sub(start)),
         Some((name, _)) => name,

@@ -4,7 +4,9 @@
 //! optional `-`, `0` or `#` flag and a width (`%-16s`, `%08x`, `%#x`), and `%%`. Numbers
 //! convert as C's printf converts them: `%d` and `%u` take the low 32 bits, `%ld`/`%lu` 64,
 //! `%hu` 16, `%c` the low byte; `%p` prints `0x...` (`(nil)` for 0); `%s` takes text or a
-//! number. The kernel's print formats (see [`super::print_fmt`]) use the same conversions.
+//! number; the kernel's `%pI4 %pI6 %pI6c %pM %pIS` (`p`, `c`) print an array field's bytes as
+//! an address, `%pS %ps` a kernel address by its symbol. The kernel's print formats (see
+//! [`super::print_fmt`]) use the same conversions.
 
 /// A conversion of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +66,15 @@ impl Kind {
     /// Whether the argument must be a number.
     pub fn numeric(self) -> bool {
         self != Kind::Str
+    }
+
+    /// Whether the conversion prints an array's bytes (an address: `%pI4`, `%pI6`, `%pM`,
+    /// `%pIS`).
+    pub fn takes_bytes(self) -> bool {
+        matches!(
+            self,
+            Kind::Pointer(Ptr::Ip4 | Ptr::Ip6 { .. } | Ptr::Mac | Ptr::SockAddr { .. })
+        )
     }
 }
 
