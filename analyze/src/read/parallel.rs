@@ -320,35 +320,48 @@ pub(super) fn read(
     };
     pages.pass_done();
     crate::timing::mark("read: walk headers + time");
-    // By time, then file order. perf's own records (rounds, ids: no attr, no time) are left
-    // out first: each would end a run of records in time order.
-    timed.retain(|&(_, place)| walk::attr(place) != NO_ATTR);
+    // By time, then file order (perf's own records, rounds and ids, were left out by the
+    // walk: each would end a run of records in time order).
     super::time_order::put_in_time_order(&mut timed);
     crate::timing::mark("read: sort");
 
-    // The timeline, in time order; samples remember its version.
-    let mut timeline = Timeline::default();
-    // The samples' places, in time order with the timeline's version at each: collected into
-    // the vector `timed` was (same size and alignment, so no second vector of that size).
-    let samples: Vec<(u64, u64)> = timed
-        .into_iter()
-        .filter_map(|(_, place)| {
-            if walk::is_sample(place) {
-                return Some((place, timeline.version));
-            }
-            let r = Rec::at(bytes, walk::offset(place));
-            let raw = RawEventRecord {
-                record_type: RecordType(r.kind as u32),
-                misc: r.misc,
-                data: RawData::Single(r.data(bytes)),
-                parse_info: events.parse[walk::attr(place) as usize],
-            };
-            if let Ok(parsed) = format::parse_record(&raw) {
-                timeline.replay(rec, intern, &parsed);
-            }
-            None
-        })
+    // The timeline, in time order; samples remember its version. The other records (mmaps,
+    // comms, forks: a few thousand among a million samples) are found in parallel and
+    // replayed in order; a sample's version is the one after the last of them before it,
+    // worked out by the passes below as they go. `samples` is `timed` as it is, (time, place)
+    // of every record, the others' skipped (a pass over a million entries to drop them, or
+    // one to note each sample's version, cost as much as the rest on 16 cores).
+    let others: Vec<usize> = timed
+        .par_iter()
+        .enumerate()
+        .filter(|(_, &(_, place))| !walk::is_sample(place))
+        .map(|(i, _)| i)
         .collect();
+    let mut timeline = Timeline::default();
+    let first_version = timeline.version;
+    let mut version_after = Vec::with_capacity(others.len());
+    for &i in &others {
+        let place = timed[i].1;
+        let r = Rec::at(bytes, walk::offset(place));
+        let raw = RawEventRecord {
+            record_type: RecordType(r.kind as u32),
+            misc: r.misc,
+            data: RawData::Single(r.data(bytes)),
+            parse_info: events.parse[walk::attr(place) as usize],
+        };
+        if let Ok(parsed) = format::parse_record(&raw) {
+            timeline.replay(rec, intern, &parsed);
+        }
+        version_after.push(timeline.version);
+    }
+    // The version of a sample after `before` other records.
+    let version_after_others = |before: usize| match before {
+        0 => first_version,
+        n => version_after[n - 1],
+    };
+    // The version of the sample at `i`.
+    let version_of = |i: usize| version_after_others(others.partition_point(|&o| o < i));
+    let samples = timed;
     pages.pass_done();
     crate::timing::mark("read: timeline");
 
@@ -385,7 +398,7 @@ pub(super) fn read(
         mapped_stack_copy(UserRegs { ip, sp, bp }, &data[stack], input)
     };
     let head_of = |i: usize| {
-        let (r, _) = samples[i];
+        let (_, r) = samples[i];
         sample_head::head(rec_of(r).data(bytes), events.format[walk::attr(r) as usize])
     };
     // The RAW payload a sample keeps (traced events'), read in place.
@@ -407,19 +420,27 @@ pub(super) fn read(
             // growing by doubling would hold up to three times them. Merged samples are few.
             let alone = chunk
                 .iter()
-                .filter(|&&(r, _)| !merge || may_copy(walk::attr(r)))
+                .filter(|&&(_, r)| walk::is_sample(r) && (!merge || may_copy(walk::attr(r))))
                 .count();
             let mut kept = Merger::with_capacity(alone);
             let mut key = Vec::new();
             let mut low = LowWater::default();
-            for (k, &(r, version)) in chunk.iter().enumerate() {
+            let mut before = others.partition_point(|&o| o < c * merge_chunk);
+            for (k, &(_, r)) in chunk.iter().enumerate() {
                 let attr = walk::attr(r);
                 // What the chunks before left behind is given back as a chunk begins; the
                 // rest when the pass ends.
                 if k % CHUNK == 0 && !pages.keeps_all() {
-                    let next = chunk[k..].iter().take(CHUNK).map(|&(r, _)| r);
-                    low.chunk_begins(pages, bytes, next);
+                    // Only the samples: the other records, side-band written where their
+                    // CPU's buffer lay, can be far behind in the file and would hold it.
+                    let next = chunk[k..].iter().take(CHUNK).map(|&(_, r)| r);
+                    low.chunk_begins(pages, bytes, next.filter(|&r| walk::is_sample(r)));
                 }
+                if !walk::is_sample(r) {
+                    before += 1;
+                    continue;
+                }
+                let version = version_after_others(before);
                 let sample = c * merge_chunk + k;
                 // Samples of a format that may carry a stack copy stand alone here, unread
                 // (most carry one; those that do not are grouped by the pipeline, which
@@ -479,13 +500,13 @@ pub(super) fn read(
             // chunks before left behind is given back as a chunk begins; the rest when the
             // pass ends.
             if !pages.keeps_all()
-                && (k % SPARSE_CHUNK == 0 || low.far_ahead(samples[kept_k.sample].0))
+                && (k % SPARSE_CHUNK == 0 || low.far_ahead(samples[kept_k.sample].1))
             {
                 let next = kept[k..].iter().take(SPARSE_CHUNK);
-                low.chunk_begins(pages, bytes, next.map(|k| samples[k.sample].0));
+                low.chunk_begins(pages, bytes, next.map(|k| samples[k.sample].1));
             }
             let (i, count) = (kept_k.sample, kept_k.count);
-            let (r, version) = samples[i];
+            let (r, version) = (samples[i].1, version_of(i));
             let attr = walk::attr(r);
             // Samples that stood alone were not read yet: one whose head is cut is left out.
             let h = &head_of(i)?;

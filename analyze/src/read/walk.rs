@@ -59,7 +59,7 @@ pub(super) fn attr(place: u64) -> u32 {
     (place & 0x7fff) as u32
 }
 
-/// The attr of records perf defines (user types, 64 and up), which have none.
+/// Attrs are below this (a [`place`] holds 15 bits of one).
 pub(super) const NO_ATTR: u32 = 0x7fff;
 
 /// The most bytes a walk takes ([`place`] holds offsets below 2^48).
@@ -72,8 +72,9 @@ pub(super) type DoneWith<'a> = dyn Fn(&[u8]) + Sync + 'a;
 /// attr, `None` if it has no time.
 pub(super) type TimeOf<'a> = dyn Fn(u16, &[u8]) -> Option<(u64, u32)> + Sync + 'a;
 
-/// The records of `bytes` in file order, each with its time and [`place`] (perf's own
-/// records: the end of time and [`NO_ATTR`]); `None` if one needs more than its bytes
+/// The records of `bytes` in file order, each with its time and [`place`], but perf's own
+/// (user types, 64 and up: rounds, ids), which have neither time nor attr and would each end
+/// a run of records in time order; `None` if one needs more than its bytes
 /// (compressed records, auxtrace data following its record, pipe-mode tracing data), does
 /// not fit in them, or has no time.
 pub(super) fn walk(bytes: &[u8], done_with: &DoneWith, time_of: &TimeOf) -> Option<Vec<Timed>> {
@@ -156,15 +157,12 @@ fn walk_part(
         let Some((kind, size)) = header(bytes, at) else {
             break false;
         };
-        let entry = if kind >= 64 {
-            (u64::MAX, place(at, kind, NO_ATTR))
-        } else {
+        if kind < 64 {
             match time_of(kind, &bytes[at + 8..at + size]) {
-                Some((time, attr)) => (time, place(at, kind, attr)),
+                Some((time, attr)) => timed.push((time, place(at, kind, attr))),
                 None => break false,
             }
-        };
-        timed.push(entry);
+        }
         at += size;
     };
     // The part's pages given back as it ends: a part per thread mapped at most.
@@ -288,17 +286,26 @@ mod tests {
             total += size;
         }
         let bytes = records(&sizes);
+        let boundaries: Vec<usize> = sizes
+            .iter()
+            .scan(0, |at, &size| {
+                *at += size;
+                Some(*at - size)
+            })
+            .collect();
         let all = walked(&bytes).unwrap();
-        assert_eq!(all.len(), sizes.len());
+        // Every record but perf's own (every seventh), in file order.
+        let kernels: Vec<usize> = (0..sizes.len())
+            .filter(|i| i % 7 != 6)
+            .map(|i| boundaries[i])
+            .collect();
+        assert_eq!(all.iter().map(|t| offset(t.1)).collect::<Vec<_>>(), kernels);
         assert_eq!(Some(all.clone()), walked_alone(&bytes));
         let first = all[0];
         assert_eq!((first.0, offset(first.1), attr(first.1)), (0, 0, 3));
         assert!(is_sample(first.1));
-        assert_eq!(attr(all[6].1), NO_ATTR);
-        assert!(!is_sample(all[6].1));
         // Bodies full of what looks like records: some parts started inside one, were
         // found out and walked again.
-        let boundaries: Vec<usize> = all.iter().map(|t| offset(t.1)).collect();
         let fooled = (1..6)
             .filter_map(|k| chain_near(&bytes, k * PART))
             .filter(|at| boundaries.binary_search(at).is_err())
