@@ -1027,11 +1027,18 @@ impl Tally<'_> {
         self.assert_whole_but_lost(data, sent, 0);
     }
 
-    /// [`Tally::assert_whole`], but for `lost` skbs record said it lost (the kernel ran none
-    /// of the programs for some: their records are missing, counted).
+    /// [`Tally::assert_whole`], but for the `lost` events record counted: gaps of one skb or
+    /// more the kernel ran none of the programs for (a qdisc's burst sent in such a softirq
+    /// is one gap: CI saw two skbs in one). So no skb is missing unless some are counted
+    /// lost, and no more are counted than are missing.
     fn assert_whole_but_lost(&self, data: u64, sent: u64, lost: u64) {
         if lost > 0 && self.retransmits == 0 {
-            assert_eq!(self.skbs + lost, data, "{:#?}", self.sends);
+            assert!(
+                self.skbs < data && self.skbs + lost <= data,
+                "{} and {lost} lost of {data}: {:#?}",
+                self.skbs,
+                self.sends
+            );
             assert!(self.payload < sent, "{} of {sent}", self.payload);
         } else if self.retransmits == 0 {
             assert_eq!((self.skbs, self.payload), (data, sent), "{:#?}", self.sends);
@@ -1262,10 +1269,11 @@ fn sends_a_qdisc_queues_are_followed_through_it() {
 /// An skb the kernel runs none of the programs for (on this VM, now and then, softirq work
 /// done on another process's thread) is counted lost: the socket's next skb at the driver
 /// starts past the bytes seen there, or, for its last skbs, its sequence number at close
-/// does (one lost for each gap). Made to happen with `BPFPERF_NET_UNSEEN_EVERY` (about one skb of new data in N
-/// passes the driver as if unseen, never two in a row), behind a token bucket (skbs held in the map) and straight to the device (in a
-/// CPU's slot). Before, such an skb was forgotten, nothing counted (the qdisc test's flake:
-/// 42 skbs followed of the server's 43, 0 lost).
+/// does (one lost for each gap, of one skb or more). Made to happen with
+/// `BPFPERF_NET_UNSEEN_EVERY` (about one skb of new data in N passes the driver as if unseen,
+/// never two in a row), behind a token bucket (skbs held in the map) and straight to the
+/// device (in a CPU's slot). Before, such an skb was forgotten, nothing counted (the qdisc
+/// test's flake: 42 skbs followed of the server's 43, 0 lost).
 #[test]
 fn skbs_the_kernel_runs_no_program_for_are_counted_lost() {
     if !can_run() {
@@ -1303,6 +1311,13 @@ fn skbs_the_kernel_runs_no_program_for_are_counted_lost() {
         // About a fifth (each skb passes by its sequence number's hash).
         assert!(lost > 0 && lost < data / 2, "{lost} lost of {data}");
         t.assert_whole_but_lost(data, n as u64 * size, lost);
+        // Each made-up gap is one skb (16 runs: skbs + lost = data exactly each time); the
+        // kernel's own may add one of a few.
+        assert!(
+            data - t.skbs <= 2 * lost,
+            "{} and {lost} lost of {data}",
+            t.skbs
+        );
     }
 }
 
