@@ -121,9 +121,9 @@ pub struct Options {
     /// Entries of each aggregation map (None: bpfperf.h's AGG_COUNTS and AGG_STACKS); tests
     /// make them tiny to see what does not fit.
     pub aggregate_entries: Option<u32>,
-    /// With [`Options::net`] following skbs: every this many data skbs of a socket pass the
-    /// device as if the kernel ran none of the programs (0: none do); tests check that
-    /// such skbs are counted lost.
+    /// With [`Options::net`] following skbs: about one skb of new data in this many passes
+    /// the driver as if the kernel ran none of the programs, never two in a row (0: none
+    /// does); tests check that such skbs are counted lost.
     pub net_unseen_every: u32,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).

@@ -184,28 +184,28 @@ fn take_aggregated(
     Ok(())
 }
 
-/// The entries of each aggregation map: `BPFPERF_AGG_ENTRIES` where set (tests make the
-/// maps tiny to see what does not fit), else bpfperf.h's.
-fn aggregate_entries() -> anyhow::Result<Option<u32>> {
-    match std::env::var("BPFPERF_AGG_ENTRIES") {
+/// The number above 0 that the test setting `name` holds, where set; `what` it counts names
+/// it in the error.
+fn test_setting(name: &str, what: &str) -> anyhow::Result<Option<u32>> {
+    match std::env::var(name) {
         Ok(v) => match v.parse::<u32>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => bail!("BPFPERF_AGG_ENTRIES={v}: expected a number of entries above 0"),
+            _ => bail!("{name}={v}: expected a number of {what} above 0"),
         },
         Err(_) => Ok(None),
     }
 }
 
-/// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make every Nth skb of a socket pass unseen,
-/// as the kernel now and then runs no program for a hook), else 0.
+/// The entries of each aggregation map: `BPFPERF_AGG_ENTRIES` where set (tests make the
+/// maps tiny to see what does not fit), else bpfperf.h's.
+fn aggregate_entries() -> anyhow::Result<Option<u32>> {
+    test_setting("BPFPERF_AGG_ENTRIES", "entries")
+}
+
+/// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make about one skb in N pass the driver
+/// unseen, as the kernel now and then runs no program for a hook), else 0.
 fn net_unseen_every() -> anyhow::Result<u32> {
-    match std::env::var("BPFPERF_NET_UNSEEN_EVERY") {
-        Ok(v) => match v.parse::<u32>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => bail!("BPFPERF_NET_UNSEEN_EVERY={v}: expected a number of skbs above 0"),
-        },
-        Err(_) => Ok(0),
-    }
+    Ok(test_setting("BPFPERF_NET_UNSEEN_EVERY", "skbs")?.unwrap_or(0))
 }
 
 /// The counts of the files of a rotated recording moved to their names so far.

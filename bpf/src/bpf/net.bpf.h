@@ -234,11 +234,12 @@ static __always_inline void excuse_dropped(struct send_call *c, __u32 seq, __u32
 	c->excused_set = 1;
 }
 
-/* Socket `c`'s last skbs: its data sent (up to snd_nxt, less a FIN's sequence number where
+/* Socket `sk`'s last skbs: its data sent (up to snd_nxt, less a FIN's sequence number where
  * `fin`) past the furthest byte seen at the driver went unseen, or has not reached the
  * driver when the recording ends (as an skb still queued, it is not known to). Lost. */
-static __always_inline void trailing_unseen(struct send_call *c, __u32 snd_nxt, bool fin)
+static __always_inline void trailing_unseen(const struct sock *sk, struct send_call *c, bool fin)
 {
+	__u32 snd_nxt = BPF_CORE_READ((const struct tcp_sock *)sk, snd_nxt);
 	__u32 end = snd_nxt - (fin ? 1 : 0);
 	if (c->driver_known && seq_after(end, c->driver_next))
 		driver_seen(c, end, 0);

@@ -109,8 +109,8 @@ static __always_inline bool qdisc_queues(const struct sk_buff *skb)
 
 /* Whether the device cuts GSO skb `skb` into segments in software before its driver (it
  * lacks the offload for its GSO type): the skb never reaches the driver, its segments do, as
- * new skbs (follow_segment). Not held: its entry would outlive it, and pass for a lost skb
- * once another skb takes its address (hold_skb). */
+ * new skbs (follow_segment). Not held: its entry would outlive it, until the LRU or another
+ * skb at its address took its place. */
 static __always_inline bool split_in_software(const struct sk_buff *skb)
 {
 	struct net_device *dev = skb->dev;
@@ -371,12 +371,6 @@ static __always_inline void send_tail(const struct sock *sk, struct send_call *c
 	bpf_ringbuf_submit(e, submit_flags());
 }
 
-/* Socket `sk`'s last skbs sent, unseen at the driver (trailing_unseen). */
-static __always_inline void last_unseen(const struct sock *sk, struct send_call *c, bool fin)
-{
-	trailing_unseen(c, BPF_CORE_READ((const struct tcp_sock *)sk, snd_nxt), fin);
-}
-
 /* A socket closed by its owner (FIN_WAIT1, LAST_ACK) or done (CLOSE): its tail. */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_send_close, const struct sock *sk, int oldstate, int newstate)
@@ -391,7 +385,7 @@ int BPF_PROG(on_send_close, const struct sock *sk, int oldstate, int newstate)
 		send_tail(sk, c);
 	/* Every byte sent was acknowledged: none is still on its way. */
 	if (newstate == TCP_CLOSE)
-		last_unseen(sk, c, fin_sent(oldstate));
+		trailing_unseen(sk, c, fin_sent(oldstate));
 	return 0;
 }
 
@@ -405,6 +399,6 @@ int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
 	if (sk && c && c->skipped)
 		send_tail(sk, c);
 	if (sk && c)
-		last_unseen(sk, c, fin_sent(BPF_CORE_READ(sk, __sk_common.skc_state)));
+		trailing_unseen(sk, c, fin_sent(BPF_CORE_READ(sk, __sk_common.skc_state)));
 	return 0;
 }

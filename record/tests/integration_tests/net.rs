@@ -266,8 +266,45 @@ impl Netns {
         n: usize,
         size: u64,
     ) -> std::process::Output {
+        self.record_client_with(dir, flags, out, n, size, &[])
+    }
+
+    /// [`Netns::record_client`] with `env` set for record.
+    fn record_client_with(
+        &self,
+        dir: &TempDir,
+        flags: &[&str],
+        out: &std::path::Path,
+        n: usize,
+        size: u64,
+        env: &[(&str, &str)],
+    ) -> std::process::Output {
         let (n, size) = (n.to_string(), size.to_string());
-        self.record_python(dir, CLIENT, flags, out, &[&n, &size], &[])
+        self.record_python(dir, CLIENT, flags, out, &[&n, &size], env)
+    }
+
+    /// A token bucket on the client's end of the veth (which has no qdisc of its own): 200
+    /// Mbit/s, a burst of 256 KB (a 64 KB TSO skb fits: a smaller one cuts such skbs into
+    /// segments as it queues them), 8 MB queued at most.
+    fn token_bucket(&self) {
+        in_ns(
+            &self.a,
+            &[
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                &self.veth_a,
+                "root",
+                "tbf",
+                "rate",
+                "200mbit",
+                "burst",
+                "256kb",
+                "limit",
+                "8mb",
+            ],
+        );
     }
 
     /// `record FLAGS -o out` of the python3 program `script` in namespace a, given the
@@ -1067,10 +1104,23 @@ fn record_sends(
     n: usize,
     size: u64,
 ) -> (PathBuf, Vec<Line>, u64) {
+    record_sends_with(ns, dir, name, flags, n, size, &[])
+}
+
+/// [`record_sends`] with `env` set for record.
+fn record_sends_with(
+    ns: &Netns,
+    dir: &TempDir,
+    name: &str,
+    flags: &[&str],
+    n: usize,
+    size: u64,
+    env: &[(&str, &str)],
+) -> (PathBuf, Vec<Line>, u64) {
     let mut server = ns.server(dir, n, 100);
     let out = dir.path(name);
     let flags = [flags, SKBS].concat();
-    let rec = ns.record_client(dir, &flags, &out, n, size);
+    let rec = ns.record_client_with(dir, &flags, &out, n, size, env);
     assert!(rec.status.success(), "{}", stderr_of(&rec));
     let _ = server.wait();
     std::thread::sleep(Duration::from_millis(100));
@@ -1235,13 +1285,7 @@ fn sends_a_qdisc_queues_are_followed_through_it() {
     let _x = exclusive();
     let dir = TempDir::new("net-qdisc");
     let ns = Netns::new();
-    in_ns(
-        &ns.a,
-        &[
-            "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit", "burst",
-            "256kb", "limit", "8mb",
-        ],
-    );
+    ns.token_bucket();
     count_data_at_the_server(&ns, &dir);
     let (n, size) = (2, 1_000_000u64);
     let (path, lines, data) = record_sends(&ns, &dir, "qdisc.data", &["-e", "net"], n, size);
@@ -1284,27 +1328,13 @@ fn skbs_the_kernel_runs_no_program_for_are_counted_lost() {
         let dir = TempDir::new("net-unseen");
         let ns = Netns::new();
         if qdisc {
-            in_ns(
-                &ns.a,
-                &[
-                    "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit",
-                    "burst", "256kb", "limit", "8mb",
-                ],
-            );
+            ns.token_bucket();
         }
         count_data_at_the_server(&ns, &dir);
         let (n, size) = (2, 1_000_000u64);
-        let mut server = ns.server(&dir, n, 100);
-        let out = dir.path("unseen.data");
-        let (n_arg, size_arg) = (n.to_string(), size.to_string());
-        let flags = ["-e", "net", SKBS[0], SKBS[1]];
         let env = [("BPFPERF_NET_UNSEEN_EVERY", "5")];
-        let rec = ns.record_python(&dir, CLIENT, &flags, &out, &[&n_arg, &size_arg], &env);
-        assert!(rec.status.success(), "{}", stderr_of(&rec));
-        let _ = server.wait();
-        std::thread::sleep(Duration::from_millis(100));
-        let data = nft_counter(&ns.b, "data");
-        let lines = perf_script_net(&out);
+        let (out, lines, data) =
+            record_sends_with(&ns, &dir, "unseen.data", &["-e", "net"], n, size, &env);
         let t = tally(&lines, data);
         let lost = info_lost(&out);
         eprintln!("qdisc {qdisc}: {lost} lost");
@@ -1635,13 +1665,7 @@ fn send_calls_timed_by_the_kernels_tx_timestamps() {
     let (n, size) = (3, 1_000_000u64);
     for qdisc in [false, true] {
         if qdisc {
-            in_ns(
-                &ns.a,
-                &[
-                    "tc", "qdisc", "add", "dev", &ns.veth_a, "root", "tbf", "rate", "200mbit",
-                    "burst", "256kb", "limit", "8mb",
-                ],
-            );
+            ns.token_bucket();
         }
         let mut server = ns.server(&dir, n, 100);
         let out = dir.path(if qdisc {
