@@ -24,7 +24,7 @@ use super::recording::{RawSample, Recording, StackBytes, UserFrame, UserRegs};
 use super::sample_head::{self, Head};
 use super::timeline::Timeline;
 use super::traced::keeps_raw;
-use super::walk::{self, Rec, NO_ATTR};
+use super::walk::{self, Rec, ATTR_LIMIT};
 
 type LE = byteorder::LittleEndian;
 
@@ -54,7 +54,7 @@ impl Events {
         }
         let attrs = file.event_attributes();
         if attrs.is_empty()
-            || attrs.len() >= NO_ATTR as usize
+            || attrs.len() >= ATTR_LIMIT as usize
             || !attrs.iter().all(|a| {
                 a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL)
                     && a.attr.sample_format.contains(SampleFormat::TIME)

@@ -38,7 +38,7 @@ impl Rec {
 
 /// A record's place: its header's offset, whether it is a sample, and its attr in one
 /// number, ordered as the records lie in the file (offsets below 2^48, attrs below
-/// [`NO_ATTR`]). The passes in time order need not touch the file to tell samples.
+/// [`ATTR_LIMIT`]). The passes in time order need not touch the file to tell samples.
 pub(super) fn place(at: usize, kind: u16, attr: u32) -> u64 {
     let sample = (kind as u32 == RecordType::SAMPLE.0) as u64;
     (at as u64) << 16 | sample << 15 | attr as u64
@@ -60,7 +60,7 @@ pub(super) fn attr(place: u64) -> u32 {
 }
 
 /// Attrs are below this (a [`place`] holds 15 bits of one).
-pub(super) const NO_ATTR: u32 = 0x7fff;
+pub(super) const ATTR_LIMIT: u32 = 0x7fff;
 
 /// The most bytes a walk takes ([`place`] holds offsets below 2^48).
 pub(super) const MAX_BYTES: usize = 1 << 48;

@@ -27,8 +27,8 @@ use crate::read::fields::{Quantity, LATENCY};
 use crate::read::{RawSample, Recording, Weighed};
 use crate::symbolize::Symbolized;
 use crate::Error;
-use print_fmt::{symbol, KernelNames, PrintFmt};
-use printf::{Arg, Conv, Kind, Printf, Ptr};
+use print_fmt::{number_arg, KernelNames, PrintFmt};
+use printf::{Arg, Conv, Printf};
 
 /// What each line shows after its event's name.
 #[derive(Debug, Clone, Default)]
@@ -341,15 +341,12 @@ fn arg<'a>(
         Source::Tid => Arg::Number(s.tid.into()),
         Source::Cpu => Arg::Number(s.cpu.into()),
         Source::Time => Arg::Number(s.time.into()),
-        Source::Quantity(q) => match (q.value(s), conv.kind) {
-            (None, _) => Arg::Text("?".into()),
-            (Some(Value::Bytes(b)), k) if k.takes_bytes() => Arg::Bytes(Cow::Owned(b)),
-            (Some(v), kind) => match (v.as_i128(), kind) {
-                (Some(n), Kind::Pointer(Ptr::Symbol { offset })) => {
-                    Arg::Text(symbol(n as u64, offset, names).into())
-                }
-                (Some(n), _) => Arg::Number(n),
-                (None, _) => Arg::Text(Cow::Owned(value_text(&v))),
+        Source::Quantity(q) => match q.value(s) {
+            None => Arg::Text("?".into()),
+            Some(Value::Bytes(b)) if conv.kind.takes_bytes() => Arg::Bytes(Cow::Owned(b)),
+            Some(v) => match v.as_i128() {
+                Some(n) => number_arg(n, conv.kind, names),
+                None => Arg::Text(Cow::Owned(value_text(&v))),
             },
         },
     }

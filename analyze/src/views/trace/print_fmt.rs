@@ -79,23 +79,29 @@ impl PrintFmt {
             .args
             .iter()
             .zip(self.printf.convs())
-            .map(|(e, conv)| match (eval(e, raw), conv.kind) {
-                (Some(Val::Int(n)), Kind::Pointer(Ptr::Symbol { offset })) => {
-                    Arg::Text(symbol(n as u64, offset, names).into())
-                }
-                (Some(Val::Int(n)), _) => Arg::Number(n),
-                (Some(Val::Str(s)), _) => Arg::Text(s.into()),
-                (Some(Val::Bytes(b)), _) => Arg::Bytes(b.into()),
-                (None, _) => Arg::Text("?".into()),
+            .map(|(e, conv)| match eval(e, raw) {
+                Some(Val::Int(n)) => number_arg(n, conv.kind, names),
+                Some(Val::Str(s)) => Arg::Text(s.into()),
+                Some(Val::Bytes(b)) => Arg::Bytes(b.into()),
+                None => Arg::Text("?".into()),
             })
             .collect();
         self.printf.render(&args)
     }
 }
 
+/// Number `n` as a conversion of `kind` takes it: for `%pS` and `%ps` a kernel address, named
+/// by `names`.
+pub(super) fn number_arg(n: i128, kind: Kind, names: &KernelNames) -> Arg<'static> {
+    match kind {
+        Kind::Pointer(Ptr::Symbol { offset }) => Arg::Text(symbol(n as u64, offset, names).into()),
+        _ => Arg::Number(n),
+    }
+}
+
 /// A kernel address as `%pS` (`function+0xoff`) or `%ps` (`function`) prints it, as perf
 /// names it: in hex where no symbol covers it.
-pub(super) fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
+fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
     match names(addr) {
         Some((name, start)) if offset => format!("{name}+{:#x}", addr.wrapping_sub(start)),
         Some((name, _)) => name,
