@@ -4,7 +4,7 @@
 //! `REC->f[i]`, `__get_str(f)`), integers, casts, arithmetic, bit and comparison operators,
 //! `?:`, `__print_symbolic` and `__print_flags`; and the kernel's `%p` extensions for
 //! addresses (`%pI4`, `%pI6c`, `%pM`) and code (`%pS`, named by the caller's kernel
-//! symbols). A format that uses anything else (`%pU`, `__print_hex`, a function of the
+//! symbols), `%pU` for UUIDs. A format that uses anything else (`__print_hex`, a function of the
 //! kernel's) is not taken: [`PrintFmt::of`] says no, and the caller prints the event's fields
 //! instead.
 
@@ -112,6 +112,9 @@ fn symbol(addr: u64, offset: bool, names: &KernelNames) -> String {
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
     Num(i128),
+    /// A number with a `U` suffix, of so many bits (64 with `L` or `LL` too): C negates it
+    /// within them (`-9ULL` is 2^64 - 9, which btrfs's formats compare fields with).
+    Unsigned(i128, u32),
     Ident(String),
     Str(String),
     Punct(&'static str),
@@ -141,7 +144,12 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
                 Some(hex) => i128::from_str_radix(hex, 16).ok()?,
                 None => word.parse().ok()?,
             };
-            out.push(Token::Num(n));
+            let suffix = s[start + word.len()..i].to_ascii_lowercase();
+            out.push(match suffix.as_str() {
+                "u" => Token::Unsigned(n, 32),
+                s if s.contains('u') => Token::Unsigned(n, 64),
+                _ => Token::Num(n),
+            });
         } else if c.is_ascii_alphabetic() || c == '_' {
             let start = i;
             while i < b.len() && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'_') {
@@ -195,14 +203,15 @@ struct Parser<'f> {
     /// How deep the expression being read is nested (bounded: a damaged file's format may
     /// open a million parentheses).
     depth: usize,
-    /// Whether a symbol or flag table's value is being read, where a name the kernel left
-    /// unconverted (`IOPRIO_CLASS_NONE`) is a number (see [`table_name`]).
+    /// Whether an expression of a symbol or flag table's value is being read, where a name
+    /// the kernel left unconverted is 0 (a value that is a name alone: [`table_name`]).
     in_table: bool,
 }
 
-/// A name a table's value gives instead of a number, as libtraceevent reads it: the softirq
-/// and hrtimer names it knows, and 0 for any other (so that perf prints block_rq_issue's
-/// I/O class 2, whose table names `IOPRIO_CLASS_BE`, as `0x2`).
+/// A name that is a table's whole value (`{ IOPRIO_CLASS_NONE, "none" }`), as libtraceevent
+/// reads it: the softirq and hrtimer names it knows, and -1 for any other, which no value but -1 matches (perf
+/// prints block_rq_issue's I/O class 2, whose table names `IOPRIO_CLASS_BE`, as `0x2`, and
+/// btrfs's action 0, named `BTRFS_ADD_DELAYED_REF`, as `0x0`).
 fn table_name(name: &str) -> i128 {
     const KNOWN: [&str; 10] = [
         "HI_SOFTIRQ",
@@ -217,8 +226,12 @@ fn table_name(name: &str) -> i128 {
         "RCU_SOFTIRQ",
     ];
     match name {
+        "HRTIMER_NORESTART" => 0,
         "HRTIMER_RESTART" => 1,
-        _ => KNOWN.iter().position(|k| *k == name).unwrap_or(0) as i128,
+        _ => KNOWN
+            .iter()
+            .position(|k| *k == name)
+            .map_or(-1, |i| i as i128),
     }
 }
 
@@ -328,6 +341,12 @@ impl Parser<'_> {
     fn unary_within(&mut self) -> Option<Expr> {
         for op in ['-', '~', '!'] {
             if self.eat(&op.to_string()) {
+                // Of an unsigned number, within its bits: `-9ULL`, `~0U`.
+                if let Some(&Token::Unsigned(n, bits)) = self.peek() {
+                    self.at += 1;
+                    let e = Expr::Unary(op, Box::new(Expr::Int(n)));
+                    return Some(Expr::Cast(bits, false, Box::new(e)));
+                }
                 return Some(Expr::Unary(op, Box::new(self.unary()?)));
             }
         }
@@ -363,7 +382,7 @@ impl Parser<'_> {
         let token = self.peek()?.clone();
         self.at += 1;
         match token {
-            Token::Num(n) => Some(Expr::Int(n)),
+            Token::Num(n) | Token::Unsigned(n, _) => Some(Expr::Int(n)),
             Token::Str(s) => Some(Expr::Str(s)),
             Token::Punct("(") => {
                 let e = self.ternary()?;
@@ -407,7 +426,9 @@ impl Parser<'_> {
                 let table = self.table()?;
                 Some(Expr::Flags(Box::new(value), sep, table))
             }
-            Token::Ident(w) if self.in_table => Some(Expr::Int(table_name(&w))),
+            // Within a table value's expression, a name is 0 (libtraceevent reads it as a
+            // number): `(1 << BTRFS_ORDERED_REGULAR)` is 1.
+            Token::Ident(_) if self.in_table => Some(Expr::Int(0)),
             _ => None,
         }
     }
@@ -426,16 +447,28 @@ impl Parser<'_> {
         let mut pairs = Vec::new();
         while self.eat(",") {
             self.expect("{")?;
-            self.in_table = true;
-            let value = self.ternary();
-            self.in_table = false;
-            let value = eval(&value?, &[])?;
+            let value = match self.tokens.get(self.at..self.at + 2) {
+                Some([Token::Ident(name), Token::Punct(",")]) => {
+                    self.at += 1;
+                    Val::Int(table_name(name))
+                }
+                _ => {
+                    self.in_table = true;
+                    let value = self.ternary();
+                    self.in_table = false;
+                    eval(&value?, &[])?
+                }
+            };
             self.expect(",")?;
             // A name, or NULL (`((void *)0)`: the end of a table, as some write it).
             let name = eval(&self.ternary()?, &[])?;
             self.expect("}")?;
             match (value, name) {
-                (Val::Int(v), Val::Str(name)) => pairs.push((v, name)),
+                // libtraceevent reads a value as the text of its number, and text that
+                // starts with a minus as -1 (`{ -6ULL, "TREE_LOG" }` among them).
+                (Val::Int(v), Val::Str(name)) => {
+                    pairs.push((if v as i64 >= 0 { v } else { -1 }, name))
+                }
                 (_, Val::Int(0)) => {}
                 _ => return None,
             }
@@ -466,6 +499,18 @@ fn int_type(words: &[&str]) -> Option<(u32, bool)> {
             "s16" => (true, 16),
             "s32" => (true, 32),
             "s64" => (true, 64),
+            // linux/types.h's short names, and C's fixed-width ones.
+            "uint" => (false, 32),
+            "ulong" => (false, 64),
+            "ushort" => (false, 16),
+            "int8_t" => (true, 8),
+            "int16_t" => (true, 16),
+            "int32_t" | "kernel_rwf_t" => (true, 32),
+            "int64_t" => (true, 64),
+            "uint8_t" => (false, 8),
+            "uint16_t" => (false, 16),
+            "uint32_t" => (false, 32),
+            "uint64_t" => (false, 64),
             "bool" | "Bool" => (false, 8),
             "size_t" | "sector_t" | "ino_t" | "pgoff_t" | "phys_addr_t" | "dma_addr_t" => {
                 (false, 64)
@@ -586,29 +631,35 @@ fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
         }
         Expr::Symbolic(value, table) => {
             let v = int(value)?;
-            match table.iter().find(|(k, _)| *k == v) {
+            match table.iter().find(|(k, _)| *k as u64 == v as u64) {
                 Some((_, name)) => Val::Str(name.clone()),
                 None => Val::Str(format!("{:#x}", v as u64)),
             }
         }
         Expr::Flags(value, sep, table) => {
+            // As libtraceevent goes through the table: each flag (a value above 0) set is
+            // named and taken off; once none is left, a name it reads as -1 (one it does not
+            // know) is named, without a separator, and ends the list; the rest in hex.
             let mut v = int(value)? as u64;
-            let mut names: Vec<&str> = Vec::new();
-            if v == 0 {
-                if let Some((_, name)) = table.iter().find(|(k, _)| *k == 0) {
-                    names.push(name);
-                }
-            }
+            let mut text = String::new();
+            let mut named = false;
             for (k, name) in table {
-                let k = *k as u64;
-                if k != 0 && v & k == k {
-                    names.push(name);
-                    v &= !k;
+                let k = *k as i64;
+                if v == 0 && k < 0 {
+                    text.push_str(name);
+                    break;
+                }
+                if k > 0 && v & k as u64 == k as u64 {
+                    if named {
+                        text.push_str(sep);
+                    }
+                    text.push_str(name);
+                    named = true;
+                    v &= !(k as u64);
                 }
             }
-            let mut text = names.join(sep);
             if v != 0 {
-                if !text.is_empty() {
+                if named {
                     text.push_str(sep);
                 }
                 text.push_str(&format!("{v:#x}"));
@@ -698,15 +749,38 @@ mod tests {
         let p = PrintFmt::of(&f).unwrap();
         assert_eq!(p.render(&raw(2), &|_| None), "TWO");
         assert_eq!(p.render(&raw(5), &|_| None), "0x5");
-        // Names the kernel left in a table are 0 (perf prints block_rq_issue's class 2 so).
+        // A name the kernel left as a table's value is -1 unless libtraceevent knows it (perf
+        // prints block_rq_issue's class 2 as 0x2, btrfs's action 0 as 0x0); within an
+        // expression it is 0; a negative value is -1 too.
         let f = format(
             fields,
-            r#""%s", __print_symbolic(REC->prev_state, { CLASS_NONE, "none" }, { CLASS_BE, "be" }, { NET_RX_SOFTIRQ, "rx" })"#,
+            r#""%s", __print_symbolic(REC->prev_state, { CLASS_NONE, "none" }, { CLASS_BE, "be" }, { NET_RX_SOFTIRQ, "rx" }, { (1 << ORDERED_REGULAR), "one" }, { -6ULL, "log" })"#,
         );
         let p = PrintFmt::of(&f).unwrap();
-        assert_eq!(p.render(&raw(0), &|_| None), "none");
+        assert_eq!(p.render(&raw(0), &|_| None), "0x0");
+        assert_eq!(p.render(&raw(-1), &|_| None), "none");
         assert_eq!(p.render(&raw(2), &|_| None), "0x2");
         assert_eq!(p.render(&raw(3), &|_| None), "rx");
+        assert_eq!(p.render(&raw(1), &|_| None), "one");
+        assert_eq!(p.render(&raw(-6), &|_| None), "0xfffffffffffffffa");
+        // Flags as libtraceevent lists them: set flags above 0 named and taken off; with none
+        // left, an unknown name's entry named (no separator) and the list ends; a 0 entry never.
+        let f = format(
+            fields,
+            r#""%s", __print_flags(REC->prev_state, "|", { 0, "ZERO" }, { 1, "A" }, { UNKNOWN, "NONE" }, { 4, "C" })"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(0), &|_| None), "NONE");
+        assert_eq!(p.render(&raw(1), &|_| None), "ANONE");
+        assert_eq!(p.render(&raw(5), &|_| None), "A|C");
+        assert_eq!(p.render(&raw(13), &|_| None), "A|C|0x8");
+        // Unsigned numbers negate within their bits: btrfs's `>= -9ULL` is false of 10.
+        let f = format(
+            fields,
+            r#""%d %d %u", REC->prev_state >= -9ULL, REC->prev_state >= -9, ~0U"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(10), &|_| None), "0 1 4294967295");
         // Character constants (tcp_hash_bad_header's flags).
         let f = format(
             fields,
@@ -720,11 +794,40 @@ mod tests {
         }
     }
 
+    /// btrfs's `%pU` of its file system id, xfs's `%.*s` of a name as long as its length
+    /// field, and linux/types.h's `uint`.
+    #[test]
+    fn uuids_and_lengths_taken_from_fields_print_as_perf_does() {
+        let f = format(
+            "\tfield:u8 fsid[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:int namelen;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:__data_loc char[] name;\toffset:28;\tsize:4;\tsigned:0;\n\
+             \tfield:u64 lsn;\toffset:32;\tsize:8;\tsigned:0;",
+            r#""%pU: name %.*s lsn %d/%d", REC->fsid, REC->namelen, __get_str(name), ((uint)((REC->lsn)>>32)), ((uint)(REC->lsn))"#,
+        );
+        let mut raw = vec![0u8; 48];
+        for (i, b) in raw[8..24].iter_mut().enumerate() {
+            *b = 0x10 * i as u8 + 0x0a;
+        }
+        raw[24] = 3;
+        // The name's 8 bytes at 48, after the fixed fields.
+        raw[28..32].copy_from_slice(&(48u32 | 8 << 16).to_le_bytes());
+        raw.extend_from_slice(b"longname");
+        raw[32..40].copy_from_slice(&(2u64 << 32 | 7).to_le_bytes());
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(
+            p.render(&raw, &|_| None),
+            "0a1a2a3a-4a5a-6a7a-8a9a-aabacadaeafa: name lon lsn 2/7"
+        );
+        // A record too short for the id: `?`.
+        assert!(p.render(&raw[..12], &|_| None).starts_with("?: name"));
+    }
+
     #[test]
     fn formats_it_cannot_evaluate_are_not_taken() {
         let fields = "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;";
         for fmt in [
-            r#""%pU", (void *)REC->ip"#,
+            r#""%pB", (void *)REC->ip"#,
             r#""%s", __print_hex(REC->ip, 8)"#,
             r#""%lx", some_function(REC->ip)"#,
             r#""%lx", REC->missing"#,

@@ -1,12 +1,13 @@
 //! bcc `trace`'s format argument: a C format string in double quotes, then its arguments,
 //! comma-separated: `"%s wrote %d bytes", comm, count`. Conversions: `%d %i %u %x %X %o %c
 //! %s %p` with C's length modifiers (`l`, `ll`, `L`, `z`, `h`, `hh`: `%lu`, `%llx`, `%Ld`), an
-//! optional `-`, `0` or `#` flag and a width (`%-16s`, `%08x`, `%#x`), and `%%`. Numbers
+//! optional `-`, `0` or `#` flag, a width and a precision, either of them `*` (taken from an
+//! argument before the value's: `%-16s`, `%08x`, `%#x`, `%.3s`, `%.*s`), and `%%`. Numbers
 //! convert as C's printf converts them: `%d` and `%u` take the low 32 bits, `%ld`/`%lu` 64,
 //! `%hu` 16, `%c` the low byte; `%p` prints `0x...` (`(nil)` for 0); `%s` takes text or a
 //! number; the kernel's `%pI4 %pI6 %pI6c %pM %pIS` (`p`, `c`) print an array field's bytes as
-//! an address, `%pS %ps` a kernel address by its symbol. The kernel's print formats (see
-//! [`super::print_fmt`]) use the same conversions.
+//! an address, `%pU` as a UUID, `%pS %ps` a kernel address by its symbol. The kernel's print
+//! formats (see [`super::print_fmt`]) use the same conversions.
 
 /// A conversion of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,8 @@ pub struct Conv {
     /// `#`: hex with `0x` before it.
     pub alt: bool,
     pub width: usize,
+    /// `.N`: at most N characters of text, at least N digits of a number.
+    pub precision: Option<usize>,
 }
 
 /// What a conversion prints.
@@ -39,6 +42,10 @@ pub enum Kind {
     Str,
     /// `%p` and the kernel's extensions of it.
     Pointer(Ptr),
+    /// A `*` width: the argument is the next conversion's width (negative: left-aligned).
+    Width,
+    /// A `*` precision: the argument is the next conversion's precision (negative: none).
+    Precision,
 }
 
 /// What a `%p` conversion prints.
@@ -57,6 +64,9 @@ pub enum Ptr {
     /// `struct sockaddr` (its family in the machine's order, then `sockaddr_in`'s or
     /// `sockaddr_in6`'s fields) as `10.0.0.1:80` or `[::1]:80`; nothing for another family.
     SockAddr { port: bool, compressed: bool },
+    /// `%pU`: 16 bytes as a UUID, `0a1b2c3d-...`, in their order and in lower case, as
+    /// libtraceevent prints every `%pU` (the kernel's `b`, `B`, `l`, `L` are not taken).
+    Uuid,
     /// `%pS` (`function+0xoff`) and `%ps` (`function`): a kernel address by its symbol, which
     /// the caller hands over as text.
     Symbol { offset: bool },
@@ -73,7 +83,7 @@ impl Kind {
     pub fn takes_bytes(self) -> bool {
         matches!(
             self,
-            Kind::Pointer(Ptr::Ip4 | Ptr::Ip6 { .. } | Ptr::Mac | Ptr::SockAddr { .. })
+            Kind::Pointer(Ptr::Ip4 | Ptr::Ip6 { .. } | Ptr::Mac | Ptr::SockAddr { .. } | Ptr::Uuid)
         )
     }
 }
@@ -149,17 +159,41 @@ impl Printf {
         })
     }
 
-    /// The text for these arguments (one per conversion, in order).
+    /// The text for these arguments (one per conversion, in order; a `*` width or precision
+    /// is a conversion of its own, before its value's).
     pub fn render(&self, args: &[Arg<'_>]) -> String {
         let mut out = String::new();
         let mut args = args.iter();
+        let (mut width, mut precision) = (None, None);
         for p in &self.pieces {
-            match p {
-                Piece::Text(t) => out.push_str(t),
-                Piece::Arg(c) => match args.next() {
-                    Some(a) => pad(&mut out, &convert(*c, a), *c),
-                    None => out.push('?'),
-                },
+            let Piece::Arg(c) = p else {
+                if let Piece::Text(t) = p {
+                    out.push_str(t);
+                }
+                continue;
+            };
+            let a = args.next();
+            let n = match a {
+                Some(Arg::Number(n)) => Some(*n as i32),
+                _ => None,
+            };
+            let mut c = *c;
+            match c.kind {
+                Kind::Width => width = n,
+                Kind::Precision => precision = n,
+                _ => {
+                    if let Some(w) = width.take() {
+                        c.left |= w < 0;
+                        c.width = (w.unsigned_abs() as usize).min(MAX_WIDTH);
+                    }
+                    if let Some(p) = precision.take() {
+                        c.precision = usize::try_from(p).ok().map(|p| p.min(MAX_WIDTH));
+                    }
+                    match a {
+                        Some(a) => pad(&mut out, &convert(c, a), c),
+                        None => out.push('?'),
+                    }
+                }
             }
         }
         out
@@ -188,6 +222,9 @@ pub(super) fn quoted(s: &str) -> Result<(String, &str), String> {
     Err("the format's closing double quote is missing".into())
 }
 
+/// The widest width or precision taken (a damaged record's cannot ask for gigabytes).
+const MAX_WIDTH: usize = 1024;
+
 fn pieces(format: &str) -> Result<Vec<Piece>, String> {
     let mut pieces = Vec::new();
     let mut text = String::new();
@@ -209,6 +246,7 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             zero: false,
             alt: false,
             width: 0,
+            precision: None,
         };
         while let Some(&f) = chars.peek() {
             match f {
@@ -219,9 +257,20 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             }
             chars.next();
         }
-        while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
-            conv.width = (conv.width * 10 + d as usize).min(1024);
-            chars.next();
+        // A `*` width or precision is an argument of its own, before the value's.
+        let mut stars = Vec::new();
+        let star = Conv { bits: 32, ..conv };
+        let star = |kind| Conv { kind, ..star };
+        if chars.next_if_eq(&'*').is_some() {
+            stars.push(star(Kind::Width));
+        }
+        conv.width = number(&mut chars);
+        if chars.next_if_eq(&'.').is_some() {
+            if chars.next_if_eq(&'*').is_some() {
+                stars.push(star(Kind::Precision));
+            } else {
+                conv.precision = Some(number(&mut chars));
+            }
         }
         // The length modifier: l, ll, L, z, h or hh.
         let mut length = String::new();
@@ -255,12 +304,23 @@ fn pieces(format: &str) -> Result<Vec<Piece>, String> {
         if !text.is_empty() {
             pieces.push(Piece::Text(std::mem::take(&mut text)));
         }
+        pieces.extend(stars.into_iter().map(Piece::Arg));
         pieces.push(Piece::Arg(conv));
     }
     if !text.is_empty() {
         pieces.push(Piece::Text(text));
     }
     Ok(pieces)
+}
+
+/// The decimal digits at the front of `chars` (none: 0), at most [`MAX_WIDTH`].
+fn number(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> usize {
+    let mut n = 0;
+    while let Some(d) = chars.peek().and_then(|c| c.to_digit(10)) {
+        n = (n * 10 + d as usize).min(MAX_WIDTH);
+        chars.next();
+    }
+    n
 }
 
 /// The kind of `%p` whose letters follow in `chars` (none: [`Ptr::Address`]); an error for
@@ -274,6 +334,7 @@ fn pointer(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Ptr, 
         'S' => Ptr::Symbol { offset: true },
         's' => Ptr::Symbol { offset: false },
         'M' => Ptr::Mac,
+        'U' => Ptr::Uuid,
         'I' => match chars.next() {
             Some('4') => Ptr::Ip4,
             Some('S') => {
@@ -309,7 +370,7 @@ fn pointer(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<Ptr, 
 /// The argument as the conversion prints it, before padding.
 fn convert(c: Conv, a: &Arg<'_>) -> String {
     let n = match a {
-        Arg::Text(t) => return t.to_string(),
+        Arg::Text(t) => return at_most(t, c.precision),
         Arg::Bytes(b) => return bytes(c, b),
         Arg::Number(n) => *n,
     };
@@ -319,23 +380,42 @@ fn convert(c: Conv, a: &Arg<'_>) -> String {
         let shift = 64 - c.bits;
         ((low << shift) as i64) >> shift
     };
-    match c.kind {
-        Kind::Signed => signed.to_string(),
-        Kind::Unsigned => low.to_string(),
+    // A sign or prefix, then digits, which a precision pads with zeros (`.0` of 0: none).
+    let (front, digits) = match c.kind {
+        Kind::Signed if signed < 0 => ("-", signed.unsigned_abs().to_string()),
+        Kind::Signed => ("", signed.to_string()),
+        Kind::Unsigned => ("", low.to_string()),
         Kind::Hex { upper } => {
             let prefix = if c.alt && low != 0 { "0x" } else { "" };
-            if upper {
-                format!("{prefix}{low:X}")
-            } else {
-                format!("{prefix}{low:x}")
-            }
+            (
+                prefix,
+                if upper {
+                    format!("{low:X}")
+                } else {
+                    format!("{low:x}")
+                },
+            )
         }
-        Kind::Octal if c.alt && low != 0 => format!("0{low:o}"),
-        Kind::Octal => format!("{low:o}"),
-        Kind::Pointer(_) if n == 0 => "(nil)".into(),
-        Kind::Pointer(_) => format!("{:#x}", n as u64),
-        Kind::Char => char::from(n as u8).to_string(),
-        Kind::Str => n.to_string(),
+        Kind::Octal if c.alt && low != 0 => ("0", format!("{low:o}")),
+        Kind::Octal => ("", format!("{low:o}")),
+        Kind::Pointer(_) if n == 0 => return "(nil)".into(),
+        Kind::Pointer(_) => return format!("{:#x}", n as u64),
+        Kind::Char => return char::from(n as u8).to_string(),
+        Kind::Str => return at_most(&n.to_string(), c.precision),
+        Kind::Width | Kind::Precision => return String::new(),
+    };
+    match c.precision {
+        Some(0) if low == 0 => String::new(),
+        Some(p) => format!("{front}{digits:0>p$}"),
+        None => format!("{front}{digits}"),
+    }
+}
+
+/// At most `precision` characters of `text` (all of it without one).
+fn at_most(text: &str, precision: Option<usize>) -> String {
+    match precision {
+        Some(p) => text.chars().take(p).collect(),
+        None => text.to_string(),
     }
 }
 
@@ -351,6 +431,7 @@ fn bytes(c: Conv, b: &[u8]) -> String {
         }),
         Kind::Pointer(Ptr::Ip6 { compressed }) => fixed(16).map(|a| ip6(a, compressed)),
         Kind::Pointer(Ptr::SockAddr { port, compressed }) => sockaddr(b, port, compressed),
+        Kind::Pointer(Ptr::Uuid) => fixed(16).map(uuid),
         _ => None,
     }
     .unwrap_or_else(|| "?".into())
@@ -382,6 +463,18 @@ fn sockaddr(b: &[u8], port: bool, compressed: bool) -> Option<String> {
         }
         _ => Some(String::new()),
     }
+}
+
+/// 16 bytes as a UUID: `0a1b2c3d-4e5f-...`, dashes after the 4th, 6th, 8th and 10th.
+fn uuid(b: &[u8]) -> String {
+    let mut out = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push_str(&format!("{x:02x}"));
+    }
+    out
 }
 
 fn ip4(a: &[u8]) -> String {
@@ -446,7 +539,11 @@ fn pad(out: &mut String, text: &str, c: Conv) {
     if c.left {
         out.push_str(text);
         out.extend(std::iter::repeat_n(' ', fill));
-    } else if c.zero && c.kind.numeric() && !matches!(c.kind, Kind::Char | Kind::Pointer(_)) {
+    } else if c.zero
+        && c.precision.is_none()
+        && c.kind.numeric()
+        && !matches!(c.kind, Kind::Char | Kind::Pointer(_))
+    {
         let (sign, digits) = match text.strip_prefix('-') {
             Some(d) => ("-", d),
             None => ("", text),
@@ -561,9 +658,49 @@ mod tests {
         let short = Arg::Bytes(vec![10, 0, 0, 80, 0, 0, 0, 0, 0].into());
         assert_eq!(Printf::of_format("%pISpc").unwrap().render(&[short]), "?");
         // Extensions not read here are refused.
-        for ext in ["%pU", "%pISpf", "%pISpp", "%pI4h", "%pB", "%pI"] {
+        for ext in ["%pUb", "%pISpf", "%pISpp", "%pI4h", "%pB", "%pI"] {
             assert!(Printf::of_format(ext).is_err(), "{ext}");
         }
+    }
+
+    /// Precisions, and widths and precisions taken from arguments (`*`), as C's printf takes
+    /// them; a UUID's 16 bytes.
+    #[test]
+    fn precisions_and_star_widths_print_as_c_does() {
+        let p = Printf::parse(r#""[%.3s|%.*s|%*d|%-*d|%.5d|%#.4x|%.0d|%08.3d|%.*s]", a, b, c, d, e, f, g, h, i, j, k, l, m"#)
+            .unwrap();
+        let n = |v: i128| Arg::Number(v);
+        let t = |s: &'static str| Arg::Text(s.into());
+        let args = [
+            t("abcdef"),
+            n(2),
+            t("xyz"),
+            n(5),
+            n(42),
+            n(4),
+            n(7),
+            n(-42),
+            n(0x1f),
+            n(0),
+            n(5),
+            n(-1),
+            t("all"),
+        ];
+        assert_eq!(
+            p.render(&args),
+            "[abc|xy|   42|7   |-00042|0x001f||     005|all]"
+        );
+        // A star is an argument of its own: two conversions, three arguments.
+        assert!(Printf::parse(r#""%.*s", s"#)
+            .unwrap_err()
+            .contains("2 conversion(s)"));
+        let uuid: Vec<u8> = (0..16).collect();
+        assert_eq!(
+            Printf::of_format("%pU")
+                .unwrap()
+                .render(&[Arg::Bytes(uuid.into())]),
+            "00010203-0405-0607-0809-0a0b0c0d0e0f"
+        );
     }
 
     #[test]
