@@ -1533,8 +1533,8 @@ fn without_start_signal(
 /// Every print format of this kernel's tracepoints (2,300 here) is either evaluated or
 /// refused (analyze script then prints the event's fields), never a panic or a hang, on a
 /// zeroed record and on one cut short; the everyday ones are evaluated (what perf script
-/// prints of them is checked above). On this 6.18 kernel 2,276 of 2,323 are evaluated; the
-/// rest use `__print_array`, `__print_hex`, the kernel's functions or globals.
+/// prints of them is checked above). On this 6.18 kernel 2,285 of 2,323 are evaluated; the
+/// rest use `__print_array`, `%*pbl`, statement expressions, the kernel's functions or globals.
 #[test]
 fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
     use analyze::views::trace::print_fmt::PrintFmt;
@@ -1677,6 +1677,61 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
     let locations = in_script("skb:kfree_skb:", &["location="]);
     assert!(!locations.is_empty());
     assert_eq!(traced("skb:kfree_skb", r#""%pS", location"#), locations);
+}
+
+/// Neighbour tracepoints print as perf script prints them: link-layer addresses by
+/// `__print_hex_str` (as many bytes as the length field says), states by their names. perf's
+/// recording of `ip` adding, replacing and flushing IPv4 and IPv6 neighbours of a veth in a
+/// network namespace the test makes, then removing the veth.
+#[test]
+fn script_prints_neighbour_tracepoints_as_perf_script_does() {
+    if !can_record() {
+        return;
+    }
+    let _x = exclusive();
+    mount_tracefs();
+    let dir = Tmp::new("script-neigh");
+    let ns = format!("bpfperf-neigh-{}", std::process::id());
+    let made = Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(made, "ip netns add {ns}");
+    struct Gone<'a>(&'a str);
+    impl Drop for Gone<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", self.0]).status();
+        }
+    }
+    let _gone = Gone(&ns);
+    let script = "set -e\n\
+        ip link add v0 type veth peer name v1\n\
+        ip addr add 10.77.0.1/24 dev v0\n\
+        ip -6 addr add fd77::1/64 dev v0 nodad\n\
+        ip link set v0 up; ip link set v1 up\n\
+        ip neigh replace 10.77.0.2 lladdr 02:00:00:00:00:02 dev v0\n\
+        ip neigh replace 10.77.0.3 lladdr 02:00:00:00:00:03 dev v0 nud stale\n\
+        ip -6 neigh replace fd77::2 lladdr 02:00:00:00:00:04 dev v0\n\
+        ip neigh del 10.77.0.2 dev v0\n\
+        ip neigh flush dev v0\n\
+        ip link del v0\n";
+    let file = dir.0.join("neigh.data");
+    perf_record(
+        &file,
+        &["-e", "neigh:*"],
+        Path::new("ip"),
+        &["netns", "exec", &ns, "sh", "-c", script],
+    );
+    assert_script_payloads_are_perfs(&file);
+    let text = run_ok(&["script", "-i", path_str(&file)]);
+    for shown in [
+        "new_lladdr 020000000002 new_state permanent",
+        "lladdr 020000000003 flags 00 nud_state stale",
+        "primary_key6 fd77::2 confirmed",
+        "neigh_cleanup_and_release: family 10 dev v0 lladdr 020000000004",
+    ] {
+        assert!(text.contains(shown), "{shown}:\n{text}");
+    }
 }
 
 /// A file system made in a file and mounted through a loop device, unmounted when dropped.

@@ -2,11 +2,11 @@
 //! string, then C expressions over the record's fields) evaluated as libtraceevent evaluates
 //! it. The expressions kernel and bpfperf formats use are understood: fields (`REC->f`,
 //! `REC->f[i]`, `__get_str(f)`), integers, casts, arithmetic, bit and comparison operators,
-//! `?:`, `__print_symbolic` and `__print_flags`; and the kernel's `%p` extensions for
-//! addresses (`%pI4`, `%pI6c`, `%pM`) and code (`%pS`, named by the caller's kernel
-//! symbols), `%pU` for UUIDs. A format that uses anything else (`__print_hex`, a function of the
-//! kernel's) is not taken: [`PrintFmt::of`] says no, and the caller prints the event's fields
-//! instead.
+//! `?:`, `__print_symbolic`, `__print_flags`, `__print_hex` and `__print_hex_str`; and the
+//! kernel's `%p` extensions for addresses (`%pI4`, `%pI6c`, `%pM`, `%pU`) and code (`%pS`,
+//! named by the caller's kernel symbols). A format that uses anything else (`__print_array`,
+//! a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and the caller prints
+//! the event's fields instead.
 
 use format::{Field, FieldKind, TraceFormat, Value};
 
@@ -48,6 +48,9 @@ enum Expr {
     Symbolic(Box<Expr>, Vec<(i128, String)>),
     /// The names of the flags set, joined by the separator (bits left over in hex).
     Flags(Box<Expr>, String, Vec<(i128, String)>),
+    /// `__print_hex` (bytes apart: `true`) and `__print_hex_str` of an array: its first so
+    /// many bytes in hex.
+    Hex(Box<Expr>, Box<Expr>, bool),
 }
 
 impl PrintFmt {
@@ -403,7 +406,29 @@ impl Parser<'_> {
                 };
                 Some(Expr::Index(field, bits, Box::new(index)))
             }
-            Token::Ident(w) if w == "__get_str" => {
+            Token::Ident(w) if w == "__print_hex" || w == "__print_hex_str" => {
+                self.expect("(")?;
+                // Of an array field (of another, libtraceevent prints its bytes in memory).
+                let bytes = self.ternary()?;
+                let arrays = [
+                    FieldKind::Array,
+                    FieldKind::CharArray,
+                    FieldKind::DataLoc,
+                    FieldKind::RelLoc,
+                ];
+                if !matches!(&bytes, Expr::Field(f) if arrays.contains(&f.kind)) {
+                    return None;
+                }
+                self.expect(",")?;
+                let len = self.ternary()?;
+                self.expect(")")?;
+                Some(Expr::Hex(
+                    Box::new(bytes),
+                    Box::new(len),
+                    w == "__print_hex",
+                ))
+            }
+            Token::Ident(w) if w == "__get_str" || w == "__get_dynamic_array" => {
                 self.expect("(")?;
                 let field = self.field()?;
                 self.expect(")")?;
@@ -636,6 +661,17 @@ fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
                 None => Val::Str(format!("{:#x}", v as u64)),
             }
         }
+        Expr::Hex(bytes, len, spaced) => {
+            let bytes = match eval(bytes, raw)? {
+                Val::Bytes(b) => b,
+                Val::Str(s) => s.into_bytes(),
+                Val::Int(_) => return None,
+            };
+            // No more than the record holds, whatever its length field says.
+            let len = usize::try_from(int(len)?).unwrap_or(0).min(bytes.len());
+            let hex: Vec<String> = bytes[..len].iter().map(|b| format!("{b:02x}")).collect();
+            Val::Str(hex.join(if *spaced { " " } else { "" }))
+        }
         Expr::Flags(value, sep, table) => {
             // As libtraceevent goes through the table: each flag (a value above 0) set is
             // named and taken off; once none is left, a name it reads as -1 (one it does not
@@ -821,6 +857,25 @@ mod tests {
         );
         // A record too short for the id: `?`.
         assert!(p.render(&raw[..12], &|_| None).starts_with("?: name"));
+    }
+
+    /// `__print_hex` and `__print_hex_str` of an array, as many bytes as a field says, never
+    /// more than the record holds.
+    #[test]
+    fn hex_of_arrays_prints_as_perf_does() {
+        let f = format(
+            "\tfield:u8 addr[8];\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:u8 len;\toffset:16;\tsize:1;\tsigned:0;",
+            r#""%s|%s", __print_hex(REC->addr, REC->len), __print_hex_str(REC->addr, REC->len + 20)"#,
+        );
+        let mut raw = vec![0u8; 17];
+        raw[8..16].copy_from_slice(&[2, 0, 0, 0xab, 0, 0x1f, 7, 8]);
+        raw[16] = 6;
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(
+            p.render(&raw, &|_| None),
+            "02 00 00 ab 00 1f|020000ab001f0708"
+        );
     }
 
     #[test]
