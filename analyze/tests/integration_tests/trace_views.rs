@@ -1854,4 +1854,48 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
             &text[..text.len().min(4000)]
         );
     }
+    // trace's bcc-like format takes the same conversions: a `*` precision from a field, and
+    // %pU of the id's array; each line as script has it.
+    let in_script = |event: &str, after: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(event))
+            .map(|l| {
+                l.split_once(after)
+                    .unwrap()
+                    .1
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let traced = |event: &str, format: &str| -> Vec<String> {
+        let args = [
+            "trace",
+            "-i",
+            path_str(&file),
+            "--event",
+            event,
+            "--format",
+            format,
+        ];
+        run_ok(&args)
+            .lines()
+            .map(|l| l.split_once(": ").unwrap().1.to_string())
+            .collect()
+    };
+    let names = in_script("xfs:xfs_attr_sf_add:", " name ");
+    assert!(names.len() >= 8, "{names:?}");
+    assert_eq!(
+        traced("xfs:xfs_attr_sf_add", r#""%.*s", namelen, name"#),
+        names
+    );
+    let ids = in_script("btrfs:btrfs_inode_new:", "btrfs_inode_new: ");
+    assert!(!ids.is_empty());
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|i| i.trim_end_matches(':').to_string())
+        .collect();
+    assert_eq!(traced("btrfs:btrfs_inode_new", r#""%pU", fsid"#), ids);
 }
