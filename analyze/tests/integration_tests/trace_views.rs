@@ -1643,40 +1643,48 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
     assert!(!location.starts_with("0x"), "{location}");
     // trace's bcc-like format prints the same addresses: %pISpc of the sockaddr arrays,
     // %pS of kfree_skb's location by the recording's kernel symbols.
+    let resets = words_after(&text, "tcp:tcp_send_reset:", &[" src=", " dest="]);
+    assert_eq!(resets.len(), 4, "{text}");
+    let format = r#""%pISpc > %pISpc", saddr, daddr"#;
+    assert_eq!(trace_formatted(&file, "tcp:tcp_send_reset", format), resets);
+    let locations = words_after(&text, "skb:kfree_skb:", &["location="]);
+    assert!(!locations.is_empty());
+    let format = r#""%pS", location"#;
+    assert_eq!(trace_formatted(&file, "skb:kfree_skb", format), locations);
+}
+
+/// Of each line of script's `text` with `event` on it, the word after each of `keys`,
+/// joined by " > ".
+fn words_after(text: &str, event: &str, keys: &[&str]) -> Vec<String> {
     let after = |line: &str, key: &str| {
         let rest = line.split_once(key)?.1;
         Some(rest.split(' ').next()?.to_string())
     };
-    let in_script = |event: &str, keys: &[&str]| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.contains(event))
-            .map(|l| {
-                let parts: Vec<String> = keys.iter().map(|k| after(l, k).unwrap()).collect();
-                parts.join(" > ")
-            })
-            .collect()
-    };
-    let traced = |event: &str, format: &str| -> Vec<String> {
-        run_ok(&[
-            "trace",
-            "-i",
-            path_str(&file),
-            "--event",
-            event,
-            "--format",
-            format,
-        ])
+    text.lines()
+        .filter(|l| l.contains(event))
+        .map(|l| {
+            let parts: Vec<String> = keys.iter().map(|k| after(l, k).unwrap()).collect();
+            parts.join(" > ")
+        })
+        .collect()
+}
+
+/// What `analyze trace --event EVENT --format FORMAT` prints of `file` after each line's
+/// event name.
+fn trace_formatted(file: &Path, event: &str, format: &str) -> Vec<String> {
+    let args = [
+        "trace",
+        "-i",
+        path_str(file),
+        "--event",
+        event,
+        "--format",
+        format,
+    ];
+    run_ok(&args)
         .lines()
         .map(|l| l.split_once(": ").unwrap().1.to_string())
         .collect()
-    };
-    let resets = in_script("tcp:tcp_send_reset:", &[" src=", " dest="]);
-    assert_eq!(resets.len(), 4, "{text}");
-    let format = r#""%pISpc > %pISpc", saddr, daddr"#;
-    assert_eq!(traced("tcp:tcp_send_reset", format), resets);
-    let locations = in_script("skb:kfree_skb:", &["location="]);
-    assert!(!locations.is_empty());
-    assert_eq!(traced("skb:kfree_skb", r#""%pS", location"#), locations);
 }
 
 /// Neighbour tracepoints print as perf script prints them: link-layer addresses by
@@ -1856,46 +1864,18 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
     }
     // trace's bcc-like format takes the same conversions: a `*` precision from a field, and
     // %pU of the id's array; each line as script has it.
-    let in_script = |event: &str, after: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.contains(event))
-            .map(|l| {
-                l.split_once(after)
-                    .unwrap()
-                    .1
-                    .split(' ')
-                    .next()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect()
-    };
-    let traced = |event: &str, format: &str| -> Vec<String> {
-        let args = [
-            "trace",
-            "-i",
-            path_str(&file),
-            "--event",
-            event,
-            "--format",
-            format,
-        ];
-        run_ok(&args)
-            .lines()
-            .map(|l| l.split_once(": ").unwrap().1.to_string())
-            .collect()
-    };
-    let names = in_script("xfs:xfs_attr_sf_add:", " name ");
+    let names = words_after(&text, "xfs:xfs_attr_sf_add:", &[" name "]);
     assert!(names.len() >= 8, "{names:?}");
-    assert_eq!(
-        traced("xfs:xfs_attr_sf_add", r#""%.*s", namelen, name"#),
-        names
-    );
-    let ids = in_script("btrfs:btrfs_inode_new:", "btrfs_inode_new: ");
+    let format = r#""%.*s", namelen, name"#;
+    assert_eq!(trace_formatted(&file, "xfs:xfs_attr_sf_add", format), names);
+    let ids = words_after(&text, "btrfs:btrfs_inode_new:", &["btrfs_inode_new: "]);
     assert!(!ids.is_empty());
     let ids: Vec<String> = ids
         .iter()
         .map(|i| i.trim_end_matches(':').to_string())
         .collect();
-    assert_eq!(traced("btrfs:btrfs_inode_new", r#""%pU", fsid"#), ids);
+    assert_eq!(
+        trace_formatted(&file, "btrfs:btrfs_inode_new", r#""%pU", fsid"#),
+        ids
+    );
 }
