@@ -166,12 +166,14 @@ pub const POLL_BATCH: usize = 4096;
 
 /// Loaded and attached BPF programs; dropping it detaches and frees them.
 pub struct Profiler {
-    // Fields drop in this order: the ring buffer and links before the skeleton.
+    // Links are detached first (Drop), then the fields drop in this order: the ring buffer
+    // before the skeleton.
     /// Built once: mapping the ring buffer costs a page-table entry per page.
     ring: libbpf_rs::RingBuffer<'static>,
     /// Decoded events the ring buffer callback queued for [`Profiler::poll`].
     queue: Rc<RefCell<Vec<Event>>>,
-    _links: Vec<libbpf_rs::Link>,
+    /// Detached side by side when the profiler drops ([`programs::detach`]).
+    links: Vec<libbpf_rs::Link>,
     loaded: Loaded,
     ring_bytes: u64,
     /// Held while programs' run time is counted (see [`Profiler::count_run_time`]).
@@ -218,6 +220,12 @@ fn route_libbpf_log() {
         libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, to_stderr)));
     } else {
         libbpf_rs::set_print(None);
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        programs::detach(std::mem::take(&mut self.links));
     }
 }
 
@@ -271,7 +279,7 @@ impl Profiler {
         Ok(Profiler {
             ring: ring_buffer,
             queue,
-            _links: links,
+            links,
             loaded,
             ring_bytes: ring,
             run_stats: None,

@@ -1793,9 +1793,10 @@ impl Drop for LoopMount {
 
 /// File system tracepoints print as perf script prints them: btrfs's file system id by
 /// `%pU` (the UUID its mkfs was given), xfs's names by `%.*s` (a length, then the text) and
-/// its `(uint)` and `(int64_t)` casts. perf's recording of files written, synced and given
-/// extended attributes on a btrfs and an xfs made for the test: every event's payload is
-/// perf script's (both file systems' events print through formats analyze evaluates).
+/// its `(uint)` and `(int64_t)` casts. perf's and record's recordings of files written, synced
+/// and given extended attributes on a btrfs and an xfs made for the test: every event's
+/// payload is perf script's (both file systems' events print through formats analyze
+/// evaluates).
 #[test]
 fn script_prints_file_system_tracepoints_as_perf_script_does() {
     if !can_record() {
@@ -1848,6 +1849,15 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
         off.is_some_and(|off| ours == format!("{:#x}", rodata + off))
     };
     assert_script_payloads_are_perfs_but(&file, &same_data_address);
+    // record's recording of the same, which perf reads: the same.
+    let ours = dir.0.join("ours.data");
+    let (b, x) = (path_str(&btrfs.0), path_str(&xfs.0));
+    record_traced(
+        &ours,
+        &["-e", "btrfs:*", "-e", "xfs:*"],
+        &["python3", "-c", program, b, x],
+    );
+    assert_script_payloads_are_perfs_but(&ours, &same_data_address);
     let text = run_ok(&["script", "-i", path_str(&file)]);
     for shown in [
         // %pU: the file system's UUID, as mkfs was told.

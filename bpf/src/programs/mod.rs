@@ -1,6 +1,7 @@
 //! The programs, one module per concern as in `src/bpf/`: each says which of its programs
 //! load for the [`Options`], sizes its maps before load, and attaches what loaded. The
-//! [`crate::Profiler`] runs them in order: open, [`configure`], load, [`attach`].
+//! [`crate::Profiler`] runs them in order: open, [`configure`], load, [`attach`], and at its
+//! end [`detach`].
 
 pub mod blockio;
 pub mod cache;
@@ -47,6 +48,28 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
     probes::attach(skel, o, &mut links)?;
     sampling::attach(skel, o, cpus, &mut links)?;
     Ok(links)
+}
+
+/// Detaches `links` side by side. A program on a tracepoint waits for two RCU grace periods
+/// as it is detached: the program's from its perf event, which waits side by side share,
+/// then the tracepoint's own, which the kernel does one at a time (under its event mutex).
+/// One link after another took 76 ms a tracepoint: `record -e 'btrfs:*' -- true` (102 of
+/// them) 7.8 s, 6.6 of it ending; side by side 5.2 s (perf record: 4.9 s).
+pub fn detach(mut links: Vec<Link>) {
+    /// Threads that detach at once (they wait, not run: more than the CPUs).
+    const THREADS: usize = 64;
+    let per_thread = links.len().div_ceil(THREADS).max(1);
+    std::thread::scope(|scope| {
+        while !links.is_empty() {
+            let chunk: Vec<Link> = links.drain(..per_thread.min(links.len())).collect();
+            // No thread to be had (a process at its limit): the chunk drops here, with the
+            // closure that failed to start.
+            let _ = std::thread::Builder::new()
+                .name("detach".into())
+                .stack_size(64 << 10)
+                .spawn_scoped(scope, move || drop(chunk));
+        }
+    });
 }
 
 /// Every program, by name, with the concern's name for it (for run-time statistics).
