@@ -1823,10 +1823,27 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
         \x20       os.setxattr(p, 'user.long' + 'x' * i, b'w' * 300)\n\
         \x20       os.getxattr(p, 'user.k'); os.removexattr(p, 'user.k')\n\
         \x20   os.sync()\n";
+    // Every btrfs event, and xfs's of buffers, attributes, the log's items, locks and extents
+    // (110 of its 633: the kernel takes about 50 ms to remove each tracepoint a recording
+    // used, one at a time).
+    let events: Vec<&str> = [
+        "btrfs:*",
+        "xfs:xfs_buf*",
+        "xfs:xfs_attr*",
+        "xfs:xfs_ail*",
+        "xfs:xfs_ilock*",
+        "xfs:xfs_iunlock*",
+        "xfs:xfs_create*",
+        "xfs:xfs_bmap*",
+        "xfs:xfs_iext*",
+    ]
+    .into_iter()
+    .flat_map(|e| ["-e", e])
+    .collect();
     let file = dir.0.join("fs.data");
     perf_record(
         &file,
-        &["-e", "btrfs:*", "-e", "xfs:*"],
+        &events,
         Path::new("python3"),
         &["-c", program, path_str(&btrfs.0), path_str(&xfs.0)],
     );
@@ -1852,11 +1869,7 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
     // record's recording of the same, which perf reads: the same.
     let ours = dir.0.join("ours.data");
     let (b, x) = (path_str(&btrfs.0), path_str(&xfs.0));
-    record_traced(
-        &ours,
-        &["-e", "btrfs:*", "-e", "xfs:*"],
-        &["python3", "-c", program, b, x],
-    );
+    record_traced(&ours, &events, &["python3", "-c", program, b, x]);
     assert_script_payloads_are_perfs_but(&ours, &same_data_address);
     let text = run_ok(&["script", "-i", path_str(&file)]);
     for shown in [
