@@ -2,11 +2,12 @@
 //! string, then C expressions over the record's fields) evaluated as libtraceevent evaluates
 //! it. The expressions kernel and bpfperf formats use are understood: fields (`REC->f`,
 //! `REC->f[i]`, `__get_str(f)`), integers, casts, arithmetic, bit and comparison operators,
-//! `?:`, `__print_symbolic`, `__print_flags`, `__print_hex` and `__print_hex_str`; and the
-//! kernel's `%p` extensions for addresses (`%pI4`, `%pI6c`, `%pM`, `%pU`) and code (`%pS`,
-//! named by the caller's kernel symbols). A format that uses anything else (`__print_array`,
-//! a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and the caller prints
-//! the event's fields instead.
+//! `?:`, `__print_symbolic`, `__print_flags`, `__print_hex`, `__print_hex_str` and
+//! `__builtin_expect`, names as 0 (the kernel's constants and globals, as libtraceevent reads
+//! them); and the kernel's `%p` extensions for addresses (`%pI4`, `%pI6c`, `%pM`, `%pU`) and
+//! code (`%pS`, named by the caller's kernel symbols). A format that uses anything else
+//! (`__print_array`, a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and
+//! the caller prints the event's fields instead.
 
 use format::{Field, FieldKind, TraceFormat, Value};
 
@@ -64,7 +65,6 @@ impl PrintFmt {
             at: 0,
             format,
             depth: 0,
-            in_table: false,
         };
         let mut args = Vec::new();
         while p.eat(",") {
@@ -206,9 +206,6 @@ struct Parser<'f> {
     /// How deep the expression being read is nested (bounded: a damaged file's format may
     /// open a million parentheses).
     depth: usize,
-    /// Whether an expression of a symbol or flag table's value is being read, where a name
-    /// the kernel left unconverted is 0 (a value that is a name alone: [`table_name`]).
-    in_table: bool,
 }
 
 /// A name that is a table's whole value (`{ IOPRIO_CLASS_NONE, "none" }`), as libtraceevent
@@ -428,6 +425,15 @@ impl Parser<'_> {
                     w == "__print_hex",
                 ))
             }
+            // Its first argument, as libtraceevent reads it (mmap's error checks).
+            Token::Ident(w) if w == "__builtin_expect" => {
+                self.expect("(")?;
+                let value = self.ternary()?;
+                self.expect(",")?;
+                self.ternary()?;
+                self.expect(")")?;
+                Some(value)
+            }
             Token::Ident(w) if w == "__get_str" || w == "__get_dynamic_array" => {
                 self.expect("(")?;
                 let field = self.field()?;
@@ -451,9 +457,11 @@ impl Parser<'_> {
                 let table = self.table()?;
                 Some(Expr::Flags(Box::new(value), sep, table))
             }
-            // Within a table value's expression, a name is 0 (libtraceevent reads it as a
-            // number): `(1 << BTRFS_ORDERED_REGULAR)` is 1.
-            Token::Ident(_) if self.in_table => Some(Expr::Int(0)),
+            // Any other name is 0, as libtraceevent reads it as a number: a constant the
+            // kernel left unconverted (`(1 << BTRFS_ORDERED_REGULAR)` is 1), or a global no
+            // recording holds (kmem's `vmemmap_base`: perf prints mm_page_alloc's page as
+            // its pfn). Not a function's call, which it does not know either.
+            Token::Ident(_) if self.peek() != Some(&Token::Punct("(")) => Some(Expr::Int(0)),
             _ => None,
         }
     }
@@ -477,12 +485,7 @@ impl Parser<'_> {
                     self.at += 1;
                     Val::Int(table_name(name))
                 }
-                _ => {
-                    self.in_table = true;
-                    let value = self.ternary();
-                    self.in_table = false;
-                    eval(&value?, &[])?
-                }
+                _ => eval(&self.ternary()?, &[])?,
             };
             self.expect(",")?;
             // A name, or NULL (`((void *)0)`: the end of a table, as some write it).
@@ -817,6 +820,13 @@ mod tests {
         );
         let p = PrintFmt::of(&f).unwrap();
         assert_eq!(p.render(&raw(10), &|_| None), "0 1 4294967295");
+        // A global is 0 (kmem's `vmemmap_base`); `__builtin_expect` its first argument.
+        let f = format(
+            fields,
+            r#""%lx %d", ((struct page *)vmemmap_base) + (REC->prev_state), __builtin_expect(!!(REC->prev_state >= -4095), 0)"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(p.render(&raw(0x14a15b), &|_| None), "14a15b 1");
         // Character constants (tcp_hash_bad_header's flags).
         let f = format(
             fields,
