@@ -1695,7 +1695,8 @@ fn trace_formatted(file: &Path, event: &str, format: &str) -> Vec<String> {
 /// Memory tracepoints print as perf script prints them: page allocations' GFP flags by name,
 /// their page by a kernel global no recording holds (`vmemmap_base`, which libtraceevent
 /// reads as 0, so the page is its pfn), and mmap's address checks through
-/// `__builtin_expect`. perf's recording of dd writing and a file removed.
+/// `__builtin_expect`; writeback's inodes with their age. perf's recordings of dd writing, a
+/// sync and the file removed.
 #[test]
 fn script_prints_memory_tracepoints_as_perf_script_does() {
     if !can_record() {
@@ -1732,6 +1733,23 @@ fn script_prints_memory_tracepoints_as_perf_script_does() {
             &text[..text.len().min(4000)]
         );
     }
+    // Writeback, done by the kernel's flusher threads (so the whole machine recorded): an
+    // inode's age from `jiffies`, a global read as 0, divided in 64 unsigned bits as
+    // libtraceevent divides.
+    let file = dir.0.join("writeback.data");
+    let events = "writeback:writeback_single_inode,writeback:writeback_single_inode_start";
+    perf_record(
+        &file,
+        &["-a", "-e", events],
+        Path::new("sh"),
+        &["-c", &command],
+    );
+    assert_script_payloads_are_perfs(&file);
+    let text = run_ok(&["script", "-i", path_str(&file)]);
+    assert!(
+        text.contains("writeback:writeback_single_inode: bdi "),
+        "{text}"
+    );
 }
 
 /// Neighbour tracepoints print as perf script prints them: link-layer addresses by

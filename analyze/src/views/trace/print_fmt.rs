@@ -646,8 +646,10 @@ fn eval(e: &Expr, raw: &[u8]) -> Option<Val> {
                 "+" => a.wrapping_add(b),
                 "-" => a.wrapping_sub(b),
                 "*" => a.wrapping_mul(b),
-                "/" => a.checked_div(b)?,
-                _ => a.checked_rem(b)?,
+                // In 64 unsigned bits, as libtraceevent divides: writeback's `(jiffies -
+                // REC->dirtied_when) / 250`, jiffies read as 0, is (2^64 - t) / 250.
+                "/" => (a as u64).checked_div(b as u64)?.into(),
+                _ => (a as u64).checked_rem(b as u64)?.into(),
             })
         }
         Expr::Cond(c, yes, no) => {
@@ -827,6 +829,16 @@ mod tests {
         );
         let p = PrintFmt::of(&f).unwrap();
         assert_eq!(p.render(&raw(0x14a15b), &|_| None), "14a15b 1");
+        // Division and remainder in 64 unsigned bits.
+        let f = format(
+            fields,
+            r#""%lu %lu %ld", (jiffies - REC->prev_state) / 250, (0 - REC->prev_state) % 7, REC->prev_state / 2"#,
+        );
+        let p = PrintFmt::of(&f).unwrap();
+        assert_eq!(
+            p.render(&raw(4316406129), &|_| None),
+            "73786976277572581 2 2158203064"
+        );
         // Character constants (tcp_hash_bad_header's flags).
         let f = format(
             fields,
