@@ -7,7 +7,9 @@
 //! them); and the kernel's `%p` extensions for addresses (`%pI4`, `%pI6c`, `%pM`, `%pU`) and
 //! code (`%pS`, named by the caller's kernel symbols). A format that uses anything else
 //! (`__print_array`, a function of the kernel's) is not taken: [`PrintFmt::of`] says no, and
-//! the caller prints the event's fields instead.
+//! the caller prints the event's fields instead. One difference on purpose: comparisons are
+//! signed where the values are, as the kernel makes them (libtraceevent compares in unsigned
+//! 64 bits: perf prints a failed recv's sock_recv_length as `length = -11, error = 0`).
 
 use format::{Field, FieldKind, TraceFormat, Value};
 
