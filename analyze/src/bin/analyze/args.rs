@@ -486,8 +486,9 @@ pub struct TraceArgs {
     /// bcc trace's format instead of the fields: a C format in double quotes, then its
     /// arguments (fields, comm, pid, tid, cpu, time, event, latency), e.g.
     /// '"%s wrote %d bytes", comm, count'. Conversions: %d %i %u %x %X %o %c %s %p, %ld %lu %lx
-    /// and %lld %llu %llx, %%, with - or 0 and a width; the kernel's %pI4 %pI6c %pM %pISpc of
-    /// an address field's bytes, %pS %ps of a kernel address (by the recording's symbols).
+    /// and %lld %llu %llx, %%, with - or 0, a width and a precision (* takes either from the
+    /// argument before: '"%.*s", namelen, name'); the kernel's %pI4 %pI6c %pM %pISpc %pU of
+    /// an array field's bytes, %pS %ps of a kernel address (by the recording's symbols).
     #[arg(long, value_name = "'\"FORMAT\", ARG, ...'", conflicts_with = "fields")]
     pub format: Option<String>,
     /// Each event's stack under its line, as perf script prints it.
