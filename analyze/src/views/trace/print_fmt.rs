@@ -211,9 +211,9 @@ struct Parser<'f> {
 }
 
 /// A name that is a table's whole value (`{ IOPRIO_CLASS_NONE, "none" }`), as libtraceevent
-/// reads it: the softirq and hrtimer names it knows, and -1 for any other, which no value but -1 matches (perf
-/// prints block_rq_issue's I/O class 2, whose table names `IOPRIO_CLASS_BE`, as `0x2`, and
-/// btrfs's action 0, named `BTRFS_ADD_DELAYED_REF`, as `0x0`).
+/// reads it: the softirq and hrtimer names it knows, and -1 for any other, which no value but
+/// -1 matches (perf prints block_rq_issue's I/O class 2, whose table names `IOPRIO_CLASS_BE`,
+/// as `0x2`, and btrfs's action 0, named `BTRFS_ADD_DELAYED_REF`, as `0x0`).
 fn table_name(name: &str) -> i128 {
     const KNOWN: [&str; 10] = [
         "HI_SOFTIRQ",

@@ -166,18 +166,19 @@ impl Printf {
         let mut args = args.iter();
         let (mut width, mut precision) = (None, None);
         for p in &self.pieces {
-            let Piece::Arg(c) = p else {
-                if let Piece::Text(t) = p {
+            let mut c = match p {
+                Piece::Text(t) => {
                     out.push_str(t);
+                    continue;
                 }
-                continue;
+                Piece::Arg(c) => *c,
             };
             let a = args.next();
+            // A `*` takes its argument as C's int.
             let n = match a {
                 Some(Arg::Number(n)) => Some(*n as i32),
                 _ => None,
             };
-            let mut c = *c;
             match c.kind {
                 Kind::Width => width = n,
                 Kind::Precision => precision = n,
