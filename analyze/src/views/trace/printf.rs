@@ -134,8 +134,16 @@ impl Printf {
         let pieces = pieces(&format)?;
         let convs = pieces.iter().filter(|p| matches!(p, Piece::Arg(_))).count();
         if convs != args.len() {
+            let stars = pieces
+                .iter()
+                .filter(|p| matches!(p, Piece::Arg(c) if matches!(c.kind, Kind::Width | Kind::Precision)))
+                .count();
+            let of_stars = match stars {
+                0 => String::new(),
+                n => format!(", {n} of them for a * width or precision"),
+            };
             return Err(format!(
-                "the format has {convs} conversion(s) and {} argument(s)",
+                "the format has {convs} conversion(s){of_stars} and {} argument(s)",
                 args.len()
             ));
         }
@@ -691,10 +699,12 @@ mod tests {
             p.render(&args),
             "[abc|xy|   42|7   |-00042|0x001f||     005|all]"
         );
-        // A star is an argument of its own: two conversions, three arguments.
-        assert!(Printf::parse(r#""%.*s", s"#)
-            .unwrap_err()
-            .contains("2 conversion(s)"));
+        // A star takes an argument of its own, which the error says.
+        let err = Printf::parse(r#""%.*s", s"#).unwrap_err();
+        assert!(
+            err.contains("2 conversion(s), 1 of them for a * width or precision and 1 argument(s)"),
+            "{err}"
+        );
         let uuid: Vec<u8> = (0..16).collect();
         assert_eq!(
             Printf::of_format("%pU")
