@@ -30,6 +30,18 @@ fn exclusive() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How each test of a traced run begins: `None` (skipped) where perf and record cannot
+/// record here, else this test's turn to run alone, with tracefs mounted, and a fresh
+/// directory named after `tag`.
+fn traced_run(tag: &str) -> Option<(MutexGuard<'static, ()>, Tmp)> {
+    if !can_record() {
+        return None;
+    }
+    let turn = exclusive();
+    mount_tracefs();
+    Some((turn, Tmp::new(tag)))
+}
+
 /// `record -q ARGS -o FILE -- CMD`, which must succeed. Without cargo's LD_LIBRARY_PATH: with
 /// it, getaddrinfo's dlopen of the NSS modules tries (and fails to open) each of its
 /// directories first, and tracee's counts of openat are no longer its own.
@@ -317,11 +329,9 @@ fn stack_addresses(trace: &str) -> BTreeMap<String, MapValue> {
 /// getaddrinfo's calls per command, and their user stacks (`trace -g`, `count --by stack`).
 #[test]
 fn counts_and_histograms_are_bpftraces_on_the_same_run() {
-    if !can_record() || !bpftrace_ok() {
+    let Some((_turn, dir)) = traced_run("trace-bpftrace").filter(|_| bpftrace_ok()) else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-bpftrace");
+    };
     // Commands are 15 bytes at most: "bv12345-tracee".
     let prefix = format!("bv{}-", std::process::id() % 100_000);
     let copy = |from: &Path, name: &str| -> PathBuf {
@@ -764,11 +774,9 @@ fn assert_same_events(theirs: &[Traced], ours: &[Traced]) -> usize {
 /// uretprobe with its latency, and a --latency pair, with frame pointers.
 #[test]
 fn trace_prints_what_perf_script_prints_of_the_same_file() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("trace-perf") else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-perf");
+    };
     let file = dir.0.join("trace.data");
     let tracee = fixture("tracee-fp");
     let t = path_str(&tracee);
@@ -934,11 +942,9 @@ fn assert_script_payloads_are_perfs_but(
 /// included.
 #[test]
 fn trace_prints_what_perf_script_prints_of_perfs_own_recording() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("trace-perf-own") else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-perf-own");
+    };
     let file = dir.0.join("perf.data");
     let tracee = fixture("tracee-fp");
     let tracepoints =
@@ -998,11 +1004,9 @@ fn tracee_args(nap_ms: &str) -> [&str; 6] {
 /// return, and clock_nanosleep's --latency pair.
 #[test]
 fn counts_and_histograms_are_tracees_known_totals() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("trace-totals") else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-totals");
+    };
     let file = dir.0.join("totals.data");
     let tracee = fixture("tracee-nofp");
     let t = path_str(&tracee);
@@ -1140,11 +1144,9 @@ fn counts_and_histograms_are_tracees_known_totals() {
 /// total. Frame pointers and DWARF.
 #[test]
 fn latency_weighs_folded_stacks_heatmaps_and_pprof() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("trace-latency") else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-latency");
+    };
     for (mode, bin) in [("fp", "tracee-fp"), ("dwarf", "tracee-nofp")] {
         let file = dir.0.join(format!("{mode}.data"));
         let tracee = fixture(bin);
@@ -1374,11 +1376,9 @@ fn attrs(svg: &str, names: &[&str]) -> Vec<Vec<String>> {
 /// same table as a recording of every event of another run of the same reads.
 #[test]
 fn histograms_counted_in_the_kernel_are_bpftraces_and_the_per_event_ones() {
-    if !can_record() || !bpftrace_ok() {
+    let Some((_turn, dir)) = traced_run("trace-hist-kernel").filter(|_| bpftrace_ok()) else {
         return;
-    }
-    let _x = exclusive();
-    let dir = Tmp::new("trace-hist-kernel");
+    };
     let prefix = format!("bk{}-", std::process::id() % 100_000);
     let copy = |from: &Path, name: &str| -> PathBuf {
         let to = dir.0.join(format!("{prefix}{name}"));
@@ -1600,12 +1600,9 @@ fn every_print_format_of_this_kernel_is_evaluated_or_refused() {
 /// refused and one made, sent on and closed over loopback.
 #[test]
 fn script_prints_network_tracepoints_as_perf_script_does() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("script-net") else {
         return;
-    }
-    let _x = exclusive();
-    mount_tracefs();
-    let dir = Tmp::new("script-net");
+    };
     let file = dir.0.join("net.data");
     // Over IPv4 and IPv6: a refused connection (a reset from no socket), then one that
     // carries a byte each way (tcp_probe at each ACK) and ends in a reset (SO_LINGER 0).
@@ -1709,12 +1706,9 @@ fn trace_formatted(file: &Path, event: &str, format: &str) -> Vec<String> {
 /// sync and the file removed.
 #[test]
 fn script_prints_memory_tracepoints_as_perf_script_does() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("script-mem") else {
         return;
-    }
-    let _x = exclusive();
-    mount_tracefs();
-    let dir = Tmp::new("script-mem");
+    };
     let file = dir.0.join("mem.data");
     let scratch = dir.0.join("scratch");
     let command = format!(
@@ -1768,12 +1762,9 @@ fn script_prints_memory_tracepoints_as_perf_script_does() {
 /// network namespace the test makes, then removing the veth.
 #[test]
 fn script_prints_neighbour_tracepoints_as_perf_script_does() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("script-neigh") else {
         return;
-    }
-    let _x = exclusive();
-    mount_tracefs();
-    let dir = Tmp::new("script-neigh");
+    };
     let ns = format!("bpfperf-neigh-{}", std::process::id());
     let made = Command::new("ip")
         .args(["netns", "add", &ns])
@@ -1874,12 +1865,9 @@ impl Drop for LoopMount {
 /// evaluates).
 #[test]
 fn script_prints_file_system_tracepoints_as_perf_script_does() {
-    if !can_record() {
+    let Some((_turn, dir)) = traced_run("script-fs") else {
         return;
-    }
-    let _x = exclusive();
-    mount_tracefs();
-    let dir = Tmp::new("script-fs");
+    };
     const FSID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
     let Some(btrfs) = LoopMount::new(&dir.0, "btrfs", "mkfs.btrfs", &["-q", "-f", "-U", FSID])
     else {
