@@ -26,7 +26,7 @@ fn kallsyms_lines() -> Vec<(u64, String, Option<String>)> {
         .collect()
 }
 
-fn kallsyms(name: &str) -> u64 {
+pub(crate) fn kallsyms(name: &str) -> u64 {
     kallsyms_lines()
         .into_iter()
         .find(|l| l.1 == name)

@@ -1634,19 +1634,20 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
     };
     assert_script_payloads_are_perfs_but(&file, &sign_compared);
     let text = run_ok(&["script", "-i", path_str(&file)]);
-    for shown in [
-        "saddr=127.0.0.1 daddr=127.0.0.1 saddrv6=::ffff:127.0.0.1",
-        "newstate=TCP_ESTABLISHED",
-        "rx_sk=(nil)",
-        "reason: NO_SOCKET",
-        // %pISpc: a sockaddr with its port, IPv6 compressed in brackets.
-        "skaddr=(nil) src=127.0.0.1:1 dest=127.0.0.1:",
-        "skaddr=(nil) src=[::1]:1 dest=[::1]:",
-        "tcp_probe: family=AF_INET6 src=[::1]:",
-        "protocol = IPPROTO_TCP, length = 0, error = -11, flags = 0x40",
-    ] {
-        assert!(text.contains(shown), "{shown}:\n{text}");
-    }
+    assert_shows(
+        &text,
+        &[
+            "saddr=127.0.0.1 daddr=127.0.0.1 saddrv6=::ffff:127.0.0.1",
+            "newstate=TCP_ESTABLISHED",
+            "rx_sk=(nil)",
+            "reason: NO_SOCKET",
+            // %pISpc: a sockaddr with its port, IPv6 compressed in brackets.
+            "skaddr=(nil) src=127.0.0.1:1 dest=127.0.0.1:",
+            "skaddr=(nil) src=[::1]:1 dest=[::1]:",
+            "tcp_probe: family=AF_INET6 src=[::1]:",
+            "protocol = IPPROTO_TCP, length = 0, error = -11, flags = 0x40",
+        ],
+    );
     // The refused SYN's drop, where the kernel dropped it, by name.
     let location = text
         .lines()
@@ -1663,6 +1664,14 @@ fn script_prints_network_tracepoints_as_perf_script_does() {
     assert!(!locations.is_empty());
     let format = r#""%pS", location"#;
     assert_eq!(trace_formatted(&file, "skb:kfree_skb", format), locations);
+}
+
+/// Asserts that `text` holds each of `shown` (the failure shows its first 4,000 characters).
+fn assert_shows(text: &str, shown: &[&str]) {
+    for s in shown {
+        let start = || text.chars().take(4000).collect::<String>();
+        assert!(text.contains(s), "{s}:\n{}", start());
+    }
 }
 
 /// Of each line of script's `text` with `event` on it, the word after each of `keys`,
@@ -1726,17 +1735,14 @@ fn script_prints_memory_tracepoints_as_perf_script_does() {
     );
     assert_script_payloads_are_perfs(&file);
     let text = run_ok(&["script", "-i", path_str(&file)]);
-    for shown in [
-        "kmem:mm_page_alloc: page=0x",
-        " gfp_flags=GFP_",
-        "mmap:vm_unmapped_area: addr=0x",
-    ] {
-        assert!(
-            text.contains(shown),
-            "{shown}:\n{}",
-            &text[..text.len().min(4000)]
-        );
-    }
+    assert_shows(
+        &text,
+        &[
+            "kmem:mm_page_alloc: page=0x",
+            " gfp_flags=GFP_",
+            "mmap:vm_unmapped_area: addr=0x",
+        ],
+    );
     // Writeback, done by the kernel's flusher threads (so the whole machine recorded): an
     // inode's age from `jiffies`, a global read as 0, divided in 64 unsigned bits as
     // libtraceevent divides.
@@ -1798,14 +1804,15 @@ fn script_prints_neighbour_tracepoints_as_perf_script_does() {
     );
     assert_script_payloads_are_perfs(&file);
     let text = run_ok(&["script", "-i", path_str(&file)]);
-    for shown in [
-        "new_lladdr 020000000002 new_state permanent",
-        "lladdr 020000000003 flags 00 nud_state stale",
-        "primary_key6 fd77::2 confirmed",
-        "neigh_cleanup_and_release: family 10 dev v0 lladdr 020000000004",
-    ] {
-        assert!(text.contains(shown), "{shown}:\n{text}");
-    }
+    assert_shows(
+        &text,
+        &[
+            "new_lladdr 020000000002 new_state permanent",
+            "lladdr 020000000003 flags 00 nud_state stale",
+            "primary_key6 fd77::2 confirmed",
+            "neigh_cleanup_and_release: family 10 dev v0 lladdr 020000000004",
+        ],
+    );
 }
 
 /// A file system made in a file and mounted through a loop device, unmounted when dropped.
@@ -1914,14 +1921,7 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
     // kernel's read-only data. perf names it by the data symbol before it, which is the
     // section's start (`__start_rodata+0x67880`: it reads no symbols of read-only data);
     // analyze keeps only the kernel's text symbols and prints the address.
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
-    let symbol = |name: &str| {
-        let line = kallsyms
-            .lines()
-            .find(|l| l.ends_with(&format!(" {name}")))?;
-        u64::from_str_radix(line.split(' ').next()?, 16).ok()
-    };
-    let rodata = symbol("__start_rodata").expect("__start_rodata in /proc/kallsyms");
+    let rodata = crate::bpf_programs::kallsyms("__start_rodata");
     let same_data_address = |ours: &str, theirs: &str| {
         let off = theirs
             .strip_prefix("__start_rodata+0x")
@@ -1935,19 +1935,16 @@ fn script_prints_file_system_tracepoints_as_perf_script_does() {
     record_traced(&ours, &events, &["python3", "-c", program, b, x]);
     assert_script_payloads_are_perfs_but(&ours, &same_data_address);
     let text = run_ok(&["script", "-i", path_str(&file)]);
-    for shown in [
-        // %pU: the file system's UUID, as mkfs was told.
-        &format!("btrfs:btrfs_inode_new: {FSID}: root=5(FS_TREE) gen="),
-        // %.*s: the attribute's name without its namespace, as long as namelen says.
-        " name k namelen 1 valuelen 1 ",
-        " name longxxx namelen 7 valuelen 300 ",
-    ] {
-        assert!(
-            text.contains(shown),
-            "{shown}:\n{}",
-            &text[..text.len().min(4000)]
-        );
-    }
+    assert_shows(
+        &text,
+        &[
+            // %pU: the file system's UUID, as mkfs was told.
+            &format!("btrfs:btrfs_inode_new: {FSID}: root=5(FS_TREE) gen="),
+            // %.*s: the attribute's name without its namespace, as long as namelen says.
+            " name k namelen 1 valuelen 1 ",
+            " name longxxx namelen 7 valuelen 300 ",
+        ],
+    );
     // trace's bcc-like format takes the same conversions: a `*` precision from a field, and
     // %pU of the id's array; each line as script has it.
     let names = words_after(&text, "xfs:xfs_attr_sf_add:", &[" name "]);

@@ -58,7 +58,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
 pub fn detach(mut links: Vec<Link>) {
     /// Threads that detach at once (they wait, not run: more than the CPUs).
     const THREADS: usize = 64;
-    let per_thread = links.len().div_ceil(THREADS).max(1);
+    let per_thread = links.len().div_ceil(THREADS);
     std::thread::scope(|scope| {
         while !links.is_empty() {
             let chunk: Vec<Link> = links.drain(..per_thread.min(links.len())).collect();

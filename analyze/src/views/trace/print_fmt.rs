@@ -407,15 +407,10 @@ impl Parser<'_> {
             }
             Token::Ident(w) if w == "__print_hex" || w == "__print_hex_str" => {
                 self.expect("(")?;
-                // Of an array field (of another, libtraceevent prints its bytes in memory).
+                // Of an array field, fixed or dynamic (of an integer, libtraceevent prints its
+                // bytes in memory).
                 let bytes = self.ternary()?;
-                let arrays = [
-                    FieldKind::Array,
-                    FieldKind::CharArray,
-                    FieldKind::DataLoc,
-                    FieldKind::RelLoc,
-                ];
-                if !matches!(&bytes, Expr::Field(f) if arrays.contains(&f.kind)) {
+                if !matches!(&bytes, Expr::Field(f) if f.kind != FieldKind::Int) {
                     return None;
                 }
                 self.expect(",")?;
