@@ -170,7 +170,8 @@ pub(super) fn unwind_grouped<'r>(
                     };
                     groups.add(&samples, group);
                 }
-                // The task's stack copies given back as it ends: a task per thread mapped.
+                // The task's stack copies given back as it ends (the block the last ends in
+                // too): a task per thread mapped.
                 let copies = chunk.iter().filter_map(|(s, _)| s.stack_copy.as_ref());
                 StackBytes::done_with(copies.map(|c| &c.bytes));
                 each(chunk.len() as u64);

@@ -129,11 +129,15 @@ const SPARSE_CHUNK: usize = 256;
 /// is done with: those below the first record (in the file) of the chunk it begins. Time
 /// order interleaves the records of perf's per-CPU buffers, so a chunk reaches back a little
 /// into the stretch the chunk before read, not further (where it does, the pages are mapped
-/// again). Each run of chunks (one task's) keeps its own mark, from its first chunk on.
-#[derive(Default)]
-struct LowWater {
+/// again). Each run of chunks (one task's) keeps its own mark, from its first chunk on, and
+/// gives back what it still holds when it is dropped (the task ends).
+struct LowWater<'a> {
+    pages: &'a format::PageBudget,
+    bytes: &'a [u8],
     /// The mark: the first record of the chunk begun last.
     low: Option<usize>,
+    /// The last record (in the file) of the chunks begun so far.
+    high: usize,
     /// Where a sparse pass begins a chunk early ([`LowWater::far_ahead`]).
     reach: usize,
 }
@@ -144,28 +148,35 @@ struct LowWater {
 /// MiB more at the peak).
 const REACH: usize = 8 << 20;
 
-impl LowWater {
+impl<'a> LowWater<'a> {
+    fn new(pages: &'a format::PageBudget, bytes: &'a [u8]) -> LowWater<'a> {
+        LowWater {
+            pages,
+            bytes,
+            low: None,
+            high: 0,
+            reach: 0,
+        }
+    }
+
     /// A chunk whose records are at `places` (the one it begins with first) begins: the
     /// pages between the mark and its first record in the file are given back, and the mark
     /// moves there.
-    fn chunk_begins(
-        &mut self,
-        pages: &format::PageBudget,
-        bytes: &[u8],
-        places: impl Iterator<Item = u64>,
-    ) {
+    fn chunk_begins(&mut self, places: impl Iterator<Item = u64>) {
         let mut offsets = places.map(walk::offset).peekable();
         let Some(&begins_at) = offsets.peek() else {
             return;
         };
-        let first = offsets.min().unwrap_or(begins_at);
+        let (first, last) =
+            offsets.fold((begins_at, begins_at), |(lo, hi), o| (lo.min(o), hi.max(o)));
+        self.high = self.high.max(last);
         // Counted from where the pass is, not from the chunk's first record: time order
         // interleaves the buffers of many CPUs, a round apart in the file (tens of MB on a
         // large machine), and counted from a record a round behind, every sample after it
         // would begin a chunk again.
         self.reach = begins_at.saturating_add(REACH);
         match self.low {
-            Some(low) if low < first => pages.done_with(&bytes[low..first]),
+            Some(low) if low < first => self.pages.done_with(&self.bytes[low..first]),
             Some(_) => return,
             None => {}
         }
@@ -176,6 +187,18 @@ impl LowWater {
     /// a sparse pass begins the next chunk there (at most once per [`REACH`] it goes).
     fn far_ahead(&self, place: u64) -> bool {
         self.low.is_some() && walk::offset(place) >= self.reach
+    }
+}
+
+impl Drop for LowWater<'_> {
+    /// The task ends: what its last chunks mapped, from the mark to the block its last
+    /// record begins in, is given back (left, it stayed until the pass ended: a task's
+    /// worth per task, and a busy machine's threads steal many).
+    fn drop(&mut self) {
+        if let Some(low) = self.low.filter(|&low| low <= self.high) {
+            let end = (self.high + 1).min(self.bytes.len());
+            self.pages.done_with_through(&self.bytes[low..end]);
+        }
     }
 }
 
@@ -314,7 +337,8 @@ pub(super) fn read(
         let time = get_record_timestamp::<LE>(kind, RawData::Single(data), &events.parse[attr])?;
         Some((time, attr as u32))
     };
-    let done_with = |walked: &[u8]| pages.done_with(walked);
+    // Each part of the walk is a task of its own: its last block too.
+    let done_with = |walked: &[u8]| pages.done_with_through(walked);
     let Some(mut timed) = walk::walk(bytes, &done_with, &time_of) else {
         return false;
     };
@@ -424,17 +448,17 @@ pub(super) fn read(
                 .count();
             let mut kept = Merger::with_capacity(alone);
             let mut key = Vec::new();
-            let mut low = LowWater::default();
+            let mut low = LowWater::new(pages, bytes);
             let mut before = others.partition_point(|&o| o < c * merge_chunk);
             for (k, &(_, r)) in chunk.iter().enumerate() {
                 let attr = walk::attr(r);
                 // What the chunks before left behind is given back as a chunk begins; the
-                // rest when the pass ends.
+                // rest when the task ends (`low` is dropped).
                 if k % CHUNK == 0 && !pages.keeps_all() {
                     // Only the samples: the other records, side-band written where their
                     // CPU's buffer lay, can be far behind in the file and would hold it.
                     let next = chunk[k..].iter().take(CHUNK).map(|&(_, r)| r);
-                    low.chunk_begins(pages, bytes, next.filter(|&r| walk::is_sample(r)));
+                    low.chunk_begins(next.filter(|&r| walk::is_sample(r)));
                 }
                 if !walk::is_sample(r) {
                     before += 1;
@@ -495,46 +519,50 @@ pub(super) fn read(
             8 * SPARSE_CHUNK
         })
         .enumerate()
-        .map_init(LowWater::default, |low, (k, kept_k)| {
-            // Kept samples may lie far apart, and each maps the pages around it: what the
-            // chunks before left behind is given back as a chunk begins; the rest when the
-            // pass ends.
-            if !pages.keeps_all()
-                && (k % SPARSE_CHUNK == 0 || low.far_ahead(samples[kept_k.sample].1))
-            {
-                let next = kept[k..].iter().take(SPARSE_CHUNK);
-                low.chunk_begins(pages, bytes, next.map(|k| samples[k.sample].1));
-            }
-            let (i, count) = (kept_k.sample, kept_k.count);
-            let (r, version) = (samples[i].1, version_of(i));
-            let attr = walk::attr(r);
-            // Samples that stood alone were not read yet: one whose head is cut is left out.
-            let h = &head_of(i)?;
-            let period = if count == 1 { h.period } else { kept_k.period };
-            let kernel_mode = CpuMode::from_misc(rec_of(r).misc) == CpuMode::Kernel;
-            let mut finder = timeline
-                .process(h.pid, version)
-                .map(|pr| pr.finder(mappings));
-            let (kernel, user) = split_callchain_with(h.chain(), kernel_mode, |addr| UserFrame {
-                addr,
-                map: finder.as_mut().and_then(|f| f.find(addr)),
-            });
-            let copy = may_copy(attr).then(|| stack_copy_of(r, attr, h)).flatten();
-            Some(RawSample {
-                event: attr as usize,
-                pid: h.pid,
-                tid: h.tid,
-                time: h.time,
-                cpu: h.cpu,
-                period,
-                count,
-                comm: timeline.comm(h.tid, h.pid, version).unwrap_or(unknown_comm),
-                kernel,
-                user,
-                stack_copy: copy.map(Box::new),
-                raw: raw_of(r, attr, h).map(Box::from),
-            })
-        })
+        .map_init(
+            || LowWater::new(pages, bytes),
+            |low, (k, kept_k)| {
+                // Kept samples may lie far apart, and each maps the pages around it: what the
+                // chunks before left behind is given back as a chunk begins; the rest when the
+                // task (rayon's job) ends.
+                if !pages.keeps_all()
+                    && (k % SPARSE_CHUNK == 0 || low.far_ahead(samples[kept_k.sample].1))
+                {
+                    let next = kept[k..].iter().take(SPARSE_CHUNK);
+                    low.chunk_begins(next.map(|k| samples[k.sample].1));
+                }
+                let (i, count) = (kept_k.sample, kept_k.count);
+                let (r, version) = (samples[i].1, version_of(i));
+                let attr = walk::attr(r);
+                // Samples that stood alone were not read yet: one whose head is cut is left out.
+                let h = &head_of(i)?;
+                let period = if count == 1 { h.period } else { kept_k.period };
+                let kernel_mode = CpuMode::from_misc(rec_of(r).misc) == CpuMode::Kernel;
+                let mut finder = timeline
+                    .process(h.pid, version)
+                    .map(|pr| pr.finder(mappings));
+                let (kernel, user) =
+                    split_callchain_with(h.chain(), kernel_mode, |addr| UserFrame {
+                        addr,
+                        map: finder.as_mut().and_then(|f| f.find(addr)),
+                    });
+                let copy = may_copy(attr).then(|| stack_copy_of(r, attr, h)).flatten();
+                Some(RawSample {
+                    event: attr as usize,
+                    pid: h.pid,
+                    tid: h.tid,
+                    time: h.time,
+                    cpu: h.cpu,
+                    period,
+                    count,
+                    comm: timeline.comm(h.tid, h.pid, version).unwrap_or(unknown_comm),
+                    kernel,
+                    user,
+                    stack_copy: copy.map(Box::new),
+                    raw: raw_of(r, attr, h).map(Box::from),
+                })
+            },
+        )
         .collect();
     // (filter_map, not flatten: it collects in place, into the same allocation.)
     #[allow(clippy::filter_map_identity)]
@@ -552,4 +580,74 @@ pub(super) fn read(
     crate::timing::mark("read: place samples");
     timeline.finish(rec);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    /// A recording of one sample, then a hole up to `len` bytes: an input larger than the
+    /// page budget, whose bytes past the records read as zeros.
+    fn large_input(len: usize) -> format::InputBytes {
+        use format::linux_perf_data::linux_perf_event_reader::constants as c;
+        let path = std::env::temp_dir().join(format!("bpfperf-low-{}.data", std::process::id()));
+        let attr = format::EventAttr {
+            name: "cpu-clock".into(),
+            type_: format::event_type::SOFTWARE,
+            sample_type: c::PERF_SAMPLE_IP | c::PERF_SAMPLE_TID | c::PERF_SAMPLE_TIME,
+            ..Default::default()
+        };
+        let mut w = format::PerfFileWriter::create(&path, vec![attr]).unwrap();
+        w.write_sample(0, &format::Sample::default()).unwrap();
+        w.finish(&format::Features::default()).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len as u64)
+            .unwrap();
+        let input = format::PerfFileReader::open(&path).unwrap().input();
+        std::fs::remove_file(&path).unwrap();
+        input
+    }
+
+    /// KiB of the mapping at `bytes` resident in this process (/proc/self/smaps).
+    fn resident_kib(bytes: &[u8]) -> u64 {
+        let start = format!("{:x}-", bytes.as_ptr() as usize);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&start));
+        let rss = lines.find_map(|l| l.strip_prefix("Rss:")).unwrap();
+        rss.trim().trim_end_matches("kB").trim().parse().unwrap()
+    }
+
+    /// A task's chunks give back what lies below the chunk begun last, and the task, as it
+    /// ends, the rest of what it went through (the block its last record lies in too).
+    #[test]
+    fn a_task_gives_back_its_window_as_it_ends() {
+        let input = large_input(80 * MIB);
+        let bytes: &[u8] = &input;
+        assert!(!input.pages().keeps_all());
+        // What reading the header mapped, far below.
+        let header = resident_kib(bytes);
+        let touched: u64 = bytes[8 * MIB..14 * MIB]
+            .iter()
+            .step_by(4096)
+            .map(|&b| b as u64)
+            .sum();
+        std::hint::black_box(touched);
+        let window = || resident_kib(bytes) - header;
+        assert_eq!(window(), 6 * 1024);
+        let places = (8..14).map(|m| walk::place(m * MIB + 100, 9, 0));
+        {
+            let mut low = LowWater::new(input.pages(), bytes);
+            low.chunk_begins(places.clone().take(3));
+            assert_eq!(window(), 6 * 1024);
+            // Below 11 MiB + 100: the blocks 8..10 MiB (10..12 is still read).
+            low.chunk_begins(places.skip(3));
+            assert_eq!(window(), 4 * 1024);
+        }
+        assert_eq!(window(), 0);
+    }
 }

@@ -82,8 +82,9 @@ impl StackBytes {
     }
 
     /// Says that a pass is done with the stack copies `copies` (a task's, in time order):
-    /// the pages of the stretch of the input they span are given back (see
-    /// [`format::PageBudget::done_with`]), where the input is larger than the budget.
+    /// the pages of the stretch of the input they span are given back, the block the last
+    /// ends in too (see [`format::PageBudget::done_with_through`]), where the input is larger
+    /// than the budget.
     pub fn done_with<'a>(copies: impl IntoIterator<Item = &'a StackBytes>) {
         let mut input = None;
         let (mut start, mut end) = (usize::MAX, 0);
@@ -96,7 +97,7 @@ impl StackBytes {
         }
         if let Some(i) = input {
             if let Some(span) = i.get(start..end) {
-                i.pages().done_with(span);
+                i.pages().done_with_through(span);
             }
         }
     }

@@ -65,7 +65,8 @@ pub(super) const ATTR_LIMIT: u32 = 0x7fff;
 /// The most bytes a walk takes ([`place`] holds offsets below 2^48).
 pub(super) const MAX_BYTES: usize = 1 << 48;
 
-/// Told which bytes of the input a walk is done with (see `format::PageBudget::done_with`).
+/// Told which bytes of the input a walk is done with, as a part ends (see
+/// `format::PageBudget::done_with_through`).
 pub(super) type DoneWith<'a> = dyn Fn(&[u8]) + Sync + 'a;
 
 /// What a walk needs of each record of a kernel-defined type (below 64): its time and

@@ -70,12 +70,18 @@ fn record_program_until(
 /// `file` written again into `copy` in 8 MiB writes: the copy's page cache holds 2 MiB
 /// folios (as that of a file analyze read from disk does), and every touch maps 2 MiB.
 fn copy_in_2_mib_folios(file: &std::path::Path, copy: &std::path::Path) {
+    copy_in_writes_of(file, copy, 8 << 20);
+}
+
+/// `file` written again into `copy` in writes of `size` bytes (4 KiB ones leave the copy's
+/// page cache in small folios, as perf's own files are).
+fn copy_in_writes_of(file: &std::path::Path, copy: &std::path::Path, size: usize) {
     use std::io::{Read, Write};
     let (mut from, mut to) = (
         std::fs::File::open(file).unwrap(),
         std::fs::File::create(copy).unwrap(),
     );
-    let mut buf = vec![0u8; 8 << 20];
+    let mut buf = vec![0u8; size];
     loop {
         let n = from.read(&mut buf).unwrap();
         if n == 0 {
@@ -283,8 +289,12 @@ fn a_recording_read_from_disk_stays_in_the_page_cache_in_2_mib_pieces() {
 /// samples a merge kept (a few thousand, megabytes apart, in time order) gave back what its
 /// chunks of 256 left behind, and a chunk spanned most of the file, each sample mapping 2
 /// MiB (a million samples, 79 MB: peak 87 MiB where the file as written peaks at 53). Each
-/// chunk now ends 8 MiB past where it began. And read from disk, the file is left in 2 MiB
-/// pieces (huge pages asked for whatever the input's size).
+/// chunk now ends 8 MiB past where it began. The tasks of each pass give back their last
+/// window as they end (a task's last 2 MiB block stayed until its pass ended: CI saw 90 MiB
+/// in 2 MiB folios, 62 for record's file, a 127 MiB recording). Compared with the same file
+/// in small folios (written 4 KiB at a time, as perf's are; record's own file mixes both),
+/// the lower of two runs each. And read from disk, the file is left in 2 MiB pieces (huge
+/// pages asked for whatever the input's size).
 #[test]
 fn a_sparse_pass_over_a_large_file_in_2_mib_pieces_keeps_a_window() {
     if !can_record() || !huge_pages_on() {
@@ -319,15 +329,23 @@ fn a_sparse_pass_over_a_large_file_in_2_mib_pieces_keeps_a_window() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    let copy = dir.0.join("copy.data");
+    let (small_copy, copy) = (dir.0.join("small.data"), dir.0.join("copy.data"));
+    copy_in_writes_of(&file, &small_copy, 4096);
     copy_in_2_mib_folios(&file, &copy);
-    let (written, folded) = peak_of(&file);
-    let (huge, huge_folded) = peak_of(&copy);
-    eprintln!("{size_mib} MiB: peak {written} MiB as written, {huge} MiB in 2 MiB folios");
-    assert_eq!(huge_folded, folded);
+    let (_, folded) = peak_of(&file);
+    let (mut small, mut huge) = (u64::MAX, u64::MAX);
+    for _ in 0..2 {
+        let (peak, small_folded) = peak_of(&small_copy);
+        assert_eq!(small_folded, folded);
+        small = small.min(peak);
+        let (peak, huge_folded) = peak_of(&copy);
+        assert_eq!(huge_folded, folded);
+        huge = huge.min(peak);
+    }
+    eprintln!("{size_mib} MiB: peak {small} MiB in small folios, {huge} MiB in 2 MiB folios");
     assert!(
-        huge <= written + written / 4,
-        "{size_mib} MiB recording: peak {huge} MiB in 2 MiB folios, {written} MiB as written"
+        huge <= small + small / 4,
+        "{size_mib} MiB recording: peak {huge} MiB in 2 MiB folios, {small} MiB in small ones"
     );
 
     evict(&copy);
