@@ -121,6 +121,10 @@ pub struct Options {
     /// Entries of each aggregation map (None: bpfperf.h's AGG_COUNTS and AGG_STACKS); tests
     /// make them tiny to see what does not fit.
     pub aggregate_entries: Option<u32>,
+    /// Block requests in flight that the preallocated map holds (None: bpfperf.h's
+    /// MAX_IO_PREALLOC); tests make it tiny to see the rest go to the map allocated as they
+    /// come.
+    pub io_prealloc: Option<u32>,
     /// With [`Options::net`] following skbs: about one skb of new data in this many passes
     /// the driver as if the kernel ran none of the programs, never two in a row (0: none
     /// does); tests check that such skbs are counted lost.
@@ -153,6 +157,7 @@ impl Default for Options {
             aggregate: false,
             trace_aggregate: false,
             aggregate_entries: None,
+            io_prealloc: None,
             net_unseen_every: 0,
             ring_bytes: None,
             trace: Vec::new(),

@@ -460,6 +460,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         aggregate: cfg.aggregate && cfg.sampling,
         trace_aggregate: !counted.is_empty(),
         aggregate_entries: aggregate_entries()?,
+        io_prealloc: test_setting("BPFPERF_IO_PREALLOC", "requests")?,
         net_unseen_every: net_unseen_every()?,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
         trace: traced.iter().map(|t| t.bpf.clone()).collect(),

@@ -27,13 +27,24 @@ struct io_start {
 	__u64 ustack[MAX_STACK_DEPTH];
 };
 
+/* Requests in flight, by struct request *. Preallocated: in a burst of issues (a flusher's
+ * writeback, kblockd dispatching what waited) an update would otherwise find the allocator's
+ * per-CPU cache empty now and then (ENOMEM), and the request was lost. More requests than
+ * it holds go to io_starts_more, allocated as they come. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_IO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct io_start);
+} io_starts SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_INFLIGHT);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64); /* struct request * */
+	__type(key, __u64);
 	__type(value, struct io_start);
-} io_starts SEC(".maps");
+} io_starts_more SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -175,23 +186,29 @@ static __always_inline void remember_dirtier(void *ctx, struct folio *folio,
 	__u64 now = bpf_ktime_get_ns();
 	struct dirty_burst *b = bpf_task_storage_get(&dirty_bursts, bpf_get_current_task_btf(), 0,
 						     BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!b)
-		return;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	__u64 ip = regs->ip, sp = regs->sp;
-	if (!b->start_ns || now - b->last_ns > DIRTY_BURST_NS || ip != b->ip || sp != b->sp) {
-		b->start_ns = now;
-		b->ip = ip;
-		b->sp = sp;
-		dirty_emit(ctx, now);
+	/* Without its burst (no storage: the allocator's cache was empty) the page still names
+	 * its dirtier, so that its writeback is kept; no burst, no write() stack for it. */
+	__u64 burst_ns = 0;
+	if (b) {
+		struct pt_regs *regs =
+			(struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		__u64 ip = regs->ip, sp = regs->sp;
+		if (!b->start_ns || now - b->last_ns > DIRTY_BURST_NS || ip != b->ip ||
+		    sp != b->sp) {
+			b->start_ns = now;
+			b->ip = ip;
+			b->sp = sp;
+			dirty_emit(ctx, now);
+		}
+		b->last_ns = now;
+		burst_ns = b->start_ns;
 	}
-	b->last_ns = now;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct page_key key = {
 		.mapping = (__u64)mapping,
 		.index = BPF_CORE_READ(folio, index),
 	};
-	struct dirtier d = { .pid = id >> 32, .tid = (__u32)id, .dirty_ns = b->start_ns };
+	struct dirtier d = { .pid = id >> 32, .tid = (__u32)id, .dirty_ns = burst_ns };
 	bpf_map_update_elem(&dirtiers, &key, &d, BPF_ANY);
 }
 
@@ -275,9 +292,17 @@ int BPF_PROG(on_block_issue, struct request *rq)
 	else
 		s->ustack_bytes =
 			bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
-	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY))
+	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY) &&
+	    bpf_map_update_elem(&io_starts_more, &key, s, BPF_ANY))
 		count_drop(EVENT_BLOCK_IO);
 	return 0;
+}
+
+/* A request requeued and issued again may have left its first start in the other map. */
+static __always_inline void forget_request(__u64 key)
+{
+	bpf_map_delete_elem(&io_starts, &key);
+	bpf_map_delete_elem(&io_starts_more, &key);
 }
 
 SEC("tp_btf/block_rq_complete")
@@ -286,11 +311,13 @@ int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_b
 	__u64 key = (__u64)rq;
 	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
 	if (!s)
+		s = bpf_map_lookup_elem(&io_starts_more, &key);
+	if (!s)
 		return 0;
 	struct block_io_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(EVENT_BLOCK_IO);
-		bpf_map_delete_elem(&io_starts, &key);
+		forget_request(key);
 		return 0;
 	}
 	__u64 now = bpf_ktime_get_ns();
@@ -318,6 +345,6 @@ int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_b
 	__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
 	__builtin_memcpy(e->ustack, s->ustack, sizeof(e->ustack));
 	bpf_ringbuf_submit(e, submit_flags());
-	bpf_map_delete_elem(&io_starts, &key);
+	forget_request(key);
 	return 0;
 }

@@ -17,8 +17,11 @@
 /* Tracked threads woken and not yet running, at the same time (entries of the wakers map,
  * preallocated: 2 KiB each). */
 #define MAX_WAKING 2048
-/* Block requests in flight at the same time. */
+/* Block requests in flight at the same time (and, in net.bpf.c, connections being opened). */
 #define MAX_INFLIGHT 16384
+/* Of those block requests, how many a preallocated map holds (2 KiB each); the rest are
+ * allocated as they come. */
+#define MAX_IO_PREALLOC 1024
 
 /* Unwinding in the kernel (unwind.bpf.h): rows of all tables together, and entries of their
  * page index (fixed arrays in .bss that user space fills through the mapped section);

@@ -7,9 +7,21 @@ use super::attach_one;
 use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
 use crate::{Error, Options};
 
-pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     let rodata = super::rodata(open);
     rodata.io_enabled = o.block_io;
+    let step = "size the block I/O maps";
+    if !o.block_io {
+        // The preallocated maps take no room when nothing fills them.
+        for map in [&mut open.maps.io_starts, &mut open.maps.dirtiers] {
+            map.set_max_entries(1).map_err(Error::bpf(step))?;
+        }
+    } else if let Some(n) = o.io_prealloc {
+        open.maps
+            .io_starts
+            .set_max_entries(n.max(1))
+            .map_err(Error::bpf(step))?;
+    }
     for prog in [
         &mut open.progs.on_block_issue,
         &mut open.progs.on_block_complete,
@@ -17,6 +29,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     ] {
         prog.set_autoload(o.block_io);
     }
+    Ok(())
 }
 
 pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Result<(), Error> {

@@ -25,7 +25,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     unwind::configure(open, o);
     sampling::configure(open, o, cpu_slots)?;
     offcpu::configure(open, o, cpu_slots)?;
-    blockio::configure(open, o);
+    blockio::configure(open, o)?;
     cache::configure(open, o);
     net::configure(open, o);
     probes::configure(open, o)?;
