@@ -212,7 +212,13 @@ static __always_inline void remember_dirtier(void *ctx, struct folio *folio,
 	bpf_map_update_elem(&dirtiers, &key, &d, BPF_ANY);
 }
 
-/* The dirtier of a write request's first page, if a tracked thread dirtied it. */
+/* x86-64's pages. */
+#define PAGE_SHIFT 12
+
+/* The dirtier of a write request's first page, if a tracked thread dirtied it. That page is
+ * where the request's first bio starts now: a bio split to the device's limits (a 16 MiB
+ * writeback bio in 4 MiB requests) shares its vector with the other parts, each from its
+ * own index and offset; the vector's first page is the first part's. */
 static __always_inline void find_dirtier(struct request *rq, struct io_start *s)
 {
 	s->dirtier_pid = 0;
@@ -221,12 +227,18 @@ static __always_inline void find_dirtier(struct request *rq, struct io_start *s)
 	struct bio *bio = BPF_CORE_READ(rq, bio);
 	if (!bio)
 		return;
-	struct bio_vec *bv = BPF_CORE_READ(bio, bi_io_vec);
-	if (!bv)
+	struct bio_vec *vec = BPF_CORE_READ(bio, bi_io_vec);
+	if (!vec)
 		return;
+	__u32 idx = BPF_CORE_READ(bio, bi_iter.bi_idx);
+	__u32 done = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
+	struct bio_vec *bv = (void *)vec + (__u64)idx * bpf_core_type_size(struct bio_vec);
 	struct page *page = BPF_CORE_READ(bv, bv_page);
 	if (!page)
 		return;
+	/* A vector entry may span pages (and folios): the page the offset falls in. */
+	__u64 at = BPF_CORE_READ(bv, bv_offset) + (__u64)done;
+	page = (void *)page + (at >> PAGE_SHIFT) * bpf_core_type_size(struct page);
 	/* A tail page names its folio's head (low bit set). */
 	unsigned long head = BPF_CORE_READ(page, compound_head);
 	struct folio *folio = (head & 1) ? (struct folio *)(head - 1) : (struct folio *)page;

@@ -139,3 +139,66 @@ fn writeback_is_charged_to_the_writer_dwarf() {
 fn writeback_past_the_preallocated_requests_is_recorded() {
     check_writeback("writer-fp", "fp", &[("BPFPERF_IO_PREALLOC", "2")]);
 }
+
+/// The dirtiers `analyze io` names, with the bytes charged to each: (comm, pid, bytes).
+fn dirtiers(text: &str) -> Vec<(String, u32, u64)> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("writeback by the process that dirtied the pages"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                w.first()?.to_string(),
+                w.get(1)?.parse().ok()?,
+                w.get(3)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Two processes write the two parts of one file (28 and 36 MiB); `sync` writes it back in
+/// one go. The flusher's bios span both parts and the block layer splits each into 4 MiB
+/// requests that share the bio's page vector: each request is charged to the dirtier of its
+/// own first page, not to that of the bio's first part.
+#[test]
+fn split_writeback_is_charged_to_each_half_s_writer() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let file = Path::new("/dev/shm").join(format!("bpfperf-halves-{}.data", std::process::id()));
+    let target = Path::new("/var/tmp").join(format!("bpfperf-halves-{}", std::process::id()));
+    let t = target.display();
+    let command = format!(
+        "dd if=/dev/zero of={t} bs=1M count=28 status=none && \
+         dd if=/dev/zero of={t} bs=1M seek=28 count=36 conv=notrunc status=none && sync"
+    );
+    std::process::Command::new("sync").status().unwrap();
+    let out = record(&["-o", file.to_str().unwrap()], &["sh", "-c", &command]);
+    let _ = std::fs::remove_file(&target);
+    let said = stderr_of(&out);
+    assert!(out.status.success(), "{said}");
+    let (recorded, text) = analyze_io_written(&file);
+    let _ = std::fs::remove_file(&file);
+    let mut dds: Vec<_> = dirtiers(&text)
+        .into_iter()
+        .filter(|(c, ..)| c == "dd")
+        .collect();
+    // The first dd started first: the lower pid.
+    dds.sort_by_key(|&(_, pid, _)| pid);
+    eprintln!("dd dirtiers (comm, pid, bytes): {dds:?}; {recorded} bytes written");
+    assert_eq!(
+        dds.len(),
+        2,
+        "two dd processes named as dirtiers:\n{text}\n{said}"
+    );
+    // The halves end on a request's edge (28 MiB), not on a bio's (8 MiB extents): charged by
+    // the vector's first page, the request at 28 MiB went to the first dd (32 and 32 MiB).
+    for ((_, pid, bytes), mib) in dds.iter().zip([28u64, 36]) {
+        assert!(
+            (0.95..=1.05).contains(&(*bytes as f64 / (mib << 20) as f64)),
+            "dd {pid} dirtied {mib} MiB, {bytes} bytes charged to it:\n{text}\n{said}"
+        );
+    }
+}
