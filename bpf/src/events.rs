@@ -21,7 +21,7 @@ unsafe impl plain::Plain for types::net_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
-const EVENT_EXIT: u32 = types::event_kind::EVENT_EXIT.0;
+pub(crate) const EVENT_EXIT: u32 = types::event_kind::EVENT_EXIT.0;
 pub(crate) const EVENT_OFF_CPU: u32 = types::event_kind::EVENT_OFF_CPU.0;
 pub(crate) const EVENT_BLOCK_IO: u32 = types::event_kind::EVENT_BLOCK_IO.0;
 pub(crate) const EVENT_OFF_CPU_COPY: u32 = types::event_kind::EVENT_OFF_CPU_COPY.0;

@@ -137,6 +137,22 @@ pub struct Options {
     pub trace: Vec<TraceEvent>,
 }
 
+/// Events lost so far by what they were (see [`Profiler::drops_by_event`]); the fields sum
+/// to [`Profiler::drops`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Drops {
+    pub on_cpu: u64,
+    /// Off-CPU intervals (with their run-queue and page-fault parts).
+    pub off_cpu: u64,
+    /// Block requests, and write bursts: the write() stacks that writeback is charged to.
+    pub block_io: u64,
+    /// Any events' records ([`Options::trace`]).
+    pub traced: u64,
+    pub net: u64,
+    /// Process exits (record learns of them from the side-band too).
+    pub exits: u64,
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -438,6 +454,22 @@ impl Profiler {
             ("traced events", of(events::EVENT_TRACE)),
             ("network events", of(events::EVENT_NET)),
         ]
+    }
+
+    /// [`Profiler::drops`] by what was lost, so that each loss can be counted against the
+    /// event whose record it would have made.
+    pub fn drops_by_event(&self) -> Drops {
+        let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
+        Drops {
+            on_cpu: of(events::EVENT_ON_CPU),
+            off_cpu: of(events::EVENT_OFF_CPU) + of(events::EVENT_OFF_CPU_COPY),
+            block_io: of(events::EVENT_BLOCK_IO)
+                + of(events::EVENT_DIRTY)
+                + of(events::EVENT_DIRTY_COPY),
+            traced: of(events::EVENT_TRACE),
+            net: of(events::EVENT_NET),
+            exits: of(events::EVENT_EXIT),
+        }
     }
 
     /// On-CPU samples lost so far (part of [`Profiler::drops`]).

@@ -121,6 +121,33 @@ pub struct Events {
     pub tracing_data: Option<Vec<u8>>,
 }
 
+/// The id of the event a LOST record names, for each kind of loss: the event whose samples
+/// the lost events would have been (perf and analyze count a LOST record against the event
+/// its id names); cpu-clock's where that event is not written.
+#[derive(Debug, Clone, Copy)]
+pub struct LostIds {
+    pub on_cpu: u64,
+    pub off_cpu: u64,
+    pub block_io: u64,
+    /// The first event traced: the kernel counts their losses together.
+    pub traced: u64,
+    /// The first network event: the kernel counts their losses together.
+    pub net: u64,
+}
+
+impl Events {
+    pub fn lost_ids(&self) -> LostIds {
+        let id = |attr: Option<usize>| attr.map_or(CPU_CLOCK_ID, |i| self.attrs[i].ids[0]);
+        LostIds {
+            on_cpu: CPU_CLOCK_ID,
+            off_cpu: id(self.offcpu),
+            block_io: id(self.io),
+            traced: id(self.traced.iter().find_map(|t| t.attr)),
+            net: id(self.net.map(|n| n[0])),
+        }
+    }
+}
+
 /// The events `cfg` asks for. Block I/O and wakeups are tracepoint-style events whose formats
 /// perf needs in TRACING_DATA: without tracefs they are left out, with a warning.
 pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {

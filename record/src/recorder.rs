@@ -117,6 +117,10 @@ pub struct Recorder {
     /// Any events' samples written.
     pub traced: u64,
     pub lost: u64,
+    /// The event each kind of loss is counted against.
+    pub lost_ids: crate::events::LostIds,
+    /// The kernel's drops when last written as LOST records.
+    pub drops_written: bpf::Drops,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
     pub offcpu_attr: Option<usize>,
     pub runq_attr: Option<usize>,
@@ -196,6 +200,8 @@ impl Recorder {
             wakeups: 0,
             traced: 0,
             lost: 0,
+            lost_ids: events.lost_ids(),
+            drops_written: bpf::Drops::default(),
             offcpu_attr: events.offcpu,
             runq_attr: events.runq,
             fault_attr: events.fault,
@@ -380,7 +386,7 @@ impl Recorder {
                     &sid(*pid, *tid),
                 )?;
             }
-            Fact::Lost { lost } => self.write_lost(*lost, f.time)?,
+            Fact::Lost { lost } => self.write_lost(CPU_CLOCK_ID, *lost, f.time)?,
             Fact::Ksymbol {
                 addr,
                 len,
@@ -415,7 +421,28 @@ impl Recorder {
         Ok(())
     }
 
-    pub fn write_lost(&mut self, lost: u64, time: u64) -> anyhow::Result<()> {
+    /// Writes a LOST record for each kind of event the kernel dropped since the last call,
+    /// naming the event they would have been.
+    pub fn write_drops(&mut self, now: bpf::Drops, time: u64) -> anyhow::Result<()> {
+        let was = std::mem::replace(&mut self.drops_written, now);
+        let ids = self.lost_ids;
+        for (id, now, was) in [
+            (ids.on_cpu, now.on_cpu, was.on_cpu),
+            (ids.off_cpu, now.off_cpu, was.off_cpu),
+            (ids.block_io, now.block_io, was.block_io),
+            (ids.traced, now.traced, was.traced),
+            (ids.net, now.net, was.net),
+            (CPU_CLOCK_ID, now.exits, was.exits),
+        ] {
+            if now > was {
+                self.write_lost(id, now - was, time)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a LOST record of `lost` events of the event `id` names.
+    pub fn write_lost(&mut self, id: u64, lost: u64, time: u64) -> anyhow::Result<()> {
         self.lost += lost;
         let sid = SampleId {
             pid: u32::MAX,
@@ -423,14 +450,8 @@ impl Recorder {
             time,
             cpu: 0,
         };
-        self.writer.write_side_band(
-            0,
-            &SideBand::Lost {
-                id: CPU_CLOCK_ID,
-                lost,
-            },
-            &sid,
-        )?;
+        self.writer
+            .write_side_band(0, &SideBand::Lost { id, lost }, &sid)?;
         Ok(())
     }
 

@@ -602,7 +602,6 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
 
     let mut exit_status = None;
     let mut forwarded = false;
-    let mut drops_written = 0;
     let mut facts = Vec::new();
     let mut cache_taken = monotonic_ns();
     let mut aggregated_taken = monotonic_ns();
@@ -649,11 +648,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 aggregated_taken = now;
             }
         }
-        let drops = profiler.drops();
-        if drops > drops_written {
-            rec.write_lost(drops - drops_written, cut)?;
-            drops_written = drops;
-        }
+        rec.write_drops(profiler.drops_by_event(), cut)?;
         status.update(|| crate::status::Counts {
             samples: rec.samples,
             other_events: rec.off_cpu
@@ -663,7 +658,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 + rec.wakeups
                 + rec.traced
                 + rec.net,
-            lost: drops,
+            lost: rec.lost,
             bytes: written + rec.writer.bytes_written(),
         });
         rec.flush_until(cut)?;
@@ -776,10 +771,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         let events = !rec.counted.is_empty();
         take_aggregated(&profiler, cfg, events, &mut rec.pending, monotonic_ns())?;
     }
-    let drops = profiler.drops();
-    if drops > drops_written {
-        rec.write_lost(drops - drops_written, monotonic_ns())?;
-    }
+    rec.write_drops(profiler.drops_by_event(), monotonic_ns())?;
     rec.flush_until(u64::MAX)?;
     // Runs the kernel skipped: what they would have written is missing, said even without -v.
     let programs = profiler.run_time();

@@ -35,8 +35,8 @@ use rustc_hash::FxHashMap;
 use callchain::{same_frames, split_callchain, stack_copy};
 pub use fields::Quantity;
 pub use recording::{
-    is_anonymous, same_words, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId, Mapping,
-    RawSample, Recording, StackBytes, StackCopy, UserFrame, UserRegs,
+    event_of_id, is_anonymous, same_words, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId,
+    Mapping, RawSample, Recording, StackBytes, StackCopy, UserFrame, UserRegs,
 };
 pub use select::{select, EventSel, Selected, Selection, Weighed, Weight};
 use timeline::Timeline;
@@ -84,6 +84,13 @@ fn described(reader: &PerfFileReader) -> (Recording, Vec<bool>) {
     rec.events = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i))
         .collect();
+    rec.event_ids = reader
+        .perf_file()
+        .event_attributes()
+        .iter()
+        .map(|a| a.event_ids.clone())
+        .collect();
+    rec.lost_by_event = vec![0; rec.events.len()];
     let traced = traced::traced_events(reader.perf_file(), &rec.events, reader.tracing_data());
     let keeps_raw = traced.tracepoint;
     rec.formats = traced.formats;

@@ -212,7 +212,14 @@ pub struct Recording {
     /// Build ids from the BUILD_ID feature, by path.
     pub build_ids: BuildIds,
     pub notes: Vec<String>,
+    /// Events lost while recording (LOST records), of every event.
     pub lost: u64,
+    /// Aligned with `events`: those of `lost` whose LOST record names the event (by one of
+    /// its ids, as perf counts them); records naming no event count in `lost` only.
+    pub lost_by_event: Vec<u64>,
+    /// Aligned with `events`: each event's ids (the file's attrs), for the records that name
+    /// an event by id.
+    pub event_ids: Vec<Vec<u64>>,
     /// The recording machine's kernel release (OSRELEASE), if the file says.
     pub os_release: Option<String>,
     /// The recording machine's architecture (ARCH: `x86_64`, `aarch64`, ...), if the file says.
@@ -262,7 +269,26 @@ impl KernelModules {
     }
 }
 
+/// The event of `event_ids` (each event's ids) that a record naming `id` is about: the only
+/// one in a file of one event, whatever the id.
+pub fn event_of_id(event_ids: &[Vec<u64>], id: u64) -> Option<usize> {
+    if event_ids.len() == 1 {
+        return Some(0);
+    }
+    event_ids.iter().position(|ids| ids.contains(&id))
+}
+
 impl Recording {
+    /// Counts `count` events lost (a LOST record naming `id`).
+    pub fn count_lost(&mut self, id: u64, count: u64) {
+        self.lost = self.lost.saturating_add(count);
+        if let Some(e) = event_of_id(&self.event_ids, id) {
+            if let Some(n) = self.lost_by_event.get_mut(e) {
+                *n = n.saturating_add(count);
+            }
+        }
+    }
+
     /// The format of event `event`'s payloads, if it is a traced event with one.
     pub fn format(&self, event: usize) -> Option<&format::TraceFormat> {
         self.formats.get(event)?.as_ref()

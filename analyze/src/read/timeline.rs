@@ -200,7 +200,7 @@ impl Timeline {
                     build_id,
                 );
             }
-            EventRecord::Lost(l) => rec.lost += l.count,
+            EventRecord::Lost(l) => rec.count_lost(l.id, l.count),
             EventRecord::Raw(raw) => {
                 let registered = format::KsymbolRecord::parse(raw)
                     .filter(|k| k.flags & format::ksymbol::FLAG_UNREGISTER == 0 && k.len > 0);

@@ -27,6 +27,9 @@ pub struct EventSummary {
     /// its samples stand for, and how many were written alone, by why (its stack copied;
     /// no room in the kernel's maps).
     pub counted_events: Option<CountedEvents>,
+    /// Its events lost while recording: LOST records that name it by id (as perf counts
+    /// them; a file of one event: all of them).
+    pub lost: u64,
 }
 
 /// What the samples of a traced event counted in the kernel stand for.
@@ -281,7 +284,13 @@ pub fn summarize_reader(
             latency: false,
             counted: None,
             counted_events: None,
+            lost: 0,
         })
+        .collect();
+    let event_ids: Vec<Vec<u64>> = pf
+        .event_attributes()
+        .iter()
+        .map(|a| a.event_ids.clone())
         .collect();
     for (e, counted) in s.events.iter_mut().zip(crate::read::counted_events(pf)) {
         e.counted = counted.then_some(0);
@@ -358,6 +367,10 @@ pub fn summarize_reader(
                     s.lost_records += 1;
                     if let Ok(EventRecord::Lost(l)) = format::parse_record(&record) {
                         s.lost += l.count;
+                        let of = crate::read::event_of_id(&event_ids, l.id);
+                        if let Some(e) = of.and_then(|e| s.events.get_mut(e)) {
+                            e.lost += l.count;
+                        }
                     }
                 }
                 RecordType::LOST_SAMPLES => {
@@ -498,6 +511,12 @@ impl FileSummary {
                 e.config,
                 sample_type_words(e.sample_type)
             );
+        }
+        // Which events the losses were (when the file says, and not all of one).
+        if self.events.iter().filter(|e| e.lost > 0).count() > 1 {
+            for e in self.events.iter().filter(|e| e.lost > 0) {
+                let _ = writeln!(o, "  {}: {} lost while recording", e.name, e.lost);
+            }
         }
         for e in &self.events {
             if let Some(n) = e.counted {

@@ -35,12 +35,34 @@ impl Request {
     }
 }
 
+/// A recording's block I/O.
+#[derive(Debug, Default)]
+pub struct Requests {
+    /// Every request, in completion order.
+    pub requests: Vec<Request>,
+    /// Block I/O events lost while recording (LOST records naming the event): requests, or
+    /// the write() stacks that writeback would be charged to.
+    pub lost: u64,
+}
+
 /// Every block I/O request of a recording, in completion order.
 pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
+    Ok(read(path)?.requests)
+}
+
+/// A recording's block I/O: its requests and how many were lost.
+pub fn read(path: &Path) -> Result<Requests, format::Error> {
     let mut reader = crate::files::input::open(path)?.reader;
     let io_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i) == BLOCK_IO_EVENT)
         .collect();
+    let event_ids: Vec<Vec<u64>> = reader
+        .perf_file()
+        .event_attributes()
+        .iter()
+        .map(|a| a.event_ids.clone())
+        .collect();
+    let mut lost = 0u64;
     let mut out = Vec::new();
     let mut names: std::collections::HashMap<i32, String> = Default::default();
     while let Some(record) = reader.next_record()? {
@@ -57,6 +79,14 @@ pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
                 continue;
             }
             Ok(EventRecord::Sample(s)) if is_io => s,
+            Ok(EventRecord::Lost(l)) => {
+                let of_io = crate::read::event_of_id(&event_ids, l.id)
+                    .is_some_and(|e| io_attrs.get(e) == Some(&true));
+                if of_io {
+                    lost = lost.saturating_add(l.count);
+                }
+                continue;
+            }
             _ => continue,
         };
         let Some(io) = s.raw.and_then(|raw| BlockIo::from_raw(&raw.as_slice())) else {
@@ -78,7 +108,10 @@ pub fn read_requests(path: &Path) -> Result<Vec<Request>, format::Error> {
             dirtier,
         });
     }
-    Ok(out)
+    Ok(Requests {
+        requests: out,
+        lost,
+    })
 }
 
 /// Latency statistics of a group of requests.
@@ -113,11 +146,24 @@ pub fn histogram_us<'a>(reqs: impl IntoIterator<Item = &'a Request>) -> Vec<u64>
     latency::histogram_us(reqs.into_iter().map(|r| r.io.latency_ns))
 }
 
+/// The line that says how many block I/O events were lost, if any were.
+fn lost_line(lost: u64) -> String {
+    if lost == 0 {
+        return String::new();
+    }
+    format!(
+        "  lost while recording: {lost} block I/O events (requests, or the write() stacks \
+         writeback is charged to), not in the figures\n"
+    )
+}
+
 /// The whole `analyze io` report. `slowest` limits the slowest-requests table.
-pub fn report(reqs: &[Request], slowest: usize) -> String {
+pub fn report(io: &Requests, slowest: usize) -> String {
+    let reqs = &io.requests[..];
     let mut o = String::new();
     if reqs.is_empty() {
         let _ = writeln!(o, "no block I/O in this recording (record with I/O on: it is by default, --no-io turns it off)");
+        o.push_str(&lost_line(io.lost));
         return o;
     }
     let all = stats(reqs);
@@ -130,6 +176,7 @@ pub fn report(reqs: &[Request], slowest: usize) -> String {
         us(all.p99_ns),
         us(all.max_ns)
     );
+    o.push_str(&lost_line(io.lost));
     for (label, pick) in [
         ("reads", Request::is_read as fn(&Request) -> bool),
         ("writes", Request::is_write),
@@ -302,15 +349,32 @@ mod tests {
         assert_eq!(h.len(), 10);
         assert_eq!(h.iter().sum::<u64>(), 100);
         assert_eq!(h[3], 1);
-        let text = report(&reqs, 3);
+        let io = |requests: &[Request], lost| Requests {
+            requests: requests.to_vec(),
+            lost,
+        };
+        let text = report(&io(&reqs, 0), 3);
         assert!(text.contains("reads         50 requests"), "{text}");
+        assert!(!text.contains("lost"), "{text}");
+        let text = report(&io(&reqs, 6), 3);
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.contains("lost while recording: 6 block I/O events")),
+            "{text}"
+        );
+        let text = report(&io(&[], 2), 3);
+        assert!(
+            text.contains("no block I/O") && text.contains("lost while recording: 2"),
+            "{text}"
+        );
         assert!(
             !text.contains("writeback by"),
             "no dirtier, no table: {text}"
         );
         let mut charged = reqs.clone();
         charged[1].dirtier = Some((7, "writer".into()));
-        let text = report(&charged, 3);
+        let text = report(&io(&charged, 0), 3);
         let table = &text[text.find("writeback by").expect(&text)..];
         assert!(
             table

@@ -157,3 +157,57 @@ fn assert_info_reports_lost(file: &std::path::Path, lost: u64) {
         "analyze info reports the summary's lost count {lost}:\n{text}"
     );
 }
+
+/// Block I/O lost in a small ring buffer is counted against the block I/O event (the LOST
+/// records name its id): `analyze io` says how many were lost beside the requests it shows,
+/// and perf reads the file.
+#[test]
+fn lost_block_io_is_counted_against_it_and_analyze_io_says_so() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("loss-io");
+    let file = dir.path("io.data");
+    let target = dir.path("written");
+    // -m 1: one page holds one block I/O event; 64 MiB leave in a burst of 4 MiB requests.
+    let command = format!(
+        "{} {} 64 && sync",
+        fixture("writer-fp").display(),
+        target.display()
+    );
+    let out = record(
+        &["-m", "1", "-e", "io", "-o", file.to_str().unwrap()],
+        &["sh", "-c", &command],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let (_, lost) = summary_counts(&stderr_of(&out));
+    let io = analyze(&["io"], &file);
+    let text = String::from_utf8_lossy(&io.stdout);
+    let io_lost: u64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("lost while recording: "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    eprintln!("-m 1 -e io: {lost} lost, {io_lost} of them block I/O");
+    assert!(
+        io_lost > 0,
+        "a one-page ring loses block I/O events:\n{text}"
+    );
+    // Only I/O is recorded: what else can be lost is a process's exit.
+    assert!(
+        io_lost <= lost && lost - io_lost <= 3,
+        "{io_lost} of {lost}:\n{text}"
+    );
+    assert_info_reports_lost(&file, lost);
+    let perf = std::process::Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        perf.status.success(),
+        "{}",
+        String::from_utf8_lossy(&perf.stderr)
+    );
+}

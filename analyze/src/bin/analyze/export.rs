@@ -33,7 +33,7 @@ pub fn export(
     let mut bytes = Vec::new();
     with_recording(select, &options, |rec, loader| {
         let s = symbolize_noting(rec, &options, loader)?;
-        summary(&s, rec.lost, loader);
+        summary(&s, rec, loader);
         let cx = Context {
             measure: options.measure(),
             event: s.event.clone(),

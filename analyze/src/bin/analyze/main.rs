@@ -131,8 +131,8 @@ fn run(args: Args) -> anyhow::Result<()> {
             write!(stdout, "{}", summary.to_text(&output))?;
         }
         Command::Io { input, slowest } => {
-            let reqs = analyze::views::io::read_requests(&input)?;
-            write!(stdout, "{}", analyze::views::io::report(&reqs, slowest))?;
+            let io = analyze::views::io::read(&input)?;
+            write!(stdout, "{}", analyze::views::io::report(&io, slowest))?;
         }
         Command::Net { input } => {
             let (samples, reasons) = analyze::views::net::read_samples(&input)?;

@@ -121,7 +121,7 @@ pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::
     let options = options.clone();
     with_recording(select, &options, |rec, loader| {
         let s = symbolize_noting(rec, &options, loader)?;
-        summary(&s, rec.lost, loader);
+        summary(&s, rec, loader);
         Ok(s)
     })
 }
@@ -160,7 +160,7 @@ pub fn stacks_of_each(
 
 /// The summary line: samples, frames, how many unknown, how DWARF stacks ended, lost events;
 /// then the hint about stripped binaries, if it is due.
-pub fn summary(s: &Symbolized, lost: u64, loader: &Loader) {
+pub fn summary(s: &Symbolized, rec: &Recording, loader: &Loader) {
     let st = &s.stats;
     let pct = if st.frames == 0 {
         0.0
@@ -195,8 +195,18 @@ pub fn summary(s: &Symbolized, lost: u64, loader: &Loader) {
             ends.join(", ")
         ));
     }
-    if lost > 0 {
-        line.push_str(&format!("; {lost} events lost while recording"));
+    if rec.lost > 0 {
+        line.push_str(&format!("; {} events lost while recording", rec.lost));
+        // The selected events' own, where the file says which were whose.
+        let selected: std::collections::BTreeSet<usize> =
+            s.stacks.iter().map(|st| st.event as usize).collect();
+        let own: u64 = selected
+            .iter()
+            .filter_map(|&e| rec.lost_by_event.get(e))
+            .sum();
+        if own > 0 && own < rec.lost {
+            line.push_str(&format!(" ({own} of them {})", s.event));
+        }
     }
     eprintln!("{line}");
     stripped_hint(s, loader);

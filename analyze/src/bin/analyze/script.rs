@@ -19,7 +19,7 @@ pub fn script(select: &Select, out: impl Write) -> anyhow::Result<()> {
     with_recording(select, &options, |rec, loader| {
         let samples = pipeline::select_samples(rec, &options)?.samples;
         let s = stacks_of_each(rec, &options, loader, &samples)?;
-        summary(&s, rec.lost, loader);
+        summary(&s, rec, loader);
         let payloads = Payloads::new(rec, Box::new(pipeline::kernel_namer(rec, loader)));
         let mut out = std::io::BufWriter::new(out);
         write_script(&s, |i, out| payloads.write(samples[i].0, out), &mut out)?;
