@@ -29,7 +29,7 @@ struct io_start {
 
 /* Requests in flight, by struct request *. Preallocated: in a burst of issues (a flusher's
  * writeback, kblockd dispatching what waited) an update would otherwise find the allocator's
- * per-CPU cache empty now and then (ENOMEM), and the request was lost. More requests than
+ * per-CPU cache empty now and then (ENOMEM), and the request is lost. More requests than
  * it holds go to io_starts_more, allocated as they come. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -216,7 +216,7 @@ static __always_inline void remember_dirtier(void *ctx, struct folio *folio,
 #define PAGE_SHIFT 12
 
 /* The dirtier of a write request's first page, if a tracked thread dirtied it. That page is
- * where the request's first bio starts now: a bio split to the device's limits (a 16 MiB
+ * where the request's first bio starts now: a bio split to the device's limits (an 8 MiB
  * writeback bio in 4 MiB requests) shares its vector with the other parts, each from its
  * own index and offset; the vector's first page is the first part's. */
 static __always_inline void find_dirtier(struct request *rq, struct io_start *s)
