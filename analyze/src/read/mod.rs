@@ -240,7 +240,7 @@ fn read_on(
                     raw: raw.map(|r| Box::from(&*r)),
                 });
             }
-            other => timeline.replay(&mut rec, &mut intern, &other),
+            other => timeline.replay(&mut rec, &mut intern, attr_index, &other),
         }
     }
     timeline.finish(&mut rec);

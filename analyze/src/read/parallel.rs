@@ -374,7 +374,7 @@ pub(super) fn read(
             parse_info: events.parse[walk::attr(place) as usize],
         };
         if let Ok(parsed) = format::parse_record(&raw) {
-            timeline.replay(rec, intern, &parsed);
+            timeline.replay(rec, intern, walk::attr(place) as usize, &parsed);
         }
         version_after.push(timeline.version);
     }

@@ -281,11 +281,17 @@ pub fn event_of_id(event_ids: &[Vec<u64>], id: u64) -> Option<usize> {
 impl Recording {
     /// Counts `count` events lost (a LOST record naming `id`).
     pub fn count_lost(&mut self, id: u64, count: u64) {
+        match event_of_id(&self.event_ids, id) {
+            Some(e) => self.count_lost_of(e, count),
+            None => self.lost = self.lost.saturating_add(count),
+        }
+    }
+
+    /// Counts `count` events of event `event` lost.
+    pub fn count_lost_of(&mut self, event: usize, count: u64) {
         self.lost = self.lost.saturating_add(count);
-        if let Some(e) = event_of_id(&self.event_ids, id) {
-            if let Some(n) = self.lost_by_event.get_mut(e) {
-                *n = n.saturating_add(count);
-            }
+        if let Some(n) = self.lost_by_event.get_mut(event) {
+            *n = n.saturating_add(count);
         }
     }
 

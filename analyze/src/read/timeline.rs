@@ -11,7 +11,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use format::linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId};
+use format::linux_perf_data::linux_perf_event_reader::{
+    CpuMode, EventRecord, Mmap2FileId, RecordType,
+};
 
 use super::recording::{Ksymbol, MapId, MapPiece, Mapping, Recording};
 
@@ -156,12 +158,14 @@ impl Timeline {
             .push((self.version, comm));
     }
 
-    /// Applies a side-band record (names interned into `rec.comms` by `intern`; mappings and
-    /// lost counts go to `rec`). Other records are left alone.
+    /// Applies a side-band record of event `event` (the one its sample id names; names
+    /// interned into `rec.comms` by `intern`; mappings and lost counts go to `rec`). Other
+    /// records are left alone.
     pub(super) fn replay(
         &mut self,
         rec: &mut Recording,
         intern: &mut dyn FnMut(&mut Recording, &str) -> u32,
+        event: usize,
         record: &EventRecord,
     ) {
         match record {
@@ -201,6 +205,14 @@ impl Timeline {
                 );
             }
             EventRecord::Lost(l) => rec.count_lost(l.id, l.count),
+            // Samples the kernel could not write, of the event its sample id names (perf
+            // writes these from the event's lost-samples count; 8 bytes of count first).
+            EventRecord::Raw(raw) if raw.record_type == RecordType::LOST_SAMPLES => {
+                let data = raw.data.as_slice();
+                if let Some(count) = data.get(..8).and_then(|b| b.try_into().ok()) {
+                    rec.count_lost_of(event, u64::from_le_bytes(count));
+                }
+            }
             EventRecord::Raw(raw) => {
                 let registered = format::KsymbolRecord::parse(raw)
                     .filter(|k| k.flags & format::ksymbol::FLAG_UNREGISTER == 0 && k.len > 0);

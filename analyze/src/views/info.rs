@@ -379,6 +379,9 @@ pub fn summarize_reader(
                     let mut b = [0u8; 8];
                     if data.read_exact(&mut b).is_ok() {
                         s.lost += u64::from_le_bytes(b);
+                        if let Some(e) = s.events.get_mut(attr_index) {
+                            e.lost += u64::from_le_bytes(b);
+                        }
                     }
                 }
                 _ => {}
@@ -497,6 +500,16 @@ impl FileSummary {
             "lost events:   {} (in {} LOST records)",
             self.lost, self.lost_records
         );
+        // Whose they were, when the records say and not all are one event's.
+        let losing: Vec<String> = self
+            .events
+            .iter()
+            .filter(|e| e.lost > 0)
+            .map(|e| format!("{} {}", e.name, e.lost))
+            .collect();
+        if losing.len() > 1 {
+            let _ = writeln!(o, "  by event:    {}", losing.join(", "));
+        }
         let _ = writeln!(o, "events:");
         for e in &self.events {
             let _ = writeln!(
@@ -511,12 +524,6 @@ impl FileSummary {
                 e.config,
                 sample_type_words(e.sample_type)
             );
-        }
-        // Which events the losses were (when the file says, and not all of one).
-        if self.events.iter().filter(|e| e.lost > 0).count() > 1 {
-            for e in self.events.iter().filter(|e| e.lost > 0) {
-                let _ = writeln!(o, "  {}: {} lost while recording", e.name, e.lost);
-            }
         }
         for e in &self.events {
             if let Some(n) = e.counted {

@@ -260,3 +260,65 @@ fn damaged_input_is_a_clear_error() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// The number after `label` in `text` (a line `label N ...`).
+fn number_after(text: &str, label: &str) -> Option<u64> {
+    let at = text.find(label)? + label.len();
+    text[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// A perf recording of two events in a one-page buffer loses samples of both, in LOST
+/// records (naming the event by id) and LOST_SAMPLES records (by their sample id): `analyze
+/// info` gives each event's share, and a report's summary the same total and its event's
+/// share, by either reading path.
+#[test]
+fn lost_samples_of_perf_recordings_are_counted_by_event() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("info-lost");
+    let file = record(
+        &dir,
+        "lost.data",
+        &["-e", "cpu-clock,task-clock", "-m", "1", "-F", "20000", "-g"],
+        "1",
+    );
+    let (_, text) = info_counts(&file);
+    let total = number_after(&text, "lost events:").unwrap();
+    let by_event = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("by event:"))
+        .unwrap_or_else(|| panic!("both events lost samples in a one-page buffer:\n{text}"));
+    let shares: BTreeMap<&str, u64> = by_event
+        .split(',')
+        .filter_map(|p| {
+            let (name, n) = p.trim().rsplit_once(' ')?;
+            Some((name, n.parse().ok()?))
+        })
+        .collect();
+    eprintln!("lost: {total} in all, by event {shares:?}");
+    assert_eq!(shares.values().sum::<u64>(), total, "{text}");
+    for event in ["cpu-clock", "task-clock"] {
+        let own = shares[event];
+        for env in [&[][..], &[("BPFPERF_SEQUENTIAL_READ", "1")][..]] {
+            let out = crate::common::analyze_env(
+                &[
+                    "report",
+                    "--folded",
+                    "--event",
+                    event,
+                    "-i",
+                    file.to_str().unwrap(),
+                ],
+                env,
+            );
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                said.contains(&format!(
+                    "{total} events lost while recording ({own} of them {event})"
+                )),
+                "{event} {env:?}: {said}"
+            );
+        }
+    }
+}
