@@ -552,6 +552,9 @@ fn print_summary(s: &session::Summary) {
         s.bytes,
         s.path.display()
     );
+    if s.lost > 0 {
+        eprintln!("record: lost {}", lost_words(s));
+    }
     if s.aggregated > 0 {
         eprintln!(
             "record: samples counted in the kernel, written as {} records (period: the count)",
@@ -582,6 +585,28 @@ fn print_summary(s: &session::Summary) {
             s.missed_wakers
         );
     }
+}
+
+/// What was lost, by kind: "26 block I/O events, 6 off-CPU intervals".
+fn lost_words(s: &session::Summary) -> String {
+    let d = &s.drops;
+    let side_band = s
+        .lost
+        .saturating_sub(d.on_cpu + d.off_cpu + d.block_io + d.traced + d.net + d.exits);
+    [
+        (d.on_cpu, "on-CPU samples"),
+        (d.off_cpu, "off-CPU intervals"),
+        (d.block_io, "block I/O events"),
+        (d.traced, "traced events"),
+        (d.net, "network events"),
+        (d.exits, "process exits"),
+        (side_band, "side-band records (mappings, names)"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// The command line, or exit: an unknown option is an error naming it and the closest known

@@ -117,6 +117,9 @@ pub struct Summary {
     /// by one.
     pub missed_event_aggregations: u64,
     pub lost: u64,
+    /// Of `lost`, the events the kernel dropped, by what they were (the rest: side-band
+    /// records, mappings and names, that perf's buffers lost).
+    pub drops: bpf::Drops,
     pub duration: Duration,
     /// Bytes written, in all files.
     pub bytes: u64,
@@ -822,6 +825,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     phases.mark("JVMs' perf maps asked for");
 
     let net = rec.net;
+    let drops = rec.drops_written;
     let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (
         rec.samples,
         rec.aggregated,
@@ -879,6 +883,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         traced,
         missed_wakers,
         lost,
+        drops,
         duration: started.elapsed(),
         bytes: written + bytes,
         path,

@@ -199,6 +199,12 @@ fn lost_block_io_is_counted_against_it_and_analyze_io_says_so() {
         io_lost <= lost && lost - io_lost <= 3,
         "{io_lost} of {lost}:\n{text}"
     );
+    // record says so too.
+    let said = stderr_of(&out);
+    assert!(
+        said.contains(&format!("record: lost {io_lost} block I/O events")),
+        "{said}"
+    );
     assert_info_reports_lost(&file, lost);
     let perf = std::process::Command::new("perf")
         .args(["report", "--stats", "-i"])
