@@ -33,9 +33,6 @@ pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
 const EVENT_NET_CALL: u32 = types::event_kind::EVENT_NET_CALL.0;
 const EVENT_NET_SKB: u32 = types::event_kind::EVENT_NET_SKB.0;
 
-/// Entries of the drops map (bpfperf.h's EVENT_KINDS).
-pub(crate) const EVENT_KINDS: u32 = types::bpfperf_limits::BPFPERF_EVENT_KINDS.0;
-
 /// User registers a stack-copy sample carries (bpfperf.h's USER_REGS).
 pub const USER_REGS: usize = types::bpfperf_limits::BPFPERF_USER_REGS.0 as usize;
 

@@ -137,8 +137,8 @@ pub struct Options {
     pub trace: Vec<TraceEvent>,
 }
 
-/// Events lost so far by what they were (see [`Profiler::drops_by_event`]); the fields sum
-/// to [`Profiler::drops`].
+/// Events lost so far by what they were (see [`Profiler::drops_by_event`]); their
+/// [`Drops::total`] is [`Profiler::drops`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Drops {
     pub on_cpu: u64,
@@ -151,6 +151,12 @@ pub struct Drops {
     pub net: u64,
     /// Process exits (record learns of them from the side-band too).
     pub exits: u64,
+}
+
+impl Drops {
+    pub fn total(&self) -> u64 {
+        self.on_cpu + self.off_cpu + self.block_io + self.traced + self.net + self.exits
+    }
 }
 
 impl Default for Options {
@@ -423,10 +429,7 @@ impl Profiler {
     /// full (or, for off-CPU and block I/O, the map that keeps their start). Wakers, which only
     /// annotate off-CPU intervals, are counted apart ([`Profiler::missed_wakers`]).
     pub fn drops(&self) -> u64 {
-        (0..events::EVENT_KINDS)
-            .filter(|&kind| kind != events::EVENT_WAKEUP)
-            .map(|kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind))
-            .sum()
+        self.drops_by_event().total()
     }
 
     /// Off-CPU intervals whose waker was seen but could not be kept or sent: the interval is

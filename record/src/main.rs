@@ -590,9 +590,7 @@ fn print_summary(s: &session::Summary) {
 /// What was lost, by kind: "26 block I/O events, 6 off-CPU intervals".
 fn lost_words(s: &session::Summary) -> String {
     let d = &s.drops;
-    let side_band = s
-        .lost
-        .saturating_sub(d.on_cpu + d.off_cpu + d.block_io + d.traced + d.net + d.exits);
+    let side_band = s.lost.saturating_sub(d.total());
     [
         (d.on_cpu, "on-CPU samples"),
         (d.off_cpu, "off-CPU intervals"),

@@ -84,12 +84,7 @@ fn described(reader: &PerfFileReader) -> (Recording, Vec<bool>) {
     rec.events = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i))
         .collect();
-    rec.event_ids = reader
-        .perf_file()
-        .event_attributes()
-        .iter()
-        .map(|a| a.event_ids.clone())
-        .collect();
+    rec.event_ids = event_ids(reader.perf_file());
     rec.lost_by_event = vec![0; rec.events.len()];
     let traced = traced::traced_events(reader.perf_file(), &rec.events, reader.tracing_data());
     let keeps_raw = traced.tracepoint;
@@ -248,6 +243,15 @@ fn read_on(
     share_stack_copies(&mut rec);
     weigh_counted(&mut rec);
     Ok(rec)
+}
+
+/// Each event's ids (its attr's), for the records that name an event by id
+/// ([`event_of_id`]).
+pub fn event_ids(file: &format::linux_perf_data::PerfFile) -> Vec<Vec<u64>> {
+    file.event_attributes()
+        .iter()
+        .map(|a| a.event_ids.clone())
+        .collect()
 }
 
 /// Which events' periods count samples ([`Recording::counted`]): cpu-clock in period mode

@@ -287,11 +287,7 @@ pub fn summarize_reader(
             lost: 0,
         })
         .collect();
-    let event_ids: Vec<Vec<u64>> = pf
-        .event_attributes()
-        .iter()
-        .map(|a| a.event_ids.clone())
-        .collect();
+    let event_ids = crate::read::event_ids(pf);
     for (e, counted) in s.events.iter_mut().zip(crate::read::counted_events(pf)) {
         e.counted = counted.then_some(0);
     }

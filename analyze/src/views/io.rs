@@ -56,12 +56,7 @@ pub fn read(path: &Path) -> Result<Requests, format::Error> {
     let io_attrs: Vec<bool> = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i) == BLOCK_IO_EVENT)
         .collect();
-    let event_ids: Vec<Vec<u64>> = reader
-        .perf_file()
-        .event_attributes()
-        .iter()
-        .map(|a| a.event_ids.clone())
-        .collect();
+    let event_ids = crate::read::event_ids(reader.perf_file());
     let mut lost = 0u64;
     let mut out = Vec::new();
     let mut names: std::collections::HashMap<i32, String> = Default::default();
