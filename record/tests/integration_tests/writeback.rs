@@ -77,11 +77,9 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
     let ratio = recorded as f64 / disks as f64;
 
     // The writer's bytes, as analyze io charges them to their dirtier.
-    let dirtied: u64 = text
-        .lines()
-        .skip_while(|l| !l.starts_with("writeback by the process that dirtied the pages"))
-        .find(|l| l.trim_start().starts_with(name))
-        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+    let dirtied: u64 = dirtiers(&text)
+        .into_iter()
+        .find_map(|(comm, _, bytes)| (comm == name).then_some(bytes))
         .unwrap_or_else(|| panic!("the writer is named as the dirtier:\n{text}"));
     // Its write() stacks: with frame pointers, libc's write keeps none, so write_chunks, its
     // caller, is missing (as in perf); DWARF unwinding finds it.
