@@ -9,8 +9,8 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
-    "follow", "unwind", "sampling", "offcpu", "blockio", "cache", "probes", "net", "netsend",
-    "netstamp",
+    "follow", "unwind", "sampling", "fault", "offcpu", "blockio", "cache", "probes", "net",
+    "netsend", "netstamp",
 ];
 
 /// The headers every program file includes.
@@ -22,6 +22,7 @@ const HEADERS: &[&str] = &[
     "filter.bpf.h",
     "python.bpf.h",
     "agg.bpf.h",
+    "sample.bpf.h",
     "trace_agg.bpf.h",
     "net.bpf.h",
     "send.bpf.h",

@@ -30,6 +30,7 @@ pub(crate) const EVENT_DIRTY: u32 = types::event_kind::EVENT_DIRTY.0;
 pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
 pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
+pub(crate) const EVENT_FAULT: u32 = types::event_kind::EVENT_FAULT.0;
 const EVENT_NET_CALL: u32 = types::event_kind::EVENT_NET_CALL.0;
 const EVENT_NET_SKB: u32 = types::event_kind::EVENT_NET_SKB.0;
 
@@ -298,6 +299,10 @@ pub struct NetEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     OnCpu(OnCpuSample),
+    /// A major page fault of a tracked thread ended: its stacks where it faulted, `period`
+    /// the nanoseconds from the exception's entry to its end (1 where the entry was not
+    /// seen), slept in or not.
+    Fault(OnCpuSample),
     OffCpu(OffCpuInterval),
     /// A tracked thread began a burst of dirtying pages (a write): `time` and its stacks
     /// (the interval fields are 0). Writeback requests of those pages name it
@@ -380,6 +385,27 @@ fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
     })
 }
 
+/// A stack sample (`sample_event`'s layout, then the bytes copied in DWARF mode).
+fn stack_sample(data: &[u8]) -> Option<OnCpuSample> {
+    let mut e = types::sample_event::default();
+    let fixed = std::mem::size_of::<types::sample_event>();
+    plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
+    let copied = data.get(fixed..).unwrap_or(&[]);
+    let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
+    Some(OnCpuSample {
+        pid: e.pid,
+        tid: e.tid,
+        cpu: e.cpu,
+        time: e.time_ns,
+        period: e.period,
+        kernel_stack: stack(&e.kstack, e.kstack_bytes),
+        user_stack: stack(&e.ustack, e.ustack_bytes),
+        user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
+        stack_copy: copied.to_vec(),
+        python: py_frames(e.py_frames, &e.py_code, &e.py_lasti),
+    })
+}
+
 fn stack(frames: &[u64], bytes: i32) -> Vec<u64> {
     let n = (bytes.max(0) as usize / 8).min(frames.len());
     frames[..n].to_vec()
@@ -390,7 +416,7 @@ impl Event {
     /// the writer of pages that a request issued elsewhere writes; an exit is bookkeeping).
     pub fn cpu(&self) -> Option<u32> {
         match self {
-            Event::OnCpu(s) => Some(s.cpu),
+            Event::OnCpu(s) | Event::Fault(s) => Some(s.cpu),
             Event::OffCpu(o) => Some(o.cpu),
             Event::BlockIo(b) => Some(b.cpu),
             Event::Wakeup(w) => Some(w.cpu),
@@ -419,25 +445,8 @@ impl Event {
     pub fn decode(data: &[u8]) -> Option<Event> {
         let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
         match kind {
-            EVENT_ON_CPU => {
-                let mut e = types::sample_event::default();
-                let fixed = std::mem::size_of::<types::sample_event>();
-                plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
-                let copied = data.get(fixed..).unwrap_or(&[]);
-                let copied = &copied[..(e.stack_bytes as usize).min(copied.len())];
-                Some(Event::OnCpu(OnCpuSample {
-                    pid: e.pid,
-                    tid: e.tid,
-                    cpu: e.cpu,
-                    time: e.time_ns,
-                    period: e.period,
-                    kernel_stack: stack(&e.kstack, e.kstack_bytes),
-                    user_stack: stack(&e.ustack, e.ustack_bytes),
-                    user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
-                    stack_copy: copied.to_vec(),
-                    python: py_frames(e.py_frames, &e.py_code, &e.py_lasti),
-                }))
-            }
+            EVENT_ON_CPU => stack_sample(data).map(Event::OnCpu),
+            EVENT_FAULT => stack_sample(data).map(Event::Fault),
             EVENT_OFF_CPU => interval(data, true).map(Event::OffCpu),
             EVENT_OFF_CPU_COPY => interval_with_copy(data).map(Event::OffCpu),
             EVENT_DIRTY => interval(data, false).map(Event::Dirty),

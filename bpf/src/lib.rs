@@ -90,6 +90,9 @@ pub struct Options {
     pub off_cpu_min_ns: Option<u64>,
     /// With off-CPU intervals: who woke each thread (sched_waking), and from where.
     pub wakeups: bool,
+    /// Report every major page fault of the tracked threads with its stacks and duration
+    /// ([`Event::Fault`]), whether or not it slept.
+    pub faults: bool,
     /// Report every block I/O request.
     pub block_io: bool,
     /// Count each tracked process's page-cache use (cachestat).
@@ -151,11 +154,19 @@ pub struct Drops {
     pub net: u64,
     /// Process exits (record learns of them from the side-band too).
     pub exits: u64,
+    /// Major page faults.
+    pub faults: u64,
 }
 
 impl Drops {
     pub fn total(&self) -> u64 {
-        self.on_cpu + self.off_cpu + self.block_io + self.traced + self.net + self.exits
+        self.on_cpu
+            + self.off_cpu
+            + self.block_io
+            + self.traced
+            + self.net
+            + self.exits
+            + self.faults
     }
 }
 
@@ -168,6 +179,7 @@ impl Default for Options {
             system_wide: false,
             off_cpu_min_ns: Some(1000),
             wakeups: true,
+            faults: false,
             block_io: true,
             cache: true,
             net: false,
@@ -440,7 +452,7 @@ impl Profiler {
 
     /// Drops so far by event kind (on-CPU, off-CPU, block I/O, dirtiers, wakers), for
     /// diagnostics.
-    pub fn drops_by_kind(&self) -> [(&'static str, u64); 7] {
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 8] {
         let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
         [
             ("on-CPU samples", of(events::EVENT_ON_CPU)),
@@ -456,6 +468,7 @@ impl Profiler {
             ("wakers", of(events::EVENT_WAKEUP)),
             ("traced events", of(events::EVENT_TRACE)),
             ("network events", of(events::EVENT_NET)),
+            ("major faults", of(events::EVENT_FAULT)),
         ]
     }
 
@@ -472,6 +485,7 @@ impl Profiler {
             traced: of(events::EVENT_TRACE),
             net: of(events::EVENT_NET),
             exits: of(events::EVENT_EXIT),
+            faults: of(events::EVENT_FAULT),
         }
     }
 

@@ -32,6 +32,20 @@ pub fn open_cpu_clock(cpu: u32, frequency: u64) -> Result<OwnedFd, Error> {
     open(&mut attr, -1, cpu, "a cpu-clock event")
 }
 
+/// The major-faults software event on `cpu` for every process, one sample per fault (the
+/// kernel raises it where it counts the fault in getrusage's ru_majflt); the samples go to
+/// the attached BPF program only.
+pub fn open_major_faults(cpu: u32) -> Result<OwnedFd, Error> {
+    let mut attr = bindings::perf_event_attr {
+        size: std::mem::size_of::<bindings::perf_event_attr>() as u32,
+        type_: bindings::PERF_TYPE_SOFTWARE,
+        config: bindings::PERF_COUNT_SW_PAGE_FAULTS_MAJ as u64,
+        ..Default::default()
+    };
+    attr.__bindgen_anon_1.sample_period = 1;
+    open(&mut attr, -1, cpu, "a major-faults event")
+}
+
 pub(crate) fn open(
     attr: &mut bindings::perf_event_attr,
     pid: i32,

@@ -10,11 +10,17 @@
 //!   wakeup of a thread that blocked, to running again (runqlat's latency). In DWARF mode
 //!   it carries the registers and an empty stack copy: readers unwind it with the bytes of
 //!   the offcpu-time sample of the same thread and time (perf unwinds the leaf).
-//! - **fault-time**: a wait inside a page fault (for the page's read: a major fault; or for a
+//! - **fault-time**: a major page fault, the same attr again: one sample per fault the kernel
+//!   counted major (getrusage's ru_majflt, perf's major-faults), slept in or not: time = its
+//!   end, period = nanoseconds from the exception's entry to its end (its work on the CPU
+//!   and any wait; 1 where the entry came before the recording), callchain = where it
+//!   faulted, with its own registers and stack copy in DWARF mode.
+//! - **fault-wait**: a wait inside a page fault (for the page's read: a major fault; or for a
 //!   page that readahead is still reading), the same attr again: one sample per off-CPU
 //!   interval whose kernel stack holds handle_mm_fault, sent with its offcpu-time sample
 //!   (same time, thread and stack, the stack copy shared as runq-time's), period =
-//!   nanoseconds blocked (to the wakeup).
+//!   nanoseconds blocked (to the wakeup). (Files of 2026-11-28 and before: named
+//!   fault-time, and the only page-fault samples.)
 //! - **bpfperf:block_io**: a made-up tracepoint (own system, own id) whose format travels in
 //!   TRACING_DATA, so `perf script` prints its fields by name. One sample per completed
 //!   request: time = completion, pid/tid = issuer, period = latency in ns, callchain = the
@@ -46,8 +52,10 @@ pub const BLOCK_IO_TRACEPOINT_ID: u64 = 60001;
 
 /// Name of run-queue samples.
 pub const RUNQ_EVENT: &str = "runq-time";
-/// Name of page-fault samples.
+/// Name of major page-fault samples.
 pub const FAULT_EVENT: &str = "fault-time";
+/// Name of the samples of waits inside page faults.
+pub const FAULT_WAIT_EVENT: &str = "fault-wait";
 
 /// The attr of off-CPU samples; `sample_type` matches the on-CPU event's id layout.
 pub fn offcpu_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
@@ -59,9 +67,14 @@ pub fn runq_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
     time_event_attr(RUNQ_EVENT, sample_type, ids)
 }
 
-/// The attr of page-fault samples (as [`offcpu_attr`]).
+/// The attr of major page-fault samples (as [`offcpu_attr`]).
 pub fn fault_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
     time_event_attr(FAULT_EVENT, sample_type, ids)
+}
+
+/// The attr of the samples of waits inside page faults (as [`offcpu_attr`]).
+pub fn fault_wait_attr(sample_type: u64, ids: Vec<u64>) -> EventAttr {
+    time_event_attr(FAULT_WAIT_EVENT, sample_type, ids)
 }
 
 /// Samples whose period is nanoseconds of something, as perf writes offcpu-time.

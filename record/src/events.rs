@@ -17,6 +17,7 @@ const FAULT_ID: u64 = 6;
 const CACHESTAT_ID: u64 = 7;
 /// Ids of the network events: this and the next five (NET_EVENTS' order).
 const NET_ID: u64 = 8;
+const FAULT_WAIT_ID: u64 = 14;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -109,7 +110,10 @@ pub struct Events {
     pub attrs: Vec<EventAttr>,
     pub offcpu: Option<usize>,
     pub runq: Option<usize>,
+    /// Major faults (`fault-time`).
     pub fault: Option<usize>,
+    /// Waits inside page faults (`fault-wait`, from off-CPU intervals).
+    pub fault_wait: Option<usize>,
     pub cache: Option<usize>,
     pub io: Option<usize>,
     pub wakeup: Option<usize>,
@@ -129,6 +133,7 @@ pub struct LostIds {
     pub on_cpu: u64,
     pub off_cpu: u64,
     pub block_io: u64,
+    pub faults: u64,
     /// The first event traced: the kernel counts their losses together.
     pub traced: u64,
     /// The first network event: the kernel counts their losses together.
@@ -142,6 +147,7 @@ impl Events {
             on_cpu: CPU_CLOCK_ID,
             off_cpu: id(self.offcpu),
             block_io: id(self.io),
+            faults: id(self.fault),
             traced: id(self.traced.iter().find_map(|t| t.attr)),
             net: id(self.net.map(|n| n[0])),
         }
@@ -180,10 +186,17 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         )));
         attrs.len() - 1
     });
-    let fault_attr = (cfg.faults && cfg.off_cpu_min_ns.is_some()).then(|| {
-        attrs.push(with_copies(format::events::fault_attr(
+    // Each major fault carries its own stack copy, as large as an on-CPU sample's.
+    let fault_attr = cfg.faults.then(|| {
+        let mut attr = with_copies(format::events::fault_attr(SAMPLE_TYPE, vec![FAULT_ID]));
+        attr.sample_stack_user = cfg.stack_copy_bytes;
+        attrs.push(attr);
+        attrs.len() - 1
+    });
+    let fault_wait_attr = (cfg.faults && cfg.off_cpu_min_ns.is_some()).then(|| {
+        attrs.push(with_copies(format::events::fault_wait_attr(
             SAMPLE_TYPE,
-            vec![FAULT_ID],
+            vec![FAULT_WAIT_ID],
         )));
         attrs.len() - 1
     });
@@ -293,6 +306,7 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         offcpu: offcpu_attr,
         runq: runq_attr,
         fault: fault_attr,
+        fault_wait: fault_wait_attr,
         io: io_attr,
         wakeup: wakeup_attr,
         net: net_attrs,

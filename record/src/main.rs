@@ -55,9 +55,10 @@ struct Args {
     no_python: bool,
     /// What to record (comma-separated or repeated; default: record's own events but cache):
     /// cpu-clock (on-CPU samples), offcpu (off-CPU time, with run-queue waits), wakeup (who
-    /// woke the blocked threads), runq, fault (page faults that had to read), io (block I/O),
-    /// cache (cachestat counts: it hooks every read(), so only when named); wakeup, runq and
-    /// fault come from off-CPU intervals: they bring offcpu with them. And any event: a
+    /// woke the blocked threads), runq, fault (every major page fault, timed, and the waits
+    /// inside faults), io (block I/O), cache (cachestat counts: it hooks every read(), so
+    /// only when named); wakeup, runq and fault's waits come from off-CPU intervals: they
+    /// bring offcpu with them. And any event: a
     /// tracepoint SYSTEM:NAME (globs as perf takes them: syscalls:sys_enter_open*),
     /// uprobe:PATH:FUNCTION[+OFFSET], uretprobe:PATH:FUNCTION (its latency), usdt:PATH:PROVIDER:NAME,
     /// kprobe:FUNCTION, kretprobe:FUNCTION (PATH absolute, or a library or program name:
@@ -121,7 +122,8 @@ struct Args {
     /// and second).
     #[arg(long)]
     no_cache: bool,
-    /// Do not record page faults that had to read (major faults, timed: fault-time).
+    /// Do not record major page faults (each one timed: fault-time; the waits inside faults:
+    /// fault-wait).
     #[arg(long)]
     no_faults: bool,
     /// With -e net: follow at most this many skbs of each socket a second to the device
@@ -540,7 +542,7 @@ fn print_summary(s: &session::Summary) {
         (n, _) => format!("{n} files, the last "),
     };
     eprintln!(
-        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} page faults, {traced}{} lost, {:.2} s, {} bytes written to {files}{} ]",
+        "[ record: {} samples, {} off-CPU events, {} run-queue waits, {} wakeups, {} I/O events, {} major faults, {traced}{} lost, {:.2} s, {} bytes written to {files}{} ]",
         s.samples,
         s.off_cpu,
         s.runq,
@@ -597,6 +599,7 @@ fn lost_words(s: &session::Summary) -> String {
         (d.block_io, "block I/O events"),
         (d.traced, "traced events"),
         (d.net, "network events"),
+        (d.faults, "major faults"),
         (d.exits, "process exits"),
         (side_band, "side-band records (mappings, names)"),
     ]

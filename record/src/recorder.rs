@@ -11,6 +11,8 @@ use crate::sideband::{Fact, TimedFact};
 /// Something to write, ordered by time.
 pub enum Item {
     Sample(bpf::OnCpuSample),
+    /// A major page fault (period: its nanoseconds).
+    Fault(bpf::OnCpuSample),
     /// On-CPU samples counted in the kernel over the interval that ends at `time`.
     Aggregated {
         samples: bpf::AggregatedSamples,
@@ -41,7 +43,7 @@ pub enum Item {
 impl Item {
     fn time(&self) -> u64 {
         match self {
-            Item::Sample(s) => s.time,
+            Item::Sample(s) | Item::Fault(s) => s.time,
             Item::Aggregated { time, .. } => *time,
             Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
@@ -57,6 +59,7 @@ impl Item {
     pub fn from_event(e: bpf::Event) -> Option<Item> {
         match e {
             bpf::Event::OnCpu(s) => Some(Item::Sample(s)),
+            bpf::Event::Fault(s) => Some(Item::Fault(s)),
             bpf::Event::OffCpu(o) => Some(Item::OffCpu(o)),
             bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
@@ -108,8 +111,10 @@ pub struct Recorder {
     pub off_cpu: u64,
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
-    /// Major page faults.
+    /// Major page faults (fault-time samples).
     pub faults: u64,
+    /// Waits inside page faults (fault-wait samples).
+    pub fault_waits: u64,
     pub io: u64,
     /// Network events written.
     pub net: u64,
@@ -125,6 +130,7 @@ pub struct Recorder {
     pub offcpu_attr: Option<usize>,
     pub runq_attr: Option<usize>,
     pub fault_attr: Option<usize>,
+    pub fault_wait_attr: Option<usize>,
     pub cache_attr: Option<usize>,
     pub io_attr: Option<usize>,
     pub wakeup_attr: Option<usize>,
@@ -195,6 +201,7 @@ impl Recorder {
             runq: 0,
             dirty_bursts: BTreeMap::new(),
             faults: 0,
+            fault_waits: 0,
             io: 0,
             net: 0,
             wakeups: 0,
@@ -205,6 +212,7 @@ impl Recorder {
             offcpu_attr: events.offcpu,
             runq_attr: events.runq,
             fault_attr: events.fault,
+            fault_wait_attr: events.fault_wait,
             cache_attr: events.cache,
             io_attr: events.io,
             wakeup_attr: events.wakeup,
@@ -432,6 +440,7 @@ impl Recorder {
             (ids.block_io, now.block_io, was.block_io),
             (ids.traced, now.traced, was.traced),
             (ids.net, now.net, was.net),
+            (ids.faults, now.faults, was.faults),
             (CPU_CLOCK_ID, now.exits, was.exits),
         ] {
             if now > was {
@@ -456,6 +465,47 @@ impl Recorder {
     }
 
     /// Writes a sample of event `attr` with the given stacks.
+    /// Writes a sample BPF took of a running thread (on-CPU, a major fault) under `attr`, its
+    /// Python frames merged into its user stack.
+    fn write_sampled(
+        &mut self,
+        s: &bpf::OnCpuSample,
+        attr: usize,
+        period: u64,
+    ) -> anyhow::Result<()> {
+        let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
+        let mut merged = std::mem::take(&mut self.merged);
+        let user = if self.python.merge(s, &mut merged) {
+            if let Some(fact) = self.python.take_mapping(s.pid) {
+                if let Err(e) = self.write_fact(&TimedFact {
+                    time: s.time,
+                    cpu: s.cpu,
+                    fact,
+                }) {
+                    self.merged = merged;
+                    return Err(e);
+                }
+            }
+            &merged[..]
+        } else {
+            &s.user_stack[..]
+        };
+        let written = self.write_stack_sample(
+            copy,
+            attr,
+            s.pid,
+            s.tid,
+            s.cpu,
+            s.time,
+            period,
+            &s.kernel_stack,
+            user,
+            &[],
+        );
+        self.merged = merged;
+        written
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn write_stack_sample(
         &mut self,
@@ -507,36 +557,17 @@ impl Recorder {
     fn write_item(&mut self, item: &Item) -> anyhow::Result<()> {
         match item {
             Item::Sample(s) => {
-                let copy = s.user_regs.as_ref().map(|r| (r, &s.stack_copy[..]));
-                let mut merged = std::mem::take(&mut self.merged);
-                let user = if self.python.merge(s, &mut merged) {
-                    if let Some(fact) = self.python.take_mapping(s.pid) {
-                        self.write_fact(&TimedFact {
-                            time: s.time,
-                            cpu: s.cpu,
-                            fact,
-                        })?;
-                    }
-                    &merged[..]
-                } else {
-                    &s.user_stack[..]
-                };
-                let written = self.write_stack_sample(
-                    copy,
-                    0,
-                    s.pid,
-                    s.tid,
-                    s.cpu,
-                    s.time,
-                    if self.aggregate { 1 } else { s.period },
-                    &s.kernel_stack,
-                    user,
-                    &[],
-                );
-                self.merged = merged;
-                written?;
+                let period = if self.aggregate { 1 } else { s.period };
+                self.write_sampled(s, 0, period)?;
                 self.samples += 1;
                 self.copied_stacks += !s.stack_copy.is_empty() as u64;
+            }
+            Item::Fault(s) => {
+                let Some(attr) = self.fault_attr else {
+                    return Ok(());
+                };
+                self.write_sampled(s, attr, s.period)?;
+                self.faults += 1;
             }
             Item::Aggregated { samples: a, time } => {
                 // The thread's CPU is not counted: CPU 0.
@@ -602,7 +633,7 @@ impl Recorder {
                 let shared = copy.map(|(regs, _)| (regs, &[][..]));
                 // Waiting for a CPU; blocked inside a page fault (until its wakeup).
                 let runq = self.runq_attr.filter(|_| o.runq_ns > 0);
-                let fault = self.fault_attr.filter(|_| o.in_fault);
+                let fault = self.fault_wait_attr.filter(|_| o.in_fault);
                 let waited = o.duration_ns - o.runq_ns.min(o.duration_ns);
                 for (attr, period) in [(runq, o.runq_ns), (fault, waited)] {
                     let Some(attr) = attr else {
@@ -632,7 +663,7 @@ impl Recorder {
                 }
                 self.merged = merged;
                 self.runq += runq.is_some() as u64;
-                self.faults += fault.is_some() as u64;
+                self.fault_waits += fault.is_some() as u64;
             }
             Item::Cache {
                 counts,

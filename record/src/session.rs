@@ -385,7 +385,7 @@ impl GlueStripper {
             bpf::Event::Wakeup(w) => &mut w.kernel_stack,
             bpf::Event::Trace(t) => &mut t.kernel_stack,
             bpf::Event::Net(n) => return self.strip_shared(&mut n.kernel_stack, symbols),
-            bpf::Event::OnCpu(_) | bpf::Event::Exit { .. } => return,
+            bpf::Event::OnCpu(_) | bpf::Event::Fault(_) | bpf::Event::Exit { .. } => return,
         };
         let n = symbols.glue_frames(stack);
         stack.drain(..n);
@@ -452,6 +452,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         system_wide,
         off_cpu_min_ns: cfg.off_cpu_min_ns,
         wakeups: cfg.wakeups,
+        faults: cfg.faults,
         block_io: cfg.block_io,
         cache: cfg.cache,
         net: cfg.net,

@@ -354,16 +354,21 @@ pub fn event_formats(
     (t.formats, t.latency)
 }
 
-/// record writes run-queue and page-fault samples beside the off-CPU sample they are part
+/// record writes run-queue and page-fault-wait samples beside the off-CPU sample they are part
 /// of, with its registers and, in DWARF mode, no stack bytes of their own: they unwind with
 /// the bytes of the off-CPU sample of the same thread at the same time.
 fn share_stack_copies(rec: &mut Recording) {
-    use format::events::{FAULT_EVENT, OFFCPU_EVENT, RUNQ_EVENT};
+    use format::events::{FAULT_EVENT, FAULT_WAIT_EVENT, OFFCPU_EVENT, RUNQ_EVENT};
     let index = |name: &str| rec.events.iter().position(|n| n == name);
     let Some(offcpu) = index(OFFCPU_EVENT) else {
         return;
     };
-    let sharing = [index(RUNQ_EVENT), index(FAULT_EVENT)];
+    // (fault-time: files of 2026-11-28 and before, where it was the waits'.)
+    let sharing = [
+        index(RUNQ_EVENT),
+        index(FAULT_WAIT_EVENT),
+        index(FAULT_EVENT),
+    ];
     let shares = |s: &RawSample| {
         sharing.contains(&Some(s.event))
             && s.stack_copy.as_ref().is_some_and(|c| c.bytes.is_empty())

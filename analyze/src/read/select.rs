@@ -23,9 +23,9 @@ pub enum EventSel {
     /// `runq-time` samples: the part of off-CPU intervals spent waiting for a CPU; weight =
     /// nanoseconds, charged to where the thread was preempted or blocked.
     Runq,
-    /// `fault-time` samples: page faults that had to read; weight = nanoseconds the fault
-    /// took, at the stack that faulted. (`Wall` has that time already: a thread waiting in
-    /// a fault is off the CPU.)
+    /// `fault-time` samples: major page faults; weight = nanoseconds the fault took (its
+    /// work on the CPU and any wait), at the stack that faulted. (`Wall` has that time
+    /// already: on-CPU samples and off-CPU intervals.) The waits alone: `fault-wait`.
     Fault,
     /// bpfperf block I/O samples; weight = I/O latency in nanoseconds.
     Io,
@@ -148,6 +148,8 @@ enum Kind {
     OffCpu,
     Runq,
     Fault,
+    /// Waits inside page faults (a timed event, not a sampling one).
+    FaultWait,
     Io,
     Wakeup,
 }
@@ -157,6 +159,7 @@ fn kind_of(name: &str) -> Kind {
         format::events::OFFCPU_EVENT => Kind::OffCpu,
         format::events::RUNQ_EVENT => Kind::Runq,
         format::events::FAULT_EVENT => Kind::Fault,
+        format::events::FAULT_WAIT_EVENT => Kind::FaultWait,
         format::events::BLOCK_IO_EVENT => Kind::Io,
         format::events::WAKEUP_EVENT => Kind::Wakeup,
         _ => Kind::Sampling,
@@ -307,7 +310,14 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<Selected<'a>, Err
             .next()
             .unwrap_or("events")
             .to_string(),
-        (None, None) => o.event.unit().to_string(),
+        // One of bpfperf's own timed events by its name (`fault-wait`): weighed by their
+        // periods, nanoseconds.
+        (None, None) => match &o.event {
+            EventSel::Named(n) if event_named(rec, n).is_ok_and(|i| kinds[i] != Kind::Sampling) => {
+                "ns".to_string()
+            }
+            event => event.unit().to_string(),
+        },
     };
     let (weigh, label) = match o.weight {
         None => (weigh, label),

@@ -6,7 +6,7 @@
 //! `record` writes them: a `--latency ENTRY,EXIT` pair, named `ENTRY->EXIT` (its payload and
 //! format are the entry's), a return probe, named `...__return`, in a file bpfperf wrote (its
 //! VERSION says `bpfperf ...`), and bpfperf's own timed events (`offcpu-time`, `runq-time`,
-//! `fault-time`, `bpfperf:block_io`, `bpfperf:wakeup`). perf's own `...__return` probes are
+//! `fault-time`, `fault-wait`, `bpfperf:block_io`, `bpfperf:wakeup`). perf's own `...__return` probes are
 //! plain events (period 1).
 
 use format::linux_perf_data::linux_perf_event_reader::{PerfEventAttr, PerfEventType};
@@ -65,13 +65,14 @@ pub(super) fn keeps_raw(attr: &PerfEventAttr) -> bool {
 /// Whether an event of this name holds latencies (see the module's doc).
 pub(super) fn is_latency_name(name: &str, by_bpfperf: bool) -> bool {
     use format::events::{
-        BLOCK_IO_EVENT, FAULT_EVENT, NET_SEND_EVENT, OFFCPU_EVENT, RUNQ_EVENT, SOCK_WAIT_EVENT,
-        WAKEUP_EVENT,
+        BLOCK_IO_EVENT, FAULT_EVENT, FAULT_WAIT_EVENT, NET_SEND_EVENT, OFFCPU_EVENT, RUNQ_EVENT,
+        SOCK_WAIT_EVENT, WAKEUP_EVENT,
     };
     [
         OFFCPU_EVENT,
         RUNQ_EVENT,
         FAULT_EVENT,
+        FAULT_WAIT_EVENT,
         BLOCK_IO_EVENT,
         WAKEUP_EVENT,
         SOCK_WAIT_EVENT,

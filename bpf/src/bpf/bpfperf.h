@@ -60,7 +60,7 @@
 #define PY_MAX_THREADS 64
 
 /* Entries of the drops map: one per event kind (below), and 0. */
-#define EVENT_KINDS 11
+#define EVENT_KINDS 14
 
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
@@ -100,7 +100,8 @@ enum event_kind {
 	EVENT_TRACE = 9, /* any event record attached (trace_record): a tracepoint, probe, USDT */
 	EVENT_NET = 10, /* a TCP connection closed, or a retransmit, reset or drop (net_event) */
 	EVENT_NET_CALL = 11, /* a tracked thread's send call began (net_call_event, variable) */
-	EVENT_NET_SKB = 12 /* an skb of a send call reached the device (net_skb_event) */
+	EVENT_NET_SKB = 12, /* an skb of a send call reached the device (net_skb_event) */
+	EVENT_FAULT = 13 /* a major page fault ended: sample_event's layout, period = its ns */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as

@@ -7,6 +7,7 @@
 #include "unwind.bpf.h"
 #include "python.bpf.h"
 #include "agg.bpf.h"
+#include "sample.bpf.h"
 
 /* On-CPU samples taken of tracked tasks, per CPU: each one is either in the ring buffer,
  * counted in the aggregation maps (--aggregate), or counted in drops[EVENT_ON_CPU]. */
@@ -16,15 +17,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } taken SEC(".maps");
-
-/* One buffer per CPU, indexed by CPU number: per-CPU maps cap values at 32 KiB, and perf_event
- * programs cannot be preempted. Resized to the number of CPUs before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct sample_buf);
-} sample_scratch SEC(".maps");
 
 /* Forces the event struct into BTF so the skeleton generates its Rust type. */
 struct sample_event _sample_event = {};
@@ -140,49 +132,6 @@ static __always_inline int sample_aggregated(struct bpf_perf_event_data *ctx, __
 	return counted;
 }
 
-/* DWARF mode: the stack unwound with the tables, or registers and a stack copy. */
-static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ctx, __u32 tgid,
-						  __u32 tid)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct sample_buf *buf = bpf_map_lookup_elem(&sample_scratch, &cpu);
-	if (!buf) {
-		count_drop(EVENT_ON_CPU);
-		return 0;
-	}
-	struct sample_event *e = &buf->e;
-	e->kind = EVENT_ON_CPU;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = tgid;
-	e->tid = tid;
-	e->time_ns = bpf_ktime_get_ns();
-	e->period = ctx->sample_period;
-	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, tid);
-	__u64 size = sizeof(struct sample_event);
-	/* Unwound here where the process has tables: frames, no registers or bytes to send. */
-	__s32 unwound = unwind_user_stack(tgid, e->ustack);
-	if (unwound >= 0) {
-		e->ustack_bytes = unwound;
-		e->user_regs[7] = 0;
-		e->stack_bytes = 0;
-	} else {
-		e->ustack_bytes = 0;
-		struct task_struct *task = bpf_get_current_task_btf();
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		fill_user_regs(e->user_regs, regs);
-		__u64 sp = regs->sp;
-		e->stack_bytes =
-			copy_sample_stack(buf->stack, sp, stack_copy_len(task, sp, stack_copy_bytes));
-		size += e->stack_bytes;
-	}
-	if (size > sizeof(*buf))
-		size = sizeof(*buf);
-	if (bpf_ringbuf_output(&events, buf, size, submit_flags()))
-		count_drop(EVENT_ON_CPU);
-	return 0;
-}
-
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -193,24 +142,5 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	count(&taken, 0);
 	if (aggregate && sample_aggregated(ctx, tgid, (__u32)id))
 		return 0;
-	if (stack_copy_bytes)
-		return sample_with_stack_copy(ctx, tgid, (__u32)id);
-
-	struct sample_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop(EVENT_ON_CPU);
-		return 0;
-	}
-	e->kind = EVENT_ON_CPU;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = tgid;
-	e->tid = (__u32)id;
-	e->time_ns = bpf_ktime_get_ns();
-	e->period = ctx->sample_period;
-	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	e->ustack_bytes = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	e->stack_bytes = 0;
-	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, (__u32)id);
-	bpf_ringbuf_submit(e, submit_flags());
-	return 0;
+	return send_stack_sample(ctx, EVENT_ON_CPU, ctx->sample_period, tgid, (__u32)id);
 }

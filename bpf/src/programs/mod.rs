@@ -5,6 +5,7 @@
 
 pub mod blockio;
 pub mod cache;
+pub mod fault;
 pub mod follow;
 pub mod net;
 pub mod offcpu;
@@ -24,6 +25,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     follow::configure(open, o);
     unwind::configure(open, o);
     sampling::configure(open, o, cpu_slots)?;
+    fault::configure(open, o);
     offcpu::configure(open, o, cpu_slots)?;
     blockio::configure(open, o)?;
     cache::configure(open, o);
@@ -46,6 +48,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
     cache::attach(skel, o, &mut links)?;
     net::attach(skel, o, &mut links)?;
     probes::attach(skel, o, &mut links)?;
+    fault::attach(skel, o, cpus, &mut links)?;
     sampling::attach(skel, o, cpus, &mut links)?;
     Ok(links)
 }
@@ -77,6 +80,9 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
     let p = &skel.progs;
     vec![
         ("on_cpu_sample", &p.on_cpu_sample),
+        ("on_major_fault", &p.on_major_fault),
+        ("on_fault_user", &p.on_fault_user),
+        ("on_fault_kernel", &p.on_fault_kernel),
         ("on_switch", &p.on_switch),
         ("on_waking", &p.on_waking),
         ("on_block_issue", &p.on_block_issue),

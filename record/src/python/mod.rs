@@ -308,7 +308,7 @@ impl Python {
     /// process lives.
     pub fn observe_event(&mut self, e: &bpf::Event) {
         match e {
-            bpf::Event::OnCpu(s) => self.observe_frames(s.pid, &s.python),
+            bpf::Event::OnCpu(s) | bpf::Event::Fault(s) => self.observe_frames(s.pid, &s.python),
             bpf::Event::OffCpu(o) => self.observe_frames(o.pid, &o.python),
             _ => {}
         }

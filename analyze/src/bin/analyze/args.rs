@@ -36,8 +36,8 @@ pub struct Filter {
     /// offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
     /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
-    /// the stack where the thread was preempted or blocked), fault (page faults that had to
-    /// read, ns, at the faulting stack), io (block I/O latency, ns), wall (on- and off-CPU
+    /// the stack where the thread was preempted or blocked), fault (major page faults, ns
+    /// each took, at the faulting stack; fault-wait: the waits inside faults), io (block I/O latency, ns), wall (on- and off-CPU
     /// time, ns), net-send (TCP sends, ns from the send call to the device of each skb a
     /// sample stands for, at its stack),
     /// tcp|retransmit|reset|drop|sock-wait (record -e net's events), all (every event's
