@@ -592,7 +592,7 @@ fn print_summary(s: &session::Summary) {
 /// What was lost, by kind: "26 block I/O events, 6 off-CPU intervals".
 fn lost_words(s: &session::Summary) -> String {
     let d = &s.drops;
-    let side_band = s.lost.saturating_sub(d.total());
+    let side_band = s.lost.saturating_sub(d.total() + s.unwritten);
     [
         (d.on_cpu, "on-CPU samples"),
         (d.off_cpu, "off-CPU intervals"),
@@ -601,6 +601,7 @@ fn lost_words(s: &session::Summary) -> String {
         (d.net, "network events"),
         (d.faults, "major faults"),
         (d.exits, "process exits"),
+        (s.unwritten, "samples that did not fit in the file"),
         (side_band, "side-band records (mappings, names)"),
     ]
     .iter()

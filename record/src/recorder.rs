@@ -450,6 +450,34 @@ impl Recorder {
         Ok(())
     }
 
+    /// Takes the samples the writer dropped for want of room (a full filesystem) out of the
+    /// counts and into `lost`, as its LOST records in the file count them: the summary says
+    /// what the file holds.
+    pub fn count_unwritten(&mut self) -> u64 {
+        let dropped = self.writer.dropped_samples().to_vec();
+        let of = |attr: Option<usize>| attr.and_then(|i| dropped.get(i)).copied().unwrap_or(0);
+        let traced: u64 = self.traced_attrs.iter().map(|t| of(t.attr)).sum();
+        let net: u64 = self
+            .net_attrs
+            .map_or(0, |n| n.iter().map(|&i| of(Some(i))).sum());
+        for (count, n) in [
+            (&mut self.samples, of(Some(0))),
+            (&mut self.off_cpu, of(self.offcpu_attr)),
+            (&mut self.runq, of(self.runq_attr)),
+            (&mut self.faults, of(self.fault_attr)),
+            (&mut self.fault_waits, of(self.fault_wait_attr)),
+            (&mut self.io, of(self.io_attr)),
+            (&mut self.wakeups, of(self.wakeup_attr)),
+            (&mut self.traced, traced),
+            (&mut self.net, net),
+        ] {
+            *count = count.saturating_sub(n);
+        }
+        let unwritten = dropped.iter().sum::<u64>();
+        self.lost += unwritten;
+        unwritten
+    }
+
     /// Writes a LOST record of `lost` events of the event `id` names.
     pub fn write_lost(&mut self, id: u64, lost: u64, time: u64) -> anyhow::Result<()> {
         self.lost += lost;
@@ -464,7 +492,6 @@ impl Recorder {
         Ok(())
     }
 
-    /// Writes a sample of event `attr` with the given stacks.
     /// Writes a sample BPF took of a running thread (on-CPU, a major fault) under `attr`, its
     /// Python frames merged into its user stack.
     fn write_sampled(
@@ -506,6 +533,7 @@ impl Recorder {
         written
     }
 
+    /// Writes a sample of event `attr` with the given stacks.
     #[allow(clippy::too_many_arguments)]
     fn write_stack_sample(
         &mut self,

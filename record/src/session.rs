@@ -120,6 +120,8 @@ pub struct Summary {
     /// Of `lost`, the events the kernel dropped, by what they were (the rest: side-band
     /// records, mappings and names, that perf's buffers lost).
     pub drops: bpf::Drops,
+    /// Of `lost`, the samples that did not fit in the file (its filesystem full).
+    pub unwritten: u64,
     pub duration: Duration,
     /// Bytes written, in all files.
     pub bytes: u64,
@@ -130,7 +132,7 @@ pub struct Summary {
     pub kept: u64,
     /// The workload's exit status (code, or 128 + signal).
     pub exit_status: Option<i32>,
-    /// Why recording stopped early: the filesystem filled (the file holds every round that
+    /// Why recording stopped early: the filesystem filled (the file holds every record that
     /// fit; the workload was left running).
     pub stopped: Option<String>,
 }
@@ -725,7 +727,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let no_space = |bytes: u64, exit_status: Option<i32>| {
         format!(
             "no space left on {} after {:.1} MB: recording stopped there, {} holds every \
-             round that fit{}",
+             record that fit (those that did not: counted lost){}",
             host::device_of(&cfg.output),
             bytes as f64 / 1e6,
             cfg.output.display(),
@@ -825,6 +827,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     phases.mark("JVMs' perf maps asked for");
 
+    let unwritten = rec.count_unwritten();
     let net = rec.net;
     let drops = rec.drops_written;
     let (samples, aggregated, off_cpu, runq, io, faults, wakeups, traced, lost) = (
@@ -857,7 +860,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         path = r.dump()?;
         let bytes = totals.bytes + bytes;
         dumped.print(cfg, DumpCounts { bytes, ..totals }, &path);
-        // "no space left ...: recording stopped there, FILE holds every round that fit".
+        // "no space left ...: recording stopped there, FILE holds every record that fit".
         let (before, after) = (cfg.output.display().to_string(), path.display().to_string());
         stopped = stopped.map(|why| why.replace(&before, &after));
     }
@@ -885,6 +888,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         missed_wakers,
         lost,
         drops,
+        unwritten,
         duration: started.elapsed(),
         bytes: written + bytes,
         path,

@@ -37,9 +37,12 @@ const GROW_MAX: u64 = 256 << 20;
 /// How far ahead of the writes the map's pages are faulted in.
 const PREFAULT: usize = 1 << 20;
 
-/// Kept free at the end of the file for the feature sections `finish` writes, so that a
-/// recording that filled its filesystem can still be finished.
+/// Kept free at the end of the file for the feature sections `finish` writes (and the LOST
+/// records of what did not fit), so that a recording that filled its filesystem can still be
+/// finished. On a filesystem with less room, halved down to [`FINISH_RESERVE_MIN`]: the
+/// features of a recording are a few KiB (6 KiB with block I/O's formats).
 const FINISH_RESERVE: u64 = 1 << 20;
+const FINISH_RESERVE_MIN: u64 = 64 << 10;
 
 /// Header offset of the attribute section.
 const ATTRS_OFFSET: u64 = FILE_HEADER_SIZE;
@@ -64,8 +67,14 @@ pub struct PerfFileWriter {
     compressor: Option<Compressor>,
     /// Its output, before it goes into the map.
     packed: Vec<u8>,
-    /// The filesystem is full: records are dropped from the round that did not fit on.
+    /// The filesystem is full: the records that did not fit, and every later one, are
+    /// dropped (and counted in `dropped`).
     full: bool,
+    /// Room kept for `finish` (see [`FINISH_RESERVE`]).
+    finish_reserve: u64,
+    /// Samples dropped for want of room, by attr index: `finish` writes a LOST record for
+    /// each event that lost some.
+    dropped: Vec<u64>,
     /// Pages of the map below this offset were given back (see [`PerfFileWriter::commit`]).
     released: usize,
     /// Pages of the map below this offset were faulted in ahead of the writes (see
@@ -161,6 +170,7 @@ impl PerfFileWriter {
             }
         }
 
+        let events = attrs.len();
         let mut w = PerfFileWriter {
             path: path.into(),
             map: memmap2::MmapMut::map_anon(0).map_err(|e| Error::io(path, e))?,
@@ -175,6 +185,8 @@ impl PerfFileWriter {
             compressor: None,
             packed: Vec::new(),
             full: false,
+            finish_reserve: FINISH_RESERVE,
+            dropped: vec![0; events],
             released: 0,
             populated: 0,
         };
@@ -186,7 +198,7 @@ impl PerfFileWriter {
         let first = data_offset + round.len() as u64;
         // Room for the features too; on a filesystem without it, the header and the empty
         // round alone: a file that holds what fit (nothing), full from the start.
-        let full = match w.ensure(first + FINISH_RESERVE) {
+        let full = match w.ensure_with_reserve(first) {
             Ok(()) => false,
             Err(Error::NoSpace { .. }) => {
                 w.ensure(first)?;
@@ -259,6 +271,19 @@ impl PerfFileWriter {
         Ok(())
     }
 
+    /// [`PerfFileWriter::ensure`] for `need` bytes and the room `finish` needs; where that
+    /// does not fit, with less room kept for `finish`, down to [`FINISH_RESERVE_MIN`].
+    fn ensure_with_reserve(&mut self, need: u64) -> Result<(), Error> {
+        loop {
+            match self.ensure(need + self.finish_reserve) {
+                Err(Error::NoSpace { .. }) if self.finish_reserve > FINISH_RESERVE_MIN => {
+                    self.finish_reserve = (self.finish_reserve / 2).max(FINISH_RESERVE_MIN);
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Faults in the map's pages up to `end` and [`PREFAULT`] beyond, in one call
     /// (MADV_POPULATE_WRITE) where a write would take a page fault per page: those faults
     /// were a fifth of record's CPU at 10 MB/s of records. Where the kernel cannot (before
@@ -308,11 +333,12 @@ impl PerfFileWriter {
         self.full
     }
 
-    /// Appends the encoded record: to the map, or to the compressor with `-z`.
-    fn append_encoded(&mut self) -> Result<(), Error> {
+    /// Appends the encoded record: to the map, or to the compressor with `-z`. Whether it
+    /// was kept (false: the filesystem is full).
+    fn append_encoded(&mut self) -> Result<bool, Error> {
         if self.full {
             self.encoder.buf.clear();
-            return Ok(());
+            return Ok(false);
         }
         self.records_in_round += 1;
         let Some(c) = &mut self.compressor else {
@@ -323,39 +349,39 @@ impl PerfFileWriter {
             self.append_packed(false)?;
         }
         self.encoder.buf.clear();
-        Ok(())
+        Ok(!self.full)
     }
 
     /// Copies the encoded bytes (or with `packed`, the compressor's output) to the map.
-    fn append_to_map(&mut self, packed: bool) -> Result<(), Error> {
+    fn append_to_map(&mut self, packed: bool) -> Result<bool, Error> {
         let buf = if packed {
             std::mem::take(&mut self.packed)
         } else {
             std::mem::take(&mut self.encoder.buf)
         };
         let n = buf.len() as u64;
-        let mut r = if self.full {
-            Ok(())
+        let r = if self.full {
+            Ok(false)
         } else {
-            self.ensure(self.len + n + FINISH_RESERVE)
+            match self.ensure_with_reserve(self.len + n) {
+                Ok(()) => {
+                    let at = self.len as usize;
+                    self.prefault(at + n as usize);
+                    self.map[at..at + n as usize].copy_from_slice(&buf);
+                    self.len += n;
+                    Ok(true)
+                }
+                Err(Error::NoSpace { .. }) => {
+                    // Every whole record that fit stays: the header covers them now (a
+                    // round cut short at the end of a file is one perf sorts as any).
+                    self.full = true;
+                    self.records_in_round = 0;
+                    self.commit();
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
         };
-        match r {
-            Ok(()) if !self.full => {
-                let at = self.len as usize;
-                self.prefault(at + n as usize);
-                self.map[at..at + n as usize].copy_from_slice(&buf);
-                self.len += n;
-            }
-            Err(Error::NoSpace { .. }) => {
-                // The round that does not fit is dropped whole: the file ends at the last
-                // finished round, as the header already says.
-                self.full = true;
-                self.len = self.committed;
-                self.records_in_round = 0;
-                r = Ok(());
-            }
-            _ => {}
-        }
         // Keep the buffers' capacity.
         let mut buf = buf;
         buf.clear();
@@ -368,9 +394,9 @@ impl PerfFileWriter {
     }
 
     /// Compresses whole chunks (with `all`, everything pending) into the map.
-    fn append_packed(&mut self, all: bool) -> Result<(), Error> {
+    fn append_packed(&mut self, all: bool) -> Result<bool, Error> {
         let Some(c) = &mut self.compressor else {
-            return Ok(());
+            return Ok(true);
         };
         let mut packed = std::mem::take(&mut self.packed);
         let r = c.drain(&mut packed, all);
@@ -406,7 +432,16 @@ impl PerfFileWriter {
             None => (sample.time, sample.time),
             Some((a, b)) => (a.min(sample.time), b.max(sample.time)),
         });
-        self.append_encoded()
+        if !self.append_encoded()? {
+            self.dropped[attr_index] += 1;
+        }
+        Ok(())
+    }
+
+    /// Samples dropped so far for want of room, by attr index (see [`PerfFileWriter::is_full`]);
+    /// `finish` counts them in LOST records.
+    pub fn dropped_samples(&self) -> &[u64] {
+        &self.dropped
     }
 
     /// Appends a non-sample record, with the sample_id trailer of event `attr_index`.
@@ -425,7 +460,7 @@ impl PerfFileWriter {
             self.encoder.buf.clear();
             return Err(self.encoding_error(what));
         }
-        self.append_encoded()
+        self.append_encoded().map(drop)
     }
 
     /// Appends a record that is already encoded (a kernel side-band record copied as it is).
@@ -442,7 +477,7 @@ impl PerfFileWriter {
             )));
         }
         self.encoder.buf.extend_from_slice(record);
-        self.append_encoded()
+        self.append_encoded().map(drop)
     }
 
     /// Ends a round: everything written so far may be sorted and flushed by readers, and is
@@ -494,12 +529,52 @@ impl PerfFileWriter {
         &self.attrs
     }
 
+    /// Writes a LOST record for each event that lost samples for want of room, in the room
+    /// kept for `finish`, so that readers say what is missing (where not even that fits, the
+    /// file holds what fit, uncounted).
+    fn count_dropped(&mut self) -> Result<(), Error> {
+        let time = self.times.map_or(0, |(_, last)| last);
+        for i in 0..self.attrs.len() {
+            let lost = self.dropped[i];
+            if lost == 0 {
+                continue;
+            }
+            let (attr, id) = self.attr(i)?;
+            let (sample_type, sid_all) =
+                (attr.sample_type, attr.flags & attr_flag::SAMPLE_ID_ALL != 0);
+            let sid = SampleId {
+                pid: u32::MAX,
+                tid: u32::MAX,
+                time,
+                cpu: 0,
+            };
+            let record = SideBand::Lost { id, lost };
+            if let Err(what) = self
+                .encoder
+                .side_band(sample_type, sid_all, id, &record, &sid)
+            {
+                self.encoder.buf.clear();
+                return Err(self.encoding_error(what));
+            }
+            let buf = std::mem::take(&mut self.encoder.buf);
+            let (at, n) = (self.len as usize, buf.len());
+            if self.ensure(self.len + n as u64).is_ok() {
+                self.map[at..at + n].copy_from_slice(&buf);
+                self.len += n as u64;
+            }
+            self.encoder.buf = buf;
+            self.encoder.buf.clear();
+        }
+        Ok(())
+    }
+
     /// Finishes the last round, writes the feature sections and trims the file to its size.
     /// Returns the file size. When the filesystem has no room left for the features, the file
     /// is left without them (still whole: perf opens it) and the error is
     /// [`Error::NoSpace`].
     pub fn finish(mut self, features: &Features) -> Result<u64, Error> {
         self.finish_round()?;
+        self.count_dropped()?;
         self.commit();
         let attrs: Vec<EventAttr> = if features.tracing_data.is_some() {
             self.attrs.clone()

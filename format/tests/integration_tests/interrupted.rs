@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use format::{misc, Features, PerfFileReader, PerfFileWriter, Sample, SampleId, SideBand};
 
-use crate::common::{count_with_reader, perf_available, perf_script_clean, TempDir};
+use crate::common::{count_with_reader, perf, perf_available, perf_script_clean, TempDir};
 use crate::roundtrip::{cpu_clock_attr, offcpu_attr};
 
 const CHILD_ENV: &str = "BPFPERF_TEST_WRITER_OUTPUT";
@@ -231,11 +231,13 @@ impl Drop for SmallFs {
 fn a_full_filesystem_keeps_what_fits() {
     let dir = TempDir::new("full");
     let check_perf = perf_available();
-    // 3 MiB: less than the first 4 MiB step, which then left no file at all. 64 KiB: no room
-    // for the features' 1 MiB reserve, the file is full from the start and still gets its
-    // features. 4 KiB: the header and attrs alone fit.
+    // 3 MiB: less than the first 4 MiB step, which then left no file at all. 256 KiB: less
+    // than the features' 1 MiB reserve, which then kept no record (the reserve shrinks to
+    // 64 KiB where room is short). 64 KiB: no room for even that, the file is full from the
+    // start and still gets its features. 4 KiB: the header and attrs alone fit.
     for (size, rounds_fit, features_fit) in [
         ("3m", true, true),
+        ("256k", true, true),
         ("64k", false, true),
         ("4k", false, false),
     ] {
@@ -267,6 +269,7 @@ fn a_full_filesystem_keeps_what_fits() {
             rounds += 1;
         }
         assert!(w.is_full(), "{size}: {rounds} rounds and not full");
+        let dropped: u64 = w.dropped_samples().iter().sum();
         // Features of 16 KiB: more than the 4 KiB filesystem holds.
         let finished = w.finish(&Features {
             hostname: Some("h".into()),
@@ -283,15 +286,24 @@ fn a_full_filesystem_keeps_what_fits() {
         drop(reader);
         let (per_attr, _) = count_with_reader(&path);
         let samples: u64 = per_attr.iter().sum();
-        assert!(
-            samples.is_multiple_of(100),
-            "{size}: whole rounds, {samples}"
+        // Every sample written is in the file or counted dropped (the round cut short by the
+        // full filesystem keeps the records that fit).
+        assert_eq!(
+            samples + dropped,
+            rounds * 100,
+            "{size}: {samples} + {dropped}"
         );
         assert_eq!(samples > 0, rounds_fit, "{size}: {samples} samples");
         if check_perf {
-            let text = perf_script_clean(&path, &["-F", "event,time"]);
+            let out = perf(&["script", "-F", "event,time", "-i", path.to_str().unwrap()]);
+            let text = String::from_utf8_lossy(&out.stdout);
             let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
             assert_eq!(lines as u64, samples, "{size}");
+            // perf counts the dropped samples: the LOST records `finish` wrote.
+            let out = perf(&["report", "--stats", "-i", path.to_str().unwrap()]);
+            let stats = String::from_utf8_lossy(&out.stdout);
+            let lost_line = stats.lines().any(|l| l.trim().starts_with("LOST events:"));
+            assert_eq!(lost_line, features_fit && dropped > 0, "{size}: {stats}");
         }
         eprintln!(
             "{size}: {} bytes, {samples} samples of {} written",

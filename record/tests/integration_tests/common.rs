@@ -223,7 +223,7 @@ pub fn summary_line(stderr: &str) -> &str {
 }
 
 /// The summary line's numbers: (samples, lost), from
-/// "[ record: N samples, N off-CPU events, N run-queue waits, N wakeups, N I/O events, N page
+/// "[ record: N samples, N off-CPU events, N run-queue waits, N wakeups, N I/O events, N major
 /// faults, N lost, ... ]".
 pub fn summary_counts(stderr: &str) -> (u64, u64) {
     let line = summary_line(stderr);

@@ -57,14 +57,16 @@ fn without_privileges_one_line_says_what_to_do() {
 }
 
 #[test]
-fn a_full_filesystem_stops_recording_with_every_round_that_fit() {
+fn a_full_filesystem_stops_recording_with_every_record_that_fit() {
     if !can_record() {
         return;
     }
     let _guard = exclusive();
     // 6 MiB: the file grows in 4 MiB steps until one does not fit. 3 MiB: not even the
-    // first 4 MiB step fits (it left no file at all, exit 255).
-    for size in ["6m", "3m"] {
+    // first 4 MiB step fits (it left no file at all, exit 255). 1 MiB and 256 KiB: less
+    // than the 1 MiB kept for the features (it left the header alone, 0 samples, while the
+    // summary said 29).
+    for size in ["6m", "3m", "1m", "256k"] {
         full_filesystem(size);
     }
 }
@@ -105,7 +107,7 @@ fn full_filesystem(size: &str) {
     );
     assert!(
         stderr.contains("no space left on bpfperf-full (tmpfs at ")
-            && stderr.contains("holds every round that fit"),
+            && stderr.contains("holds every record that fit"),
         "{size}: {stderr}"
     );
     // "[ record: ... 0 lost, 1.23 s, ..." (the workload, left running, holds the pipes
@@ -120,10 +122,36 @@ fn full_filesystem(size: &str) {
         seconds < 5.8,
         "{size}: recording stopped when the disk filled, not with the workload: {seconds} s"
     );
-    // The file is whole: perf and analyze read the rounds that fit.
-    let script = perf_script_clean(&file);
-    let samples = script.lines().filter(|l| l.contains("cpu-clock")).count();
-    assert!(samples > 100, "{size}: {samples} samples in the file");
+    // The file is whole: perf and analyze read the records that fit, and perf counts the
+    // samples that did not in LOST records; the summary claims what the file holds.
+    let out = Command::new("perf")
+        .args(["script", "-F", "event", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{size}: {}", stderr_of(&out));
+    let script = String::from_utf8_lossy(&out.stdout);
+    let samples = script.lines().filter(|l| l.contains("cpu-clock")).count() as u64;
+    let (claimed, lost) = summary_counts(&stderr);
+    assert!(samples > 0, "{size}: {samples} samples in the file");
+    assert_eq!(claimed, samples, "{size}: the summary's samples\n{stderr}");
+    assert!(
+        lost > 0 && stderr.contains(" samples that did not fit in the file"),
+        "{size}: the samples that did not fit are counted lost\n{stderr}"
+    );
+    let out = Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&out.stdout);
+    let lost_records: u64 = stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("LOST events:"))
+        .and_then(|n| n.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{size}: no LOST events in perf's stats:\n{stats}"));
+    assert!(lost_records > 0, "{size}: {stats}");
     let folded = analyze_folded(&file, &[]);
     assert!(
         folded.keys().any(|k| k.contains("spin_inner")),
