@@ -2,7 +2,8 @@
 //! a traced event's payload after it as perf prints it), then one frame per line, leaf first
 //! (`address symbol+offset (object)`), then a blank line.
 //! stackcollapse-perf.pl and inferno-collapse-perf read it unchanged. Inlined functions get a
-//! line of their own (at the address of the function they were inlined into).
+//! line of their own (at the address of the function they were inlined into), marked
+//! `(inlined)` in place of their object, as perf script marks them.
 
 use std::io::{self, Write};
 
@@ -48,9 +49,15 @@ pub fn write_frames(s: &Symbolized, st: &SymbolizedStack, out: &mut impl Write) 
         let f = &s.frames[f as usize];
         let a = st.addrs.get(i).copied();
         let addr = a.map_or(0, |a| a.addr);
+        // An inlined function is marked as perf marks it, in place of its object.
+        let object = if f.inlined {
+            "(inlined)".to_string()
+        } else {
+            format!("({})", f.dso)
+        };
         match a.and_then(|a| a.offset).filter(|_| !f.is_unknown()) {
-            Some(off) => writeln!(out, "\t{addr:>16x} {}+{off:#x} ({})", f.function, f.dso)?,
-            None => writeln!(out, "\t{addr:>16x} {} ({})", f.function, f.dso)?,
+            Some(off) => writeln!(out, "\t{addr:>16x} {}+{off:#x} {object}", f.function)?,
+            None => writeln!(out, "\t{addr:>16x} {} {object}", f.function)?,
         }
     }
     Ok(())

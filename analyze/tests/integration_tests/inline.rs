@@ -1,6 +1,7 @@
 //! Inline frames: a `static inline` helper inlined into a hot function shows under it, with
-//! its file:line; --no-inline removes it. perf script (without --inline) shows only the outer
-//! function: this is where we differ from perf on purpose.
+//! its file:line; --no-inline removes it; analyze script marks it `(inlined)` as perf script
+//! does. perf script (without --inline) shows only the outer function: this is where we
+//! differ from perf on purpose.
 
 use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
 
@@ -37,6 +38,28 @@ fn check(dir: &Tmp, program: &str) {
     assert!(
         folded.lines().all(|l| !l.contains(";mix_step;hot_loop")),
         "inline frame is the callee, not the caller"
+    );
+
+    // analyze script marks the inline frame as perf script marks one, `(inlined)` in place
+    // of its object (tools that read that text tell the two apart by it); the frame it is
+    // inlined into, at the same address, keeps its object.
+    let script = String::from_utf8(analyze(&["script", "-i", f]).stdout).unwrap();
+    let helper: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains(" mix_step+") || l.contains(" mix_step "))
+        .collect();
+    assert!(!helper.is_empty(), "{program}: no mix_step line:\n{script}");
+    assert!(
+        helper.iter().all(|l| l.ends_with(" (inlined)")),
+        "{program}: {:?}",
+        &helper[..helper.len().min(3)]
+    );
+    assert!(
+        script
+            .lines()
+            .filter(|l| l.contains(" hot_loop+"))
+            .all(|l| l.ends_with(&format!("{program})"))),
+        "{program}: hot_loop keeps its object"
     );
 
     let plain =
