@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{can_record, fixture, record_bin, Tmp};
+use crate::common::{can_record, fixture, perf_ok, perf_record, record_bin, Tmp};
 use crate::folded::{as_perf_names, fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -416,4 +416,62 @@ fn go_stacks_equal_perfs() {
     let dir = Tmp::new("fidelity-go");
     let results = compare_all_ways(&dir, "goprog");
     assert_names_equal("goprog", &results, &["main.worker"]);
+}
+
+/// Debian's xz (stripped, its libc calls: read, write, memcpy), recorded by `perf record
+/// --call-graph dwarf`: every function name perf prints with `--no-inline` we print too, libc's
+/// from its debug file (libc6-dbg) as perf takes them, on stacks equal to perf's.
+///
+/// Where we differ from perf on purpose: without `--no-inline`, perf 6.1 renames each frame
+/// of a DWARF-unwound user stack by the function name addr2line gives for its address, and
+/// marks it `(inlined)` where that differs from the symbol's (its `append_inlines` runs in the
+/// DWARF unwinder only): libc's `read` becomes `__GI___libc_read (inlined)`, `__libc_start_main`
+/// `__libc_start_main_impl (inlined)`, though neither is inlined. We name a frame by its
+/// symbol in every recording, as perf does for `-g` ones.
+#[test]
+fn debian_xz_dwarf_names_equal_perfs() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("fidelity-xz");
+    let file = dir.0.join("xz.data");
+    let input = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+    let (mut perf, mut ours) = (Folded::new(), Folded::new());
+    for _ in 0..3 {
+        perf_record(
+            &file,
+            &["--call-graph", "dwarf", "-F", "999"],
+            Path::new("/usr/bin/xz"),
+            &["-6", "-k", "-c", input],
+        );
+        (perf, ours) = (perf_folded(&file), our_folded(&file));
+        if perf.values().sum::<u64>() >= 50 {
+            break;
+        }
+    }
+    let share = equal_share(&perf, &ours);
+    assert!(
+        share >= 0.9,
+        "xz: {:.3} of perf's weight on equal stacks\n{}",
+        share,
+        worst_stacks(&perf, &ours)
+    );
+    assert_names_equal(
+        "xz",
+        &[(PerfDwarf, perf.clone(), ours.clone())],
+        &["lzma_code"],
+    );
+    assert!(
+        names(&perf).iter().any(|n| *n == "__libc_start_call_main"),
+        "xz: libc's frames are named: {:?}",
+        names(&perf)
+    );
+    // The difference named above, as perf prints it by default.
+    let script = perf_script_with(&file, &[]);
+    assert!(
+        script.contains("__libc_start_main_impl+") && script.contains(" (inlined)"),
+        "perf's DWARF unwinder renames libc's frames by addr2line"
+    );
+    let ours_script = run_ok(&["script", "-i", file.to_str().unwrap()]);
+    assert!(ours_script.contains("__libc_start_main@@GLIBC_2.34+"));
 }
