@@ -737,7 +737,10 @@ mod tests {
         assert_eq!((old.count, old.events(), n.events()), (0, 1, 3));
         // One written before the segments: unknown, one per retransmit.
         let old = Net::from_raw(&raw[..116]).unwrap();
-        assert_eq!((old.count, old.segments, old.retrans_segments()), (3, None, 1));
+        assert_eq!(
+            (old.count, old.segments, old.retrans_segments()),
+            (3, None, 1)
+        );
         let r = Net {
             event: TCP_RETRANSMIT_TRACEPOINT_ID,
             tx_bytes: 21,

@@ -634,7 +634,10 @@ mod tests {
         let c = &t[&("10.0.0.1".into(), 40000, "10.0.0.2".into(), 80)];
         assert_eq!((c.retransmits, c.retrans_segments, c.drops), (2, 23, 1));
         assert_eq!(
-            (talkers(&s)[0].1.retransmits, talkers(&s)[0].1.retrans_segments),
+            (
+                talkers(&s)[0].1.retransmits,
+                talkers(&s)[0].1.retrans_segments
+            ),
             (2, 23)
         );
         assert_eq!(talkers(&s)[0].1.tx_bytes, 4096 * 3);
@@ -651,7 +654,9 @@ mod tests {
         // A file written before the segments: one per retransmit, and said so.
         let old = report(&[retransmit(None), retransmit(None)], &reasons);
         assert!(
-            old.contains("retransmits: 2 sent, 2 segments (TcpRetransSegs) (segments not in this file"),
+            old.contains(
+                "retransmits: 2 sent, 2 segments (TcpRetransSegs) (segments not in this file"
+            ),
             "{old}"
         );
         assert!(
