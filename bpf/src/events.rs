@@ -269,7 +269,8 @@ pub struct NetEvent {
     pub start_time: u64,
     /// [`NetWhat::Conn`]: bytes acknowledged by the peer and bytes received (tcp_sock's
     /// bytes_acked and bytes_received), as tcplife counts them. [`NetWhat::Retransmit`]:
-    /// tx_bytes is the segments retransmitted (tcp_skb_pcount, as TcpRetransSegs counts).
+    /// tx_bytes is the skb's segments (tcp_skb_pcount), rx_bytes the segments the kernel
+    /// added to TcpRetransSegs for it (0 where it gave up before sending, e.g. EBUSY).
     pub tx_bytes: u64,
     pub rx_bytes: u64,
     pub reason: u32,

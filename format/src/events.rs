@@ -471,8 +471,8 @@ pub struct Net {
     pub saddr: [u8; 16],
     pub daddr: [u8; 16],
     /// tcp_conn: bytes the peer acknowledged, and bytes received (tcplife's TX and RX:
-    /// the SYN and FIN count one each). tcp_retransmit: tx_bytes = segments retransmitted
-    /// (what TcpRetransSegs adds when reason is 0).
+    /// the SYN and FIN count one each). tcp_retransmit: tx_bytes = the skb's segments
+    /// (tcp_skb_pcount), rx_bytes 0; what the kernel counted is [`Net::segments`].
     pub tx_bytes: u64,
     pub rx_bytes: u64,
     /// tcp_conn: first seen to close (0: opened before the recording); sock_wait: from the
@@ -492,10 +492,17 @@ pub struct Net {
     /// that was (record's rate) and itself; its tx_bytes are all of theirs, its period its
     /// duration times this. See [`Net::events`].
     pub count: u32,
+    /// tcp_retransmit: the segments the kernel added to TcpRetransSegs for it (0: it gave
+    /// up before sending, e.g. EBUSY); `None` in a payload written before the field
+    /// ([`Net::retrans_segments`] then counts 1). 0 for the other events.
+    pub segments: Option<u32>,
 }
 
-/// Size of the network events' RAW payload (112 before [`Net::count`]).
-pub const NET_RAW_SIZE: usize = 116;
+/// Size of the network events' RAW payload (112 before [`Net::count`], 116 before
+/// [`Net::segments`]).
+pub const NET_RAW_SIZE: usize = 120;
+/// Size of the payload before [`Net::segments`].
+const NET_RAW_COUNTED: usize = 116;
 /// Size of the payload that every network event has.
 const NET_RAW_MIN: usize = 112;
 
@@ -522,7 +529,14 @@ impl Net {
         b[88..104].copy_from_slice(&self.comm);
         b[104..112].copy_from_slice(&self.start_ns.to_le_bytes());
         b[112..116].copy_from_slice(&self.count.to_le_bytes());
+        b[116..120].copy_from_slice(&self.segments.unwrap_or(0).to_le_bytes());
         b
+    }
+
+    /// A retransmit's segments as TcpRetransSegs counts them: [`Net::segments`], or 1 for a
+    /// payload written before the field (segments unknown: one per event).
+    pub fn retrans_segments(&self) -> u64 {
+        self.segments.map_or(1, u64::from)
     }
 
     /// How many events it stands for: [`Net::count`], at least 1.
@@ -533,8 +547,11 @@ impl Net {
     /// Reads a payload written by [`Net::to_raw`]; `None` if it is not one.
     pub fn from_raw(raw: &[u8]) -> Option<Net> {
         let count = raw
-            .get(NET_RAW_MIN..NET_RAW_SIZE)
+            .get(NET_RAW_MIN..NET_RAW_COUNTED)
             .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()));
+        let segments = raw
+            .get(NET_RAW_COUNTED..NET_RAW_SIZE)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
         let raw = raw.get(..NET_RAW_MIN)?;
         let event = u16::from_le_bytes([raw[0], raw[1]]) as u64;
         if !NET_EVENTS.iter().any(|(_, id)| *id == event) {
@@ -560,6 +577,7 @@ impl Net {
             comm: raw[88..104].try_into().unwrap(),
             start_ns: u64_at(104),
             count,
+            segments,
         })
     }
 
@@ -624,10 +642,11 @@ pub fn net_format(tracepoint_id: u64) -> EventFormat {
 \tfield:int owner_tid;\toffset:84;\tsize:4;\tsigned:1;\n\
 \tfield:char comm[16];\toffset:88;\tsize:16;\tsigned:0;\n\
 \tfield:u64 start_ns;\toffset:104;\tsize:8;\tsigned:0;\n\
-\tfield:unsigned int {COUNT_FIELD};\toffset:112;\tsize:4;\tsigned:0;\n\n\
-print fmt: \"%u.%u.%u.%u:%u > %u.%u.%u.%u:%u tx=%llu rx=%llu duration=%llu ns reason=%u state=%u comm=%s count=%u\", \
+\tfield:unsigned int {COUNT_FIELD};\toffset:112;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned int segs;\toffset:116;\tsize:4;\tsigned:0;\n\n\
+print fmt: \"%u.%u.%u.%u:%u > %u.%u.%u.%u:%u tx=%llu rx=%llu duration=%llu ns reason=%u state=%u comm=%s count=%u segs=%u\", \
 {s}, REC->lport, {d}, REC->rport, REC->tx_bytes, REC->rx_bytes, REC->duration_ns, \
-REC->reason, REC->state, REC->comm, REC->{COUNT_FIELD}\n"
+REC->reason, REC->state, REC->comm, REC->{COUNT_FIELD}, REC->segs\n"
     );
     EventFormat {
         system: "bpfperf".into(),
@@ -713,6 +732,7 @@ mod tests {
             owner_tid: 9,
             start_ns: 100,
             count: 3,
+            segments: Some(0),
             ..Default::default()
         };
         n.saddr[..4].copy_from_slice(&[10, 0, 0, 1]);
@@ -728,6 +748,19 @@ mod tests {
         // A payload written before the count: one event each.
         let old = Net::from_raw(&raw[..112]).unwrap();
         assert_eq!((old.count, old.events(), n.events()), (0, 1, 3));
+        // One written before the segments: unknown, one per retransmit.
+        let old = Net::from_raw(&raw[..116]).unwrap();
+        assert_eq!(
+            (old.count, old.segments, old.retrans_segments()),
+            (3, None, 1)
+        );
+        let r = Net {
+            event: TCP_RETRANSMIT_TRACEPOINT_ID,
+            tx_bytes: 21,
+            segments: Some(21),
+            ..n
+        };
+        assert_eq!(Net::from_raw(&r.to_raw(8)).unwrap().retrans_segments(), 21);
         for (_, id) in NET_EVENTS {
             fields_fit(net_format(id), NET_RAW_SIZE);
         }

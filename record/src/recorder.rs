@@ -800,6 +800,7 @@ impl Recorder {
                     self.name_task(n.pid, n.tid, &n.comm, n.time, n.cpu)?;
                 }
                 let conn = n.what == bpf::NetWhat::Conn;
+                let retransmit = n.what == bpf::NetWhat::Retransmit;
                 let spans = matches!(n.what, bpf::NetWhat::Wait | bpf::NetWhat::Send);
                 let duration_ns = if (conn || spans) && n.start_time != 0 {
                     n.time.saturating_sub(n.start_time)
@@ -816,13 +817,15 @@ impl Recorder {
                     saddr: n.saddr,
                     daddr: n.daddr,
                     tx_bytes: n.tx_bytes,
-                    rx_bytes: n.rx_bytes,
+                    // A retransmit's rx_bytes are the segments TcpRetransSegs counted.
+                    rx_bytes: if retransmit { 0 } else { n.rx_bytes },
                     duration_ns,
                     reason,
                     owner_tid: n.tid as i32,
                     comm: n.comm,
                     start_ns: n.start_time,
                     count: n.skbs,
+                    segments: Some(if retransmit { n.rx_bytes as u32 } else { 0 }),
                 }
                 .to_raw(n.pid as i32);
                 self.write_stack_sample(

@@ -48,6 +48,18 @@ impl NetSample {
         )
     }
 
+    /// A retransmit: (events, segments) it adds to the retransmits sent, as TcpRetransSegs
+    /// counts them: (1, its segments), or (0, 0) for one the kernel gave up before sending
+    /// (EBUSY...: no segment counted); a payload written before segments were recorded
+    /// counts (1, 1). Else (0, 0).
+    pub fn retransmitted(&self) -> (u64, u64) {
+        if !self.is(TCP_RETRANSMIT_TRACEPOINT_ID) {
+            return (0, 0);
+        }
+        let segments = self.net.retrans_segments();
+        (u64::from(segments > 0), segments)
+    }
+
     pub fn is(&self, id: u64) -> bool {
         self.net.event == id
     }
@@ -148,7 +160,10 @@ fn key(n: &Net) -> ConnKey {
 pub struct ConnTroubles {
     pub pid: i32,
     pub comm: String,
+    /// Retransmits sent (tcp_retransmit_skb events the kernel counted) and their segments
+    /// (TcpRetransSegs's count); attempts given up before sending are in neither.
     pub retransmits: u64,
+    pub retrans_segments: u64,
     pub resets_sent: u64,
     pub resets_received: u64,
     pub drops: u64,
@@ -167,7 +182,11 @@ pub fn troubles(samples: &[NetSample]) -> BTreeMap<ConnKey, ConnTroubles> {
             t.comm = s.net.comm_str();
         }
         match s.net.event {
-            TCP_RETRANSMIT_TRACEPOINT_ID => t.retransmits += 1,
+            TCP_RETRANSMIT_TRACEPOINT_ID => {
+                let (events, segments) = s.retransmitted();
+                t.retransmits += events;
+                t.retrans_segments += segments;
+            }
             TCP_RESET_TRACEPOINT_ID if s.net.reason == 0 => t.resets_received += 1,
             TCP_RESET_TRACEPOINT_ID => t.resets_sent += 1,
             SKB_DROP_TRACEPOINT_ID => t.drops += 1,
@@ -195,7 +214,9 @@ pub struct Talker {
     pub connections: u64,
     pub tx_bytes: u64,
     pub rx_bytes: u64,
+    /// As [`ConnTroubles`]: retransmits sent and their segments.
     pub retransmits: u64,
+    pub retrans_segments: u64,
     pub drops: u64,
 }
 
@@ -216,7 +237,11 @@ pub fn talkers(samples: &[NetSample]) -> Vec<(i32, Talker)> {
                 t.tx_bytes += s.net.tx_bytes;
                 t.rx_bytes += s.net.rx_bytes;
             }
-            TCP_RETRANSMIT_TRACEPOINT_ID => t.retransmits += 1,
+            TCP_RETRANSMIT_TRACEPOINT_ID => {
+                let (events, segments) = s.retransmitted();
+                t.retransmits += events;
+                t.retrans_segments += segments;
+            }
             SKB_DROP_TRACEPOINT_ID => t.drops += 1,
             _ => {}
         }
@@ -450,25 +475,56 @@ pub fn report(samples: &[NetSample], reasons: &Reasons) -> String {
     }
     let troubles = troubles(samples);
     if !troubles.is_empty() {
-        let _ = writeln!(o, "\nretransmits, resets and drops per connection:");
         let _ = writeln!(
             o,
-            "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7}",
-            "PID", "COMM", "LOCAL", "REMOTE", "RETRANS", "RST_TX", "RST_RX", "DROPS"
+            "\nretransmits, resets and drops per connection (RETRANS: retransmits sent, \
+             tcp_retransmit_skb events; SEGS: their segments, as TcpRetransSegs counts them):"
+        );
+        let _ = writeln!(
+            o,
+            "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            "PID", "COMM", "LOCAL", "REMOTE", "RETRANS", "SEGS", "RST_TX", "RST_RX", "DROPS"
         );
         for ((la, lp, ra, rp), t) in &troubles {
             let _ = writeln!(
                 o,
-                "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7}",
+                "{:<7} {:<16} {:<21} {:<21} {:>7} {:>7} {:>7} {:>7} {:>7}",
                 t.pid,
                 t.comm,
                 format!("{la}:{lp}"),
                 format!("{ra}:{rp}"),
                 t.retransmits,
+                t.retrans_segments,
                 t.resets_sent,
                 t.resets_received,
                 t.drops
             );
+        }
+        let retrans: Vec<&NetSample> = samples
+            .iter()
+            .filter(|s| s.is(TCP_RETRANSMIT_TRACEPOINT_ID))
+            .collect();
+        if !retrans.is_empty() {
+            let (events, segments) = retrans
+                .iter()
+                .map(|s| s.retransmitted())
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            let _ = write!(
+                o,
+                "retransmits: {events} sent, {segments} segments (TcpRetransSegs)"
+            );
+            let given_up = retrans.len() as u64 - events;
+            if given_up > 0 {
+                let _ = write!(o, "; {given_up} attempts given up before sending");
+            }
+            if retrans.iter().any(|s| s.net.segments.is_none()) {
+                let _ = write!(
+                    o,
+                    " (segments not in this file, written before record counted them: 1 per \
+                     retransmit)"
+                );
+            }
+            let _ = writeln!(o);
         }
         let mut by: BTreeMap<(&str, u32), (String, u64)> = BTreeMap::new();
         for s in samples.iter().filter(|s| s.is_trouble()) {
@@ -515,19 +571,20 @@ pub fn report(samples: &[NetSample], reasons: &Reasons) -> String {
     let _ = writeln!(o, "\ntop talkers:");
     let _ = writeln!(
         o,
-        "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7}",
-        "PID", "COMM", "CONNS", "TX_KB", "RX_KB", "RETRANS", "DROPS"
+        "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7} {:>7}",
+        "PID", "COMM", "CONNS", "TX_KB", "RX_KB", "RETRANS", "SEGS", "DROPS"
     );
     for (pid, t) in talkers(samples) {
         let _ = writeln!(
             o,
-            "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7}",
+            "{:<7} {:<16} {:>6} {:>10} {:>10} {:>7} {:>7} {:>7}",
             pid,
             t.comm,
             t.connections,
             t.tx_bytes / 1024,
             t.rx_bytes / 1024,
             t.retransmits,
+            t.retrans_segments,
             t.drops
         );
     }
@@ -563,8 +620,10 @@ mod tests {
     fn report_lists_connections_troubles_and_talkers() {
         let s = vec![
             sample(TCP_CONN_TRACEPOINT_ID, 7, 40000, 4096 * 3),
-            sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
-            sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0),
+            retransmit(Some(20)),
+            retransmit(Some(3)),
+            // Given up before sending (EBUSY): no segment counted, and no retransmit sent.
+            retransmit(Some(0)),
             {
                 let mut d = sample(SKB_DROP_TRACEPOINT_ID, 7, 40000, 0);
                 d.net.reason = 12;
@@ -573,7 +632,14 @@ mod tests {
         ];
         let t = troubles(&s);
         let c = &t[&("10.0.0.1".into(), 40000, "10.0.0.2".into(), 80)];
-        assert_eq!((c.retransmits, c.drops), (2, 1));
+        assert_eq!((c.retransmits, c.retrans_segments, c.drops), (2, 23, 1));
+        assert_eq!(
+            (
+                talkers(&s)[0].1.retransmits,
+                talkers(&s)[0].1.retrans_segments
+            ),
+            (2, 23)
+        );
         assert_eq!(talkers(&s)[0].1.tx_bytes, 4096 * 3);
         let reasons = Reasons {
             drop: [(12, "NETFILTER_DROP".to_string())].into(),
@@ -582,9 +648,31 @@ mod tests {
         let r = report(&s, &reasons);
         assert!(r.contains("NETFILTER_DROP (12)"), "{r}");
         assert!(
+            r.contains("retransmits: 2 sent, 23 segments (TcpRetransSegs); 1 attempts given up"),
+            "{r}"
+        );
+        // A file written before the segments: one per retransmit, and said so.
+        let old = report(&[retransmit(None), retransmit(None)], &reasons);
+        assert!(
+            old.contains(
+                "retransmits: 2 sent, 2 segments (TcpRetransSegs) (segments not in this file"
+            ),
+            "{old}"
+        );
+        assert!(
             r.contains("7       curl             10.0.0.1        40000 10.0.0.2           80       12        0       2.50"),
             "{r}"
         );
+    }
+
+    /// A retransmit of `segments` counted (None: a payload written before the field).
+    fn retransmit(segments: Option<u32>) -> NetSample {
+        let mut s = sample(TCP_RETRANSMIT_TRACEPOINT_ID, 7, 40000, 0);
+        s.net.segments = segments;
+        if segments == Some(0) {
+            s.net.reason = (-16i32) as u32;
+        }
+        s
     }
 
     /// A send sample standing for `skbs` skbs of 1,500 bytes that took `ns`.

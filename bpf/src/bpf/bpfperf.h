@@ -540,10 +540,11 @@ struct net_event {
 	__u64 start_ns; /* when the connection was first seen (0: before recording began);
 			 * NET_WAIT: the end of the call's first blocked interval; NET_SEND: the
 			 * send call's start */
-	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: segments;
-			 * NET_WAIT: ns blocked; NET_SEND: the skb's length */
-	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close; NET_WAIT: intervals;
-			 * NET_SEND: ns from the send call to net_dev_queue */
+	__u64 tx_bytes; /* NET_CONN: tcp_sock bytes_acked at close; NET_RETRANSMIT: the skb's
+			 * segments; NET_WAIT: ns blocked; NET_SEND: the skb's length */
+	__u64 rx_bytes; /* NET_CONN: tcp_sock bytes_received at close; NET_RETRANSMIT: the
+			 * segments TcpRetransSegs counted for it (0: given up before sending);
+			 * NET_WAIT: intervals; NET_SEND: ns from the send call to net_dev_queue */
 	__u32 what;	/* enum net_what */
 	__u32 reason;	/* NET_DROP: enum skb_drop_reason; NET_SEND_RESET: sk_rst_reason;
 			 * NET_WAIT: 0 a receive, 1 a send; NET_SEND: ns in the qdisc

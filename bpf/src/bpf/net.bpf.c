@@ -192,7 +192,7 @@ static __always_inline void claim(void *ctx, const struct sock *sk)
 /* Sends `what` about socket `sk` (may be NULL with -a), charged to its owner, with the
  * current stacks where the current thread is one of the owner's. */
 static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 what, __u32 reason,
-				     __u64 segs)
+				     __u64 tx, __u64 rx)
 {
 	if (!net_enabled)
 		return;
@@ -215,8 +215,8 @@ static __always_inline void net_emit(void *ctx, const struct sock *sk, __u32 wha
 	e->tid = current ? (__u32)id : (c ? c->tid : 0);
 	e->time_ns = bpf_ktime_get_ns();
 	e->start_ns = c ? c->start_ns : 0;
-	e->tx_bytes = segs;
-	e->rx_bytes = 0;
+	e->tx_bytes = tx;
+	e->rx_bytes = rx;
 	e->what = what;
 	e->reason = reason;
 	fill_addrs(e, sk);
@@ -301,14 +301,57 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+/* Per socket: tcp_sock's total_retrans at its last tcp_retransmit_skb, so that each event
+ * carries the segments the kernel added to TcpRetransSegs for it (the two are added
+ * together in __tcp_retransmit_skb). */
+struct retrans_seen {
+	__u32 total_retrans;
+	__u32 seen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct retrans_seen);
+} retrans_seen SEC(".maps");
+
+/* Errors __tcp_retransmit_skb gives up with before it counts TcpRetransSegs (the tracepoint
+ * fires at its end all the same, 6.16+): the skb still in a queue of the host, routing,
+ * memory, window, an skb already acked. */
+static __always_inline bool gave_up_uncounted(int err)
+{
+	return err == -16 /* EBUSY */ || err == -12 /* ENOMEM */ || err == -11 /* EAGAIN */ ||
+	       err == -22 /* EINVAL */ || err == -113 /* EHOSTUNREACH */;
+}
+
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(on_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb, int err)
 {
-	/* err: what sending it returned; the kernel counts TcpRetransSegs for 0 only, by the
-	 * skb's segments (tcp_skb_pcount), sent as tx_bytes. */
+	/* err: what sending it returned. tx_bytes: the skb's segments (tcp_skb_pcount) at the
+	 * tracepoint, after any tcp_fragment: the part retransmitted. rx_bytes: the segments
+	 * the kernel added to TcpRetransSegs for this call (0: it gave up before sending), the
+	 * growth of tcp_sock's total_retrans since the socket's last event, which the kernel
+	 * adds to next to TcpRetransSegs; at a socket's first event, where that is unknown, the
+	 * skb's segments unless err is one the kernel gives up with before counting. */
+	if (!net_enabled || !sk)
+		return 0;
 	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
 	__u64 segs = BPF_CORE_READ(cb, tcp_gso_segs);
-	net_emit(ctx, sk, NET_RETRANSMIT, (__u32)err, segs ? segs : 1);
+	if (!segs)
+		segs = 1;
+	__u32 total = BPF_CORE_READ((const struct tcp_sock *)sk, total_retrans);
+	__u64 counted = gave_up_uncounted(err) ? 0 : segs;
+	struct retrans_seen *r = bpf_sk_storage_get(&retrans_seen, (struct sock *)sk, 0,
+						    BPF_SK_STORAGE_GET_F_CREATE);
+	if (r) {
+		/* tcp_disconnect() sets total_retrans back to 0. */
+		if (r->seen)
+			counted = total >= r->total_retrans ? total - r->total_retrans : total;
+		r->total_retrans = total;
+		r->seen = 1;
+	}
+	net_emit(ctx, sk, NET_RETRANSMIT, (__u32)err, segs, counted);
 	return 0;
 }
 
@@ -316,14 +359,14 @@ SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(on_tcp_send_reset, const struct sock *sk, const struct sk_buff *skb, int reason)
 {
 	if (sk || system_wide)
-		net_emit(ctx, sk, NET_SEND_RESET, (__u32)reason, 0);
+		net_emit(ctx, sk, NET_SEND_RESET, (__u32)reason, 0, 0);
 	return 0;
 }
 
 SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(on_tcp_receive_reset, struct sock *sk)
 {
-	net_emit(ctx, sk, NET_RECV_RESET, 0, 0);
+	net_emit(ctx, sk, NET_RECV_RESET, 0, 0, 0);
 	return 0;
 }
 
@@ -357,6 +400,6 @@ int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, int reason, stru
 		sk = rx_sk;
 	if (!sk && !system_wide)
 		return 0;
-	net_emit(ctx, sk, NET_DROP, (__u32)reason, 0);
+	net_emit(ctx, sk, NET_DROP, (__u32)reason, 0, 0);
 	return 0;
 }

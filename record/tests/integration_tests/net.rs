@@ -637,21 +637,83 @@ fn drop_reason(name: &str) -> u64 {
         .unwrap()
 }
 
-/// Loss forced by an nft rule on the server's input (a fifth of the client's segments that
-/// carry data: no handshake, pure ACK or FIN is lost, so no retransmit comes after the client
-/// exits and the recording ends): the retransmits recorded equal each namespace's TcpRetransSegs delta, and the
-/// drops recorded with reason NETFILTER_DROP equal the rule's counter.
+/// Loss forced by an nft rule on the server's input (every 20th of the client's segments that
+/// carry data, counted by nft: no handshake, pure ACK or FIN is lost, so no retransmit comes
+/// after the client exits and the recording ends, and a fixed share is lost whatever the
+/// machine's speed): `analyze net` shows the client's retransmits sent (events) and their
+/// segments, the segments equal to the client namespace's TcpRetransSegs delta, the events
+/// no more; the drops recorded with reason NETFILTER_DROP equal the rule's counter. With
+/// TSO on the veth, an skb retransmitted holds many segments.
 #[test]
 fn retransmits_and_drops_under_loss() {
+    retransmits_and_drops_under_loss_with(true);
+}
+
+/// As [`retransmits_and_drops_under_loss`], the client's veth segmenting nothing (TSO and
+/// GSO off): one segment per skb.
+#[test]
+fn retransmits_and_drops_under_loss_without_segmentation_offload() {
+    retransmits_and_drops_under_loss_with(false);
+}
+
+/// The client's retransmits sent and their segments, summed over its connections' rows in
+/// `analyze net`'s table of troubles per connection (`ports`: the client's local ports).
+fn analyze_retransmits(text: &str, ports: &[u16]) -> (u64, u64) {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with("retransmits, resets and drops per connection"))
+        .skip(1);
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_else(|| panic!("no troubles table: {text}"))
+        .split_whitespace()
+        .collect();
+    // Columns counted from the right: COMM may be empty.
+    let from_right = |name: &str| -> Option<usize> {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .map(|i| header.len() - i)
+    };
+    let mut events = 0;
+    let mut segments = None;
+    for row in lines.take_while(|l| !l.trim().is_empty()) {
+        let w: Vec<&str> = row.split_whitespace().collect();
+        let Some(local) = w.iter().find(|x| x.contains(':')) else {
+            continue;
+        };
+        let (addr, port) = local.rsplit_once(':').unwrap();
+        if addr != CLIENT_ADDR || !ports.contains(&port.parse().unwrap()) {
+            continue;
+        }
+        let at = |i: usize| -> u64 { w[w.len() - i].parse().unwrap() };
+        events += at(from_right("RETRANS").unwrap());
+        if let Some(i) = from_right("SEGS") {
+            *segments.get_or_insert(0) += at(i);
+        }
+    }
+    let segments = segments.unwrap_or_else(|| {
+        panic!("analyze net shows no segments (SEGS), only {events} retransmit events: {text}")
+    });
+    (events, segments)
+}
+
+fn retransmits_and_drops_under_loss_with(offload: bool) {
     if !can_run() {
         return;
     }
     let _x = exclusive();
     let dir = TempDir::new("net-loss");
     let ns = Netns::new();
+    if !offload {
+        in_ns(
+            &ns.a,
+            &["ethtool", "-K", &ns.veth_a, "tso", "off", "gso", "off"],
+        );
+    }
     let rules = format!(
         "table inet bpfperf {{\n chain input {{\n  type filter hook input priority 0; policy accept;\n  \
-         iifname \"{}\" tcp dport {PORT} ip length > 200 numgen random mod 10 < 2 counter drop\n }}\n}}\n",
+         iifname \"{}\" tcp dport {PORT} ip length > 200 numgen inc mod 20 == 0 counter drop\n }}\n}}\n",
         ns.veth_b
     );
     load_nft(&ns.b, &dir, &rules);
@@ -679,44 +741,63 @@ fn retransmits_and_drops_under_loss() {
                 .find_map(|e| e["counter"]["packets"].as_u64())
         })
         .unwrap();
+    // Every 20th data packet is lost: with 2 MB sent, some are, at any speed.
+    assert!(
+        dropped > 0 && delta_a > 0,
+        "the rule forced no retransmit: nft dropped {dropped}, TcpRetransSegs +{delta_a}"
+    );
+    // analyze net: the client's retransmits sent and their segments, against the kernel.
+    let ports: Vec<u16> = triples(&String::from_utf8_lossy(&rec.stdout))
+        .iter()
+        .map(|t| t.0)
+        .collect();
+    assert_eq!(ports.len(), n, "{}", String::from_utf8_lossy(&rec.stdout));
+    let a = analyze(&["net"], &out);
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    let text = String::from_utf8_lossy(&a.stdout).into_owned();
+    eprintln!("{text}");
+    let (events, segments) = analyze_retransmits(&text, &ports);
+    eprintln!(
+        "TSO {}: nft dropped {dropped}; analyze net: client {events} retransmits, {segments} \
+         segments; TcpRetransSegs: client +{delta_a}, server +{delta_b}",
+        if offload { "on" } else { "off" }
+    );
+    assert_eq!(segments, delta_a, "{text}");
+    assert!(events > 0 && events <= segments, "{text}");
+    if !offload {
+        // One segment per skb.
+        assert_eq!(events, segments, "{text}");
+    }
     let lines = perf_script_net(&out);
     let ours = |l: &&Line| l.local.0.starts_with("10.231.") && l.remote.0.starts_with("10.231.");
-    // The kernel counts TcpRetransSegs once it tries to send, whatever the send returns;
-    // before, it gives up with EBUSY (the original still queued), ENOMEM, EAGAIN, EINVAL or
-    // EHOSTUNREACH, uncounted (and the tracepoint fires all the same).
-    let counted =
-        |reason: u64| ![16, 12, 11, 22, 113].contains(&(reason as u32 as i32).wrapping_neg());
+    // perf script prints each retransmit's segments as the kernel counted them: 0 where it
+    // gave up before sending (EBUSY: the original still queued; ENOMEM...), uncounted.
     let retransmitted = |client: bool| -> u64 {
         lines
             .iter()
             .filter(ours)
-            .filter(|l| l.event == "bpfperf:tcp_retransmit" && counted(l.fields["reason"]))
+            .filter(|l| l.event == "bpfperf:tcp_retransmit")
             .filter(|l| (l.local.1 != PORT) == client)
-            .map(|l| l.fields["tx"])
+            .map(|l| l.fields["segs"])
             .sum()
     };
-    let mut results: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut results: BTreeMap<i32, (u64, u64)> = BTreeMap::new();
     for l in lines.iter().filter(ours) {
         if l.event == "bpfperf:tcp_retransmit" {
-            *results.entry(l.fields["reason"] as u32 as i32).or_default() += l.fields["tx"];
+            let r = results.entry(l.fields["reason"] as u32 as i32).or_default();
+            (r.0, r.1) = (r.0 + 1, r.1 + l.fields["segs"]);
         }
     }
-    eprintln!("retransmitted segments by send result: {results:?}");
+    eprintln!("retransmit events and segments by send result: {results:?}");
+    assert_eq!(retransmitted(true), delta_a);
+    assert_eq!(retransmitted(false), delta_b);
     let netfilter = drop_reason("NETFILTER_DROP");
     let drops = lines
         .iter()
         .filter(ours)
         .filter(|l| l.event == "bpfperf:skb_drop" && l.fields["reason"] == netfilter)
         .count() as u64;
-    eprintln!(
-        "TcpRetransSegs: client {delta_a}, server {delta_b}; recorded {} and {}; nft dropped \
-         {dropped}, recorded {drops}",
-        retransmitted(true),
-        retransmitted(false)
-    );
-    assert!(delta_a > 0, "the rule forced no retransmit");
-    assert_eq!(retransmitted(true), delta_a);
-    assert_eq!(retransmitted(false), delta_b);
+    eprintln!("nft dropped {dropped}, recorded {drops}");
     assert_eq!(drops, dropped);
     // The drops are the server's: its accepted connections, owned from their first receive
     // (a drop before it has no owner yet; analyze net gives it the connection's).
@@ -762,9 +843,6 @@ fn retransmits_and_drops_under_loss() {
         assert_eq!(marked, owned, "{name} markers");
     }
     // Each drop and retransmit is charged to a connection, and `report --event` finds them.
-    let a = analyze(&["net"], &out);
-    assert!(a.status.success(), "{}", stderr_of(&a));
-    let text = String::from_utf8_lossy(&a.stdout);
     assert!(
         text.contains("retransmits, resets and drops per connection"),
         "{text}"
