@@ -155,13 +155,16 @@ pub(super) fn symbolized(
                         if o.addresses {
                             let (_, a) = key.expect("found means resolved");
                             let offset = info.start.map(|st| a.addr.wrapping_sub(st));
-                            for k in 0..frame_ids.len() {
-                                addrs.push(FrameAddr {
+                            // The functions inlined at the address get the real (outer)
+                            // function's offset, as perf gives them (its inline symbols
+                            // start where the symbol they were inlined into starts).
+                            addrs.extend(
+                                std::iter::repeat(FrameAddr {
                                     addr: loc.addr,
-                                    // Only the real (outer) function has an offset.
-                                    offset: if k == 0 { offset } else { None },
-                                });
-                            }
+                                    offset,
+                                })
+                                .take(frame_ids.len()),
+                            );
                         }
                     }
                     None => {
