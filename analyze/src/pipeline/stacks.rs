@@ -158,13 +158,11 @@ pub(super) fn symbolized(
                             // The functions inlined at the address get the real (outer)
                             // function's offset, as perf gives them (its inline symbols
                             // start where the symbol they were inlined into starts).
-                            addrs.extend(
-                                std::iter::repeat(FrameAddr {
-                                    addr: loc.addr,
-                                    offset,
-                                })
-                                .take(frame_ids.len()),
-                            );
+                            let at = FrameAddr {
+                                addr: loc.addr,
+                                offset,
+                            };
+                            addrs.extend(std::iter::repeat_n(at, frame_ids.len()));
                         }
                     }
                     None => {
