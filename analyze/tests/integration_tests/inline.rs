@@ -96,12 +96,14 @@ fn check(dir: &Tmp, program: &str) {
     );
 }
 
-/// The frame lines of `script` text (perf's or ours) for code of `program`: its functions'
-/// lines (`hot_loop+0x4d (/.../inline-nofp)`) and the inline frames at their addresses
-/// (`mix_step+0x4d (inlined)`), without the address (perf 6.1 prints a DWARF-unwound user
-/// frame's address relative to its file), counted. Lines of other files are left out: perf's
-/// DWARF unwinder also names libc's frames by addr2line's function names, marked `(inlined)`
-/// (`__libc_start_main_impl+0x84 (inlined)`), a difference named in fidelity.rs.
+/// The frame lines of `script` text (perf's or ours) at the addresses of `program`'s code
+/// where a function is inlined: the inline frames (`mix_step+0x4d (inlined)`) and the frame
+/// of the function they are inlined into (`hot_loop+0x4d (/.../inline-nofp)`), without the
+/// address (perf 6.1 prints a DWARF-unwound user frame's address relative to its file),
+/// counted. Left out: other files' lines (perf's DWARF unwinder also names libc's frames by
+/// addr2line's function names, marked `(inlined)`, `__libc_start_main_impl+0x84 (inlined)`:
+/// a difference named in fidelity.rs) and frames with nothing inlined (where the two
+/// unwinders may part, at a process's exit).
 fn program_frame_lines(script: &str, program: &str) -> BTreeMap<String, usize> {
     let own = format!("/{program})");
     let mut counts = BTreeMap::new();
@@ -112,11 +114,16 @@ fn program_frame_lines(script: &str, program: &str) -> BTreeMap<String, usize> {
             .filter_map(|l| l.trim().split_once(' '))
             .collect();
         for (i, (addr, text)) in frames.iter().enumerate() {
-            let keep = text.ends_with(&own)
-                || (text.ends_with(" (inlined)")
-                    && frames[i + 1..]
+            let keep = if text.ends_with(" (inlined)") {
+                frames[i + 1..]
+                    .iter()
+                    .any(|(a, t)| a == addr && t.ends_with(&own))
+            } else {
+                text.ends_with(&own)
+                    && frames[..i]
                         .iter()
-                        .any(|(a, t)| a == addr && t.ends_with(&own)));
+                        .any(|(a, t)| a == addr && t.ends_with(" (inlined)"))
+            };
             if keep {
                 *counts.entry(text.to_string()).or_insert(0) += 1;
             }
@@ -154,7 +161,7 @@ fn script_prints_inline_frames_as_perf_script_does() {
             .map(|(_, n)| n)
             .sum();
         eprintln!(
-            "{program}: {} frame lines of its code in perf script, {inlined} of them mix_step inlined",
+            "{program}: {} lines of perf script at its inlined code, {inlined} of them mix_step's",
             perf.values().sum::<usize>()
         );
         assert!(
