@@ -155,13 +155,14 @@ pub(super) fn symbolized(
                         if o.addresses {
                             let (_, a) = key.expect("found means resolved");
                             let offset = info.start.map(|st| a.addr.wrapping_sub(st));
-                            for k in 0..frame_ids.len() {
-                                addrs.push(FrameAddr {
-                                    addr: loc.addr,
-                                    // Only the real (outer) function has an offset.
-                                    offset: if k == 0 { offset } else { None },
-                                });
-                            }
+                            // The functions inlined at the address get the real (outer)
+                            // function's offset, as perf gives them (its inline symbols
+                            // start where the symbol they were inlined into starts).
+                            let at = FrameAddr {
+                                addr: loc.addr,
+                                offset,
+                            };
+                            addrs.extend(std::iter::repeat_n(at, frame_ids.len()));
                         }
                     }
                     None => {

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use super::frame::FrameInfo;
 
-/// A frame's address in the process and its offset in its symbol (for `script`).
+/// A frame's address in the process and its offset in its symbol (for `script`); an inline
+/// frame has the offset in the symbol it was inlined into, as perf gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameAddr {
     pub addr: u64,

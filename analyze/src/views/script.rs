@@ -2,8 +2,9 @@
 //! a traced event's payload after it as perf prints it), then one frame per line, leaf first
 //! (`address symbol+offset (object)`), then a blank line.
 //! stackcollapse-perf.pl and inferno-collapse-perf read it unchanged. Inlined functions get a
-//! line of their own (at the address of the function they were inlined into), marked
-//! `(inlined)` in place of their object, as perf script marks them.
+//! line of their own (at the address of the function they were inlined into, with that
+//! function's offset), marked `(inlined)` in place of their object, as perf script prints
+//! them (`mix_step+0x4d (inlined)` over `hot_loop+0x4d (/path/prog)`).
 
 use std::io::{self, Write};
 

@@ -3,7 +3,10 @@
 //! does. perf script (without --inline) shows only the outer function: this is where we
 //! differ from perf on purpose.
 
+use std::collections::BTreeMap;
+
 use crate::common::{analyze, fixture, perf_ok, perf_record, Tmp};
+use crate::folded::{perf_script_with, run_ok};
 
 #[test]
 fn inlined_helper_shows_under_its_caller() {
@@ -91,6 +94,85 @@ fn check(dir: &Tmp, program: &str) {
             .any(|n| lines.contains(&format!("inline.c:{n}"))),
         "srcline of the inlined helper ({helper_lines:?}):\n{lines}"
     );
+}
+
+/// The frame lines of `script` text (perf's or ours) at the addresses of `program`'s code
+/// where a function is inlined: the inline frames (`mix_step+0x4d (inlined)`) and the frame
+/// of the function they are inlined into (`hot_loop+0x4d (/.../inline-nofp)`), without the
+/// address (perf 6.1 prints a DWARF-unwound user frame's address relative to its file),
+/// counted. Left out: other files' lines (perf's DWARF unwinder also names libc's frames by
+/// addr2line's function names, marked `(inlined)`, `__libc_start_main_impl+0x84 (inlined)`:
+/// a difference named in fidelity.rs) and frames with nothing inlined (where the two
+/// unwinders may part, at a process's exit).
+fn program_frame_lines(script: &str, program: &str) -> BTreeMap<String, usize> {
+    let own = format!("/{program})");
+    let mut counts = BTreeMap::new();
+    for sample in script.split("\n\n") {
+        let frames: Vec<(&str, &str)> = sample
+            .lines()
+            .filter(|l| l.starts_with('\t'))
+            .filter_map(|l| l.trim().split_once(' '))
+            .collect();
+        for (i, (addr, text)) in frames.iter().enumerate() {
+            let keep = if text.ends_with(" (inlined)") {
+                frames[i + 1..]
+                    .iter()
+                    .any(|(a, t)| a == addr && t.ends_with(&own))
+            } else {
+                text.ends_with(&own)
+                    && frames[..i]
+                        .iter()
+                        .any(|(a, t)| a == addr && t.ends_with(" (inlined)"))
+            };
+            if keep {
+                *counts.entry(text.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// analyze script prints an inline frame as perf script prints one: the inlined function's
+/// name, the offset of the address in the function it is inlined into (perf gives an inline
+/// frame its outer symbol's start), and `(inlined)` in place of the object, which is how
+/// tools reading that text tell it from a real frame. perf 6.1 prints inline frames in
+/// DWARF-unwound stacks: compared line for line with its script on one such recording.
+/// Before: `mix_step (inlined)` where perf prints `mix_step+0x4d (inlined)` (and before that,
+/// `mix_step (/.../inline-nofp)`).
+#[test]
+fn script_prints_inline_frames_as_perf_script_does() {
+    if !perf_ok() {
+        return;
+    }
+    let dir = Tmp::new("inline-script");
+    for program in ["inline-nofp", "inline-fp"] {
+        let file = dir.0.join(format!("{program}.data"));
+        perf_record(
+            &file,
+            &["-F", "999", "--call-graph", "dwarf"],
+            &fixture(program),
+            &["0.5"],
+        );
+        let perf = program_frame_lines(&perf_script_with(&file, &[]), program);
+        let ours = program_frame_lines(&run_ok(&["script", "-i", file.to_str().unwrap()]), program);
+        let inlined: usize = perf
+            .iter()
+            .filter(|(l, _)| l.starts_with("mix_step+") && l.ends_with(" (inlined)"))
+            .map(|(_, n)| n)
+            .sum();
+        eprintln!(
+            "{program}: {} lines of perf script at its inlined code, {inlined} of them mix_step's",
+            perf.values().sum::<usize>()
+        );
+        assert!(
+            inlined >= 10,
+            "{program}: perf script prints {inlined} inline frames of mix_step: {perf:#?}"
+        );
+        assert_eq!(
+            ours, perf,
+            "{program}: analyze script's lines (left), perf script's (right)"
+        );
+    }
 }
 
 /// Views without source lines find inline frames by one pass over each unit's entries,
