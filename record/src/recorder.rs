@@ -41,7 +41,8 @@ pub enum Item {
 }
 
 impl Item {
-    fn time(&self) -> u64 {
+    /// When it happened (CLOCK_MONOTONIC ns): what orders the rounds.
+    pub fn time(&self) -> u64 {
         match self {
             Item::Sample(s) | Item::Fault(s) => s.time,
             Item::Aggregated { time, .. } => *time,

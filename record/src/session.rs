@@ -140,10 +140,6 @@ pub struct Summary {
 /// How far behind "now" a round ends, so that events still being written on other CPUs
 /// land in the next round instead of arriving older than a finished round.
 const ROUND_SLACK_NS: u64 = 20_000_000;
-
-/// Events held in memory while the ring is not drained, past which a round is written all the
-/// same (a storm the reader cannot keep up with: memory bounded, order then best effort).
-const MAX_PENDING: usize = 1 << 16;
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Page-cache counts are taken this often (cachestat's interval).
@@ -622,6 +618,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         let pending = &mut rec.pending;
         let python = &mut rec.python;
         let mut child_exited = false;
+        let mut newest = 0;
         let taken = profiler.poll(POLL_INTERVAL, |mut e| {
             if let bpf::Event::Exit { pid, .. } = e {
                 child_exited |= child_pid.is_some_and(|c| c as u32 == pid);
@@ -629,9 +626,22 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             python.observe_event(&e);
             if on_chosen_cpu(cfg, &e) {
                 glue.strip(&mut e, &symbols);
-                pending.extend(Item::from_event(e))
+                if let Some(item) = Item::from_event(e) {
+                    newest = newest.max(item.time());
+                    pending.push(item);
+                }
             }
         })?;
+        // A full batch may have left events older than the cut in the ring (written after
+        // this round, they would come out of order: perf warned of 8,694 in a recording of
+        // 16,384 major faults beside a build). The ring is filled in time order but for the
+        // CPUs' few microseconds of skew: what it still holds is no older than the newest
+        // event taken, less the slack.
+        let cut = if taken < bpf::POLL_BATCH {
+            cut
+        } else {
+            cut.min(newest.saturating_sub(ROUND_SLACK_NS))
+        };
         sideband.drain(&mut facts);
         // Each CPU's facts were read in turn: one process's exec and mappings, in order.
         facts.sort_by_key(|f| f.time);
@@ -671,13 +681,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             lost: rec.lost,
             bytes: written + rec.writer.bytes_written(),
         });
-        // A full batch may have left events older than the cut in the ring: the round ends
-        // once it is drained (written now, they would come after it, out of order: perf
-        // warned of 8,694 in a recording of 16,384 major faults beside a build), or when
-        // enough waits in memory.
-        if taken < bpf::POLL_BATCH || rec.pending.len() >= MAX_PENDING {
-            rec.flush_until(cut)?;
-        }
+        rec.flush_until(cut)?;
         flag_jvms(cfg, &mut flagger, &rec.jvms, false);
         if let Some(r) = &mut rotation {
             if r.due(rec.writer.bytes_written()) && !rec.writer.is_full() {
