@@ -106,9 +106,14 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
         100.0 * writer as f64 / of_writer.max(1) as f64
     );
     assert!(disks >= 64 << 20, "64 MiB reached the disk: {disks}");
+    // The oracle is what the writer wrote, 64 MiB: the disk's own count also holds what other
+    // processes had dirty (`sync` writes it too; a build beside wrote 9 MiB more in a
+    // fresh clone's run), which is not theirs to record.
+    let written = 64u64 << 20;
     assert!(
-        (0.95..=1.05).contains(&ratio),
-        "{recorded} bytes recorded vs {disks} written:\n{text}\nrecord said:\n{recorded_said}"
+        (0.95..=1.05).contains(&(dirtied as f64 / written as f64)) && recorded <= disks,
+        "{dirtied} bytes charged to the writer of {written}, {recorded} recorded, {disks} \
+         reached the disk:\n{text}\nrecord said:\n{recorded_said}"
     );
     assert!(
         dirtied as f64 >= 0.7 * recorded as f64,
