@@ -1,8 +1,6 @@
 //! fault.bpf.c: every major page fault of the followed threads, timed from the exception's
 //! entry to the kernel's major-faults event at its end.
 
-use std::os::fd::{AsRawFd, IntoRawFd};
-
 use libbpf_rs::Link;
 
 use super::attach_one;
@@ -33,15 +31,11 @@ pub fn attach(
         "attach exceptions:page_fault_kernel",
         links,
     )?;
-    for &cpu in cpus {
-        let fd = perf_event::open_major_faults(cpu)?;
-        links.push(
-            p.on_major_fault
-                .attach_perf_event(fd.as_raw_fd())
-                .map_err(Error::bpf("attach to major-faults"))?,
-        );
-        // The link owns the event now and closes it when detached.
-        let _ = fd.into_raw_fd();
-    }
-    Ok(())
+    super::attach_per_cpu(
+        &p.on_major_fault,
+        cpus,
+        perf_event::open_major_faults,
+        "attach to major-faults",
+        links,
+    )
 }

@@ -145,6 +145,27 @@ fn size_aggregation_maps(
     Ok(())
 }
 
+/// Attaches `prog` (a perf_event program) to an event on each of `cpus`, opened by `open`;
+/// each link owns its event and closes it when detached.
+fn attach_per_cpu<'c>(
+    prog: &libbpf_rs::ProgramMut<'_>,
+    cpus: impl IntoIterator<Item = &'c u32>,
+    open: impl Fn(u32) -> Result<std::os::fd::OwnedFd, Error>,
+    step: &'static str,
+    links: &mut Vec<Link>,
+) -> Result<(), Error> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    for &cpu in cpus {
+        let fd = open(cpu)?;
+        links.push(
+            prog.attach_perf_event(fd.as_raw_fd())
+                .map_err(Error::bpf(step))?,
+        );
+        let _ = fd.into_raw_fd();
+    }
+    Ok(())
+}
+
 /// Attaches `prog` (a tracepoint program), naming the step in the error.
 fn attach_one(
     prog: &libbpf_rs::ProgramMut<'_>,

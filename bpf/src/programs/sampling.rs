@@ -2,7 +2,6 @@
 //! counted in the kernel (`--aggregate`).
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, IntoRawFd};
 use std::time::Duration;
 
 use libbpf_rs::{Link, MapCore, MapFlags};
@@ -43,18 +42,13 @@ pub fn attach(
     let sampled = cpus
         .iter()
         .filter(|c| o.sampling && o.cpus.as_ref().is_none_or(|l| l.contains(c)));
-    for &cpu in sampled {
-        let fd = perf_event::open_cpu_clock(cpu, o.frequency)?;
-        links.push(
-            skel.progs
-                .on_cpu_sample
-                .attach_perf_event(fd.as_raw_fd())
-                .map_err(Error::bpf("attach to cpu-clock"))?,
-        );
-        // The link owns the event now and closes it when detached.
-        let _ = fd.into_raw_fd();
-    }
-    Ok(())
+    super::attach_per_cpu(
+        &skel.progs.on_cpu_sample,
+        sampled,
+        |cpu| perf_event::open_cpu_clock(cpu, o.frequency),
+        "attach to cpu-clock",
+        links,
+    )
 }
 
 /// How long a program that read the old slot may still be counting into its maps: a
