@@ -140,15 +140,7 @@ pub fn perf_record(file: &Path, perf_args: &[&str], program: &Path, args: &[&str
 /// samples' own addresses hit, and libc is met only in unwound call chains (`start_thread`)
 /// unless a sample lands in it at start or exit (then it records again, three times at most).
 pub fn perf_record_libc_unlisted(file: &Path) {
-    let listed = |file: &Path| {
-        let out = Command::new("perf")
-            .args(["buildid-list", "-i"])
-            .arg(file)
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
-    };
+    let listed = libc_listed;
     for _ in 0..3 {
         let busy = fixture("busy-nofp");
         perf_record(
@@ -227,4 +219,16 @@ pub fn can_record() -> bool {
 
 extern "C" {
     fn geteuid() -> u32;
+}
+
+/// Whether libc is in `file`'s build-id list (perf lists only the files its samples' own
+/// addresses hit).
+pub fn libc_listed(file: &Path) -> bool {
+    let out = Command::new("perf")
+        .args(["buildid-list", "-i"])
+        .arg(file)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
 }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::common::{can_record, fixture, perf_ok, perf_record, record_bin, Tmp};
+use crate::common::{can_record, fixture, libc_listed, perf_ok, perf_record, record_bin, Tmp};
 use crate::folded::{as_perf_names, fold_script, parse_folded, perf_script_with, run_ok, Folded};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -474,18 +474,6 @@ fn debian_xz_dwarf_names_equal_perfs() {
     );
     let ours_script = run_ok(&["script", "-i", file.to_str().unwrap()]);
     assert!(ours_script.contains("__libc_start_main@@GLIBC_2.34+"));
-}
-
-/// Whether libc is in `file`'s build-id list (perf lists only the files its samples' own
-/// addresses hit).
-fn libc_listed(file: &Path) -> bool {
-    let out = Command::new("perf")
-        .args(["buildid-list", "-i"])
-        .arg(file)
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("libc.so.6")
 }
 
 /// perf's folded `--no-inline` stacks of `file` and ours, perf's without the `[unknown]` frame
