@@ -94,6 +94,29 @@ fn build_callchain(out: &mut Vec<u64>, kernel: &[u64], user: &[u64]) {
     }
 }
 
+/// DWARF mode: the samples taken after the first one of their process the kernel unwound, and
+/// of those the copied ones. Early samples are copied while a process's tables are built (how
+/// long that takes depends on the machine); these say whether the tables work once they are in.
+#[derive(Debug, Default)]
+pub struct LateUnwinding {
+    unwound_pids: HashSet<u32>,
+    pub samples: u64,
+    pub copied: u64,
+}
+
+impl LateUnwinding {
+    fn count(&mut self, s: &bpf::OnCpuSample) {
+        let copied = !s.stack_copy.is_empty();
+        if !copied && !s.user_stack.is_empty() {
+            self.unwound_pids.insert(s.pid);
+        }
+        if self.unwound_pids.contains(&s.pid) {
+            self.samples += 1;
+            self.copied += copied as u64;
+        }
+    }
+}
+
 pub struct Recorder {
     pub writer: PerfFileWriter,
     pub system_wide: bool,
@@ -109,6 +132,8 @@ pub struct Recorder {
     pub aggregated: u64,
     /// DWARF mode: samples whose user stack was copied (not unwound in the kernel).
     pub copied_stacks: u64,
+    /// DWARF mode: how the kernel did once a process's tables were in.
+    pub late: LateUnwinding,
     pub off_cpu: u64,
     /// Run-queue samples (off-CPU intervals that waited for a CPU).
     pub runq: u64,
@@ -198,6 +223,7 @@ impl Recorder {
             aggregate: false,
             aggregated: 0,
             copied_stacks: 0,
+            late: LateUnwinding::default(),
             off_cpu: 0,
             runq: 0,
             dirty_bursts: BTreeMap::new(),
@@ -590,6 +616,7 @@ impl Recorder {
                 self.write_sampled(s, 0, period)?;
                 self.samples += 1;
                 self.copied_stacks += !s.stack_copy.is_empty() as u64;
+                self.late.count(s);
             }
             Item::Fault(s) => {
                 let Some(attr) = self.fault_attr else {

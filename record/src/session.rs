@@ -816,10 +816,13 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 u.files, u.rows, u.processes, u.build_ms
             );
             eprintln!(
-                "record: user stacks of {} of {} samples unwound in the kernel, {} copied",
+                "record: user stacks of {} of {} samples unwound in the kernel, {} copied ({} of \
+                 the {} taken once their process's tables were in)",
                 rec.samples - rec.copied_stacks,
                 rec.samples,
-                rec.copied_stacks
+                rec.copied_stacks,
+                rec.late.copied,
+                rec.late.samples
             );
             for why in &u.failed {
                 eprintln!("record: no unwind table: {why}");

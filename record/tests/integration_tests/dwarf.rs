@@ -167,8 +167,21 @@ fn unwound_in_kernel(stderr: &str) -> (u64, u64) {
         .find(|l| l.contains("unwound in the kernel"))
         .unwrap_or_else(|| panic!("no unwinding line in {stderr}"));
     let w: Vec<&str> = line.split_whitespace().collect();
-    // "record: user stacks of N of M samples unwound in the kernel, K copied"
+    // "record: user stacks of N of M samples unwound in the kernel, K copied (C of the L
+    // taken once their process's tables were in)"
     (w[4].parse().unwrap(), w[6].parse().unwrap())
+}
+
+/// `record -v`'s samples taken once their process's tables were in, and the copied of those.
+fn copied_once_tables_were_in(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("unwound in the kernel"))
+        .unwrap_or_else(|| panic!("no unwinding line in {stderr}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let at = w.iter().position(|w| w.starts_with('(')).unwrap();
+    // "(C of the L taken ..."
+    (w[at + 3].parse().unwrap(), w[at][1..].parse().unwrap())
 }
 
 /// [`perf_folded_user`] without inlined functions (perf shows them for the frames its own
@@ -250,11 +263,14 @@ fn stacks_unwound_in_the_kernel_equal_the_copies_unwound_offline_in_a_tenth_of_t
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let (unwound, samples) = unwound_in_kernel(&stderr_of(&out));
+    let (late, late_copied) = copied_once_tables_were_in(&stderr_of(&out));
     eprintln!("unwound in the kernel: {unwound} of {samples}");
-    // The first samples come before the tables are built (a few tens of ms).
+    // The first samples come before the tables are built (a few tens of ms, longer on a
+    // loaded machine): those after must all be unwound.
     assert!(
-        unwound * 100 >= samples * 80,
-        "{unwound} of {samples} unwound in the kernel"
+        unwound > 0 && late_copied * 100 <= late * 2,
+        "{unwound} of {samples} unwound in the kernel, {late_copied} of the {late} taken once \
+         the tables were in copied"
     );
     let out = record(
         &[
@@ -408,9 +424,14 @@ fn cxx_go_and_clang_stacks_are_unwound_in_the_kernel_at_least_as_deep_as_perfs()
             "{name}: {:.0}% of perf's samples",
             common * 100.0
         );
+        // Until a process's tables are built its stacks are copied, for as long as the machine
+        // takes to build them (libLLVM's: 26% of clang's samples beside a release build on a
+        // fresh CI machine, a few when idle). Once they are in, nearly every stack is unwound.
+        let (late, late_copied) = copied_once_tables_were_in(&stderr_of(&out));
         assert!(
-            unwound * 100 >= samples * 80,
-            "{name}: {unwound} of {samples}; record said: {}",
+            unwound > 0 && late_copied * 100 <= late * 2,
+            "{name}: {unwound} of {samples} unwound in the kernel, {late_copied} of the {late} \
+             taken once the tables were in copied; record said: {}",
             stderr_of(&out)
         );
         // Equal stacks differ by a frame here and there where a sample fell: 0.2 of slack.
