@@ -98,7 +98,7 @@ fn full_filesystem(size: &str) {
         &[busy.to_str().unwrap(), "6", "2"],
     );
     let stderr = stderr_of(&out);
-    // The README's reliability row: the device named, exit status 1.
+    // docs/status.md's reliability section: the device named, exit status 1.
     assert_eq!(
         out.status.code(),
         Some(1),
