@@ -1,6 +1,7 @@
 //! `record`: capture on-CPU stacks with BPF into a perf.data file that perf reads.
 
 mod buildid;
+mod bursts;
 mod events;
 mod foreign;
 mod host;

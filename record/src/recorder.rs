@@ -192,18 +192,13 @@ pub struct Recorder {
     /// The time of the last counts taken from the kernel that were written.
     pub last_take: u64,
     pub callchain: Vec<u64>,
-    /// Recent write bursts of tracked threads by (tid, time), for the writeback requests
-    /// that name them; the oldest go first past [`DIRTY_BURSTS`].
-    pub dirty_bursts: BTreeMap<(u64, u32), bpf::OffCpuInterval>,
+    /// Write bursts of tracked threads, for the writeback requests that name them.
+    pub dirty_bursts: crate::bursts::DirtyBursts,
     /// Python processes: their frames merged into user stacks.
     pub python: crate::python::Python,
     /// A user stack with Python frames merged in, reused.
     pub merged: Vec<u64>,
 }
-
-/// Write bursts kept for their writeback (dirty data waits up to 30 s by default; a burst is
-/// at least 100 ms of a thread's writes; with DWARF copies of up to 16 KiB, 16 MiB at most).
-const DIRTY_BURSTS: usize = 1024;
 
 impl Recorder {
     /// Writes into `writer` the facts of the `tracked` thread groups (of all, system-wide) and
@@ -226,7 +221,7 @@ impl Recorder {
             late: LateUnwinding::default(),
             off_cpu: 0,
             runq: 0,
-            dirty_bursts: BTreeMap::new(),
+            dirty_bursts: Default::default(),
             faults: 0,
             fault_waits: 0,
             io: 0,
@@ -751,10 +746,7 @@ impl Recorder {
             }
             Item::Dirty(d) => {
                 if self.io_attr.is_some() {
-                    self.dirty_bursts.insert((d.time, d.tid), d.clone());
-                    while self.dirty_bursts.len() > DIRTY_BURSTS {
-                        self.dirty_bursts.pop_first();
-                    }
+                    self.dirty_bursts.insert(d);
                 }
             }
             Item::BlockIo(b) => {
@@ -765,7 +757,7 @@ impl Recorder {
                 // Writeback of pages a tracked thread dirtied is charged to it, at its write.
                 let dirtier = b
                     .dirtier
-                    .and_then(|(_, tid, time)| self.dirty_bursts.get(&(time, tid)).cloned());
+                    .and_then(|(_, tid, time)| self.dirty_bursts.get(time, tid));
                 let io = format::events::BlockIo {
                     dev: b.dev,
                     sector: b.sector,

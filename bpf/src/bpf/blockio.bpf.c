@@ -87,9 +87,14 @@ static __always_inline void fill_rwbs(char *rwbs, __u32 flags)
 #define DIRTY_BURST_NS (100 * 1000 * 1000ull)
 
 /* A page of a file, as writeback finds it again. */
+/* A run of 64 pages of a file: the unit a dirtier is remembered for. One entry a page
+ * would let 256 MiB of 4 KiB folios fill the map (the oldest forgotten before their
+ * writeback); one a chunk keeps 16 GiB, and the writers of two halves of a file apart. */
+#define DIRTY_CHUNK_SHIFT 6
+
 struct page_key {
 	__u64 mapping;
-	__u64 index;
+	__u64 chunk; /* the page's index >> DIRTY_CHUNK_SHIFT */
 };
 
 struct dirtier {
@@ -98,8 +103,8 @@ struct dirtier {
 	__u64 dirty_ns; /* the burst's dirty_event */
 };
 
-/* Dirty pages (folios) of tracked threads, for their writeback: the least recently used go
- * first when it is full; dirtied again by a tracked thread, a page takes its new dirtier. */
+/* Dirty chunks of files of tracked threads, for their writeback: the least recently used go
+ * first when it is full; dirtied again by a tracked thread, a chunk takes its new dirtier. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -206,9 +211,14 @@ static __always_inline void remember_dirtier(void *ctx, struct folio *folio,
 	__u64 id = bpf_get_current_pid_tgid();
 	struct page_key key = {
 		.mapping = (__u64)mapping,
-		.index = BPF_CORE_READ(folio, index),
+		.chunk = BPF_CORE_READ(folio, index) >> DIRTY_CHUNK_SHIFT,
 	};
 	struct dirtier d = { .pid = id >> 32, .tid = (__u32)id, .dirty_ns = burst_ns };
+	/* The chunk's other pages, dirtied in the same burst, leave its entry as it is (an
+	 * update of an LRU map takes a new element each time). */
+	struct dirtier *known = bpf_map_lookup_elem(&dirtiers, &key);
+	if (known && known->tid == d.tid && known->dirty_ns == d.dirty_ns)
+		return;
 	bpf_map_update_elem(&dirtiers, &key, &d, BPF_ANY);
 }
 
@@ -244,7 +254,7 @@ static __always_inline void find_dirtier(struct request *rq, struct io_start *s)
 	struct folio *folio = (head & 1) ? (struct folio *)(head - 1) : (struct folio *)page;
 	struct page_key key = {
 		.mapping = (__u64)BPF_CORE_READ(folio, mapping),
-		.index = BPF_CORE_READ(folio, index),
+		.chunk = BPF_CORE_READ(folio, index) >> DIRTY_CHUNK_SHIFT,
 	};
 	struct dirtier *d = bpf_map_lookup_elem(&dirtiers, &key);
 	if (!d)
