@@ -5,6 +5,8 @@
 //! arrow up):
 //!
 //! ```text
+//! cli.rs      analyze's command line (clap), for the binary and the manual
+//!   |
 //! views/      report, folded, script, flamegraph, annotate, export, diff, heatmap, info,
 //!   |         io, cache, sched, archive: consumers of what the stages below give
 //! pipeline/   the driver: runs the stages in parallel for a view's Options
@@ -32,6 +34,7 @@
 //! ```
 
 pub mod aggregate;
+pub mod cli;
 pub mod files;
 pub mod pipeline;
 pub mod read;

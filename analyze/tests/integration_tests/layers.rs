@@ -5,7 +5,8 @@
 //! - no two files import each other, directly or through others (no circle), and
 //! - no folder imports a folder above it: `files` <- `read` <- `unwind` <- `resolve` <-
 //!   `symbolize` <- `aggregate` <- `pipeline` <- `views` (the stages in the order a recording
-//!   flows through them, the one place that finds files below them all).
+//!   flows through them, the one place that finds files below them all) <- `cli` (the
+//!   command line, which names the views' options).
 //!
 //! The binary (`src/bin/analyze/`) is its own crate root and is checked for circles too.
 //! Declaring a module (`mod x;`) is not an import; re-exporting from it (`pub use x::Y`) is.
@@ -27,6 +28,7 @@ const LAYERS: &[&[&str]] = &[
     &["aggregate"],
     &["pipeline"],
     &["views"],
+    &["cli"],
 ];
 
 /// A crate's module tree: module path -> the file that defines it (inline modules map to the

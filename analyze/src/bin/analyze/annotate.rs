@@ -5,8 +5,8 @@ use std::io::Write;
 use analyze::pipeline;
 use analyze::views;
 
-use crate::args::AnnotateArgs;
 use crate::recording::with_recording;
+use analyze::cli::AnnotateArgs;
 
 /// `analyze annotate`: the resolve and symbolize stages (function names only), then the one
 /// function's instructions and lines.

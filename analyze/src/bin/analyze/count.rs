@@ -5,8 +5,8 @@ use std::io::Write;
 use analyze::pipeline;
 use analyze::views::count::{self, By};
 
-use crate::args::{CountArgs, CountBy};
 use crate::recording::{symbolize_noting, with_recording_files};
+use analyze::cli::{CountArgs, CountBy};
 
 /// `analyze count`: the selected samples counted per key; per stack, the pipeline's profile
 /// of them.

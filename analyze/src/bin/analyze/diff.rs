@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use analyze::aggregate::Profile;
 use analyze::views;
 
-use crate::args::{DiffArgs, Select};
 use crate::recording::profile;
+use analyze::cli::{DiffArgs, Select};
 
 /// `analyze diff`: both recordings through the pipeline, then the differential views.
 pub fn diff(args: &DiffArgs, stdout: &mut impl Write) -> anyhow::Result<()> {

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use analyze::aggregate;
 use analyze::views;
 
-use crate::args::{ExportFormat, Select};
 use crate::recording::{summary, symbolize_noting, with_recording};
+use analyze::cli::{ExportFormat, Select};
 
 /// `analyze export`: the whole pipeline, then one of the exports (the Firefox Profiler's with
 /// every sample apart, for their times, and the off-CPU and I/O spans beside them).

@@ -5,8 +5,8 @@ use std::path::Path;
 use analyze::pipeline;
 use analyze::views;
 
-use crate::args::Select;
 use crate::recording::with_recording_files;
+use analyze::cli::Select;
 
 /// `analyze heatmap`: the select stage, then the cells.
 pub fn heatmap(select: &Select, out: &Path, rows: usize) -> anyhow::Result<()> {

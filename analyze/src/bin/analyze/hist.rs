@@ -6,8 +6,8 @@ use analyze::pipeline;
 use analyze::read::select::traced_events;
 use analyze::views::hist::{self, By, Scale};
 
-use crate::args::{HistArgs, HistBy};
 use crate::recording::{symbolize_noting, with_recording_files};
+use analyze::cli::{HistArgs, HistBy};
 
 /// `analyze hist`: each selected sample's value into its key's histogram; per stack, the
 /// pipeline's stacks for the keys.

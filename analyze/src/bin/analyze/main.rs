@@ -1,8 +1,8 @@
 //! `analyze`: reports from perf.data files, ours and perf's own. Each subcommand's glue is a
-//! module here; what they run is the library's pipeline and views.
+//! module here; what they run is the library's pipeline and views, its command line the
+//! library's `cli`.
 
 mod annotate;
-mod args;
 mod count;
 mod diff;
 mod export;
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use analyze::views;
 use clap::Parser;
 
-use args::{Args, Command};
+use analyze::cli::{Args, Command};
 use recording::{loader_for, profile};
 
 fn run(args: Args) -> anyhow::Result<()> {

@@ -9,7 +9,7 @@ use analyze::pipeline;
 use analyze::read::{Recording, Weighed};
 use analyze::symbolize::Symbolized;
 
-use crate::args::Select;
+use analyze::cli::Select;
 
 /// A loader for the files of a recording opened from `input`: its archive's first, if it
 /// came from one, then `symfs` and the sources the environment names.

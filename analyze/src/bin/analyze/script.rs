@@ -6,8 +6,8 @@ use analyze::pipeline;
 use analyze::views::script::write_script;
 use analyze::views::trace::Payloads;
 
-use crate::args::Select;
 use crate::recording::{stacks_of_each, summary, with_recording};
+use analyze::cli::Select;
 
 /// `analyze script`: every selected sample with its stack, as perf script prints them, a
 /// traced event's payload after its name.

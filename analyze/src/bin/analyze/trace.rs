@@ -6,8 +6,8 @@ use analyze::pipeline;
 use analyze::read::select::traced_events;
 use analyze::views::trace::{self, Lines};
 
-use crate::args::TraceArgs;
 use crate::recording::{stacks_of_each, with_recording_files};
+use analyze::cli::TraceArgs;
 
 /// `analyze trace`: the selected samples' lines; with -g, the pipeline's stacks under them.
 pub fn trace(args: &TraceArgs, out: impl Write) -> anyhow::Result<()> {

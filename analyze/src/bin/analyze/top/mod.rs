@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use analyze::pipeline;
 use analyze::views::top::{self, View};
 
-use crate::args::TopArgs;
+use analyze::cli::TopArgs;
 use source::{heading, Snapshot, Source};
 
 pub fn top(args: &TopArgs, mut out: impl Write) -> anyhow::Result<()> {

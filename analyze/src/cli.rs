@@ -1,11 +1,13 @@
-//! The command line: subcommands and their flags (clap), and what the stack views share.
+//! The command line of `analyze`: subcommands and their flags (clap), and what the stack views
+//! share. In the library rather than the binary so that the manual (man pages, shell
+//! completions: the `bpfperf-manual` crate) is generated from the same definitions.
 
 use std::path::PathBuf;
 
-use analyze::pipeline;
-use analyze::read::{EventSel, Weight};
-use analyze::views;
-use clap::{Args as ClapArgs, Parser, Subcommand};
+use crate::pipeline;
+use crate::read::{EventSel, Weight};
+use crate::views;
+use clap::{Args as ClapArgs, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -16,6 +18,11 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 pub struct Args {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// analyze's command line as clap defines it (what the man pages and completions are made of).
+pub fn command() -> clap::Command {
+    Args::command()
 }
 
 // The recording and what of it to include, shared by the stack-based subcommands.
@@ -81,8 +88,8 @@ pub struct Threads {
     /// perf script prints times or from the recording's start, either side may be empty; or
     /// percent ranges of the recording: 10%-20%, 10%/2 (the second tenth), comma-separated.
     /// Includes START, leaves out END.
-    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = analyze::read::time_range::TimeRanges::parse)]
-    pub time: Option<analyze::read::time_range::TimeRanges>,
+    #[arg(long, value_name = "START,END|A%-B%|A%/N", value_parser = crate::read::time_range::TimeRanges::parse)]
+    pub time: Option<crate::read::time_range::TimeRanges>,
 }
 
 // How stacks are looked up and shown.
