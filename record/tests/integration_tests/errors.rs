@@ -162,3 +162,49 @@ fn full_filesystem(size: &str) {
         std::fs::metadata(&file).unwrap().len()
     );
 }
+
+/// When record exits, it is done with the file and its file system: `umount` right after it
+/// succeeds, even where the disk filled and the workload keeps running (a user's report: 2
+/// of 4 tries said "target is busy"; not seen here in 40, so this asserts it every run).
+#[test]
+fn the_file_system_is_free_when_record_exits() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("umount");
+    let small = dir.path("small");
+    std::fs::create_dir(&small).unwrap();
+    let busy = fixture("busy-nofp");
+    for round in 0..5 {
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "bpfperf-umount"])
+            .arg(&small)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a small tmpfs");
+        let file = small.join("full.data");
+        // Stack copies fill 1 MiB in half a second; the workload runs on for a second.
+        let out = record(
+            &["--no-kernel-unwind", "-o", file.to_str().unwrap()],
+            &[busy.to_str().unwrap(), "1", "2"],
+        );
+        let umount = Command::new("umount").arg(&small).output().unwrap();
+        if !umount.status.success() {
+            let holders = Command::new("fuser")
+                .arg("-vm")
+                .arg(&small)
+                .output()
+                .unwrap();
+            let _ = Command::new("umount").arg("-l").arg(&small).status();
+            panic!(
+                "round {round}: umount right after record: {}\nholders: {}{}\nrecord said: {}",
+                String::from_utf8_lossy(&umount.stderr),
+                String::from_utf8_lossy(&holders.stdout),
+                String::from_utf8_lossy(&holders.stderr),
+                stderr_of(&out)
+            );
+        }
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    }
+}
