@@ -446,9 +446,13 @@ fn cxx_go_and_clang_stacks_are_unwound_in_the_kernel_at_least_as_deep_as_perfs()
                 .filter(|(k, _)| k.split(';').nth(1).is_some_and(|f| f.starts_with(root)))
                 .map(|(_, v)| v)
                 .sum();
+            // The samples taken before the tables were in are the process's first (Go's
+            // runtime starting, under rt0_go, not goexit) and as many as the machine is slow:
+            // those the kernel unwound are the base.
             assert!(
-                rooted * 100 >= total * 80,
-                "{name}: {rooted} of {total} reach {root}: {ours_folded:#?}"
+                rooted * 100 >= unwound.min(total) * 80,
+                "{name}: {rooted} of {total} reach {root}, {unwound} unwound in the kernel: \
+                 {ours_folded:#?}"
             );
         }
     }
