@@ -601,15 +601,27 @@ fn system_wide_counts_describe_only_the_processes_they_count() {
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let busy = fixture("busy-fp");
     let busy_pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    // The recording lasts until busy-fp (started by this test, not by record) has ended,
+    // however slow the machine: its workload, one shell, reads a FIFO the starter writes then.
+    let done = dir.path("busy-done");
+    assert!(Command::new("mkfifo")
+        .arg(&done)
+        .status()
+        .unwrap()
+        .success());
     let starter = {
         let busy_pid = busy_pid.clone();
+        let done = done.clone();
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(1200));
             let mut child = Command::new(busy).args(["0.6", "1"]).spawn().unwrap();
             busy_pid.store(child.id(), std::sync::atomic::Ordering::SeqCst);
-            child.wait().unwrap()
+            let status = child.wait().unwrap();
+            std::fs::write(&done, b"done\n").unwrap();
+            status
         })
     };
+    let wait_for_busy = format!("read line < {}", done.display());
     let out = record(
         &[
             "-a",
@@ -623,7 +635,7 @@ fn system_wide_counts_describe_only_the_processes_they_count() {
             "-o",
             file.to_str().unwrap(),
         ],
-        &["sleep", "3"],
+        &["sh", "-c", &wait_for_busy],
     );
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
