@@ -1,6 +1,12 @@
 //! Side-band: the kernel's MMAP2/COMM/FORK/EXIT records, and KSYMBOL/BPF_EVENT (BPF programs
 //! loaded and unloaded), from one dummy perf event per CPU.
 
+pub mod buildid;
+pub mod foreign;
+pub mod kernel;
+pub mod known;
+pub mod procfs;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 

@@ -1,6 +1,10 @@
 //! One recording: start the probes, run the workload, merge BPF events and side-band facts by
 //! time into rounds of the perf.data file, finish with features and build ids.
 
+mod phases;
+mod status;
+mod workload;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,12 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use format::{BuildIdEntry, EventAttr, Features, PerfFileWriter};
 
+use crate::capture::recorder::{Item, Recorder};
 use crate::host::{self, monotonic_ns};
-use crate::phases::Phases;
-use crate::recorder::{Item, Recorder};
-use crate::rotation::Rotation;
+use crate::output::rotation::Rotation;
+use crate::session::phases::Phases;
 use crate::sideband::TimedFact;
-use crate::{buildid, kernel, procfs, workload};
+use crate::sideband::{buildid, kernel, procfs};
 
 /// What to record.
 #[derive(Debug, Clone)]
@@ -75,8 +79,8 @@ pub struct Config {
     /// Any events: tracepoints, probes, latency pairs.
     pub trace: crate::tracing::Request,
     /// Rotate the output (`--switch-output`): a series of files, each whole.
-    pub switch_output: Option<crate::rotation::Options>,
-    /// Have every JVM recorded write its perf map ([`crate::jvm`]).
+    pub switch_output: Option<crate::output::rotation::Options>,
+    /// Have every JVM recorded write its perf map ([`crate::runtimes::jvm`]).
     pub jvm_perfmap: bool,
 }
 
@@ -326,14 +330,19 @@ impl Files {
 fn workload_env(cfg: &Config) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if cfg.jvm_perfmap {
-        env.push(crate::jvm::workload_env());
+        env.push(crate::runtimes::jvm::workload_env());
     }
     env
 }
 
 /// The JVMs seen so far write their perf map when they exit (those running when recording
 /// began at once, the others once settled).
-fn flag_jvms(cfg: &Config, flagger: &mut crate::jvm::Flagger, jvms: &BTreeSet<u32>, initial: bool) {
+fn flag_jvms(
+    cfg: &Config,
+    flagger: &mut crate::runtimes::jvm::Flagger,
+    jvms: &BTreeSet<u32>,
+    initial: bool,
+) {
     if !cfg.jvm_perfmap {
         return;
     }
@@ -353,14 +362,18 @@ fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
         .copied()
         .filter(|&p| !procfs::has_exited(p))
         .collect();
-    for why in crate::jvm::ask_maps(&alive) {
+    for why in crate::runtimes::jvm::ask_maps(&alive) {
         eprintln!("record: {why}; its JIT frames are [unknown]");
     }
 }
 
 /// Tells the BPF programs about a process that runs a Python interpreter (a mapping of one,
 /// or a fork of such a process). A failure costs that process its Python frames only.
-fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &TimedFact) {
+fn watch_python(
+    profiler: &bpf::Profiler,
+    python: &mut crate::runtimes::python::Python,
+    fact: &TimedFact,
+) {
     if let Some(w) = python.observe(&fact.fact, fact.time) {
         if let Err(e) = profiler.watch_python(w.pid, w.runtime, &w.offsets) {
             eprintln!("record: Python frames of pid {}: {e}", w.pid);
@@ -511,7 +524,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let bpf_programs = kernel::bpf_programs();
     phases.mark("BPF programs listed");
     host::rotate_old(&cfg.output)?;
-    let events = crate::events::events(cfg, &traced);
+    let events = crate::capture::attrs::events(cfg, &traced);
     phases.mark("tracefs formats read");
     let (hostname, release) = host::uname();
     let mut files = Files {
@@ -541,7 +554,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     rec.counted = counted;
     if system_wide && cfg.aggregate {
         rec.thin = true;
-        rec.known = Some(crate::known::Known::keeping_exited());
+        rec.known = Some(crate::sideband::known::Known::keeping_exited());
     }
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() && rec.known.is_none() {
@@ -562,7 +575,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     phases.mark("workload released");
     // --duration counts from here, as perf's does from its workload's start: the seconds
     // asked for are all recorded, however long the BPF programs took to load.
-    let recording = crate::phases::Recording::start();
+    let recording = crate::session::phases::Recording::start();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
     phases.mark("kernel symbols read");
@@ -603,7 +616,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.writer.finish_round()?;
     phases.mark("existing processes described");
-    let mut flagger = crate::jvm::Flagger::default();
+    let mut flagger = crate::runtimes::jvm::Flagger::default();
     flag_jvms(cfg, &mut flagger, &rec.jvms, true);
 
     let mut exit_status = None;
@@ -611,7 +624,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut facts = Vec::new();
     let mut cache_taken = monotonic_ns();
     let mut aggregated_taken = monotonic_ns();
-    let mut status = crate::status::StatusLine::new(cfg.status_line);
+    let mut status = crate::session::status::StatusLine::new(cfg.status_line);
     let mut glue = GlueStripper::default();
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
@@ -669,7 +682,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
         rec.write_drops(profiler.drops_by_event(), cut)?;
-        status.update(|| crate::status::Counts {
+        status.update(|| crate::session::status::Counts {
             samples: rec.samples,
             other_events: rec.off_cpu
                 + rec.runq
@@ -828,8 +841,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 eprintln!("record: no unwind table: {why}");
             }
         }
-        crate::python::report(&rec.python);
-        crate::phases::report_costs(&programs, &recording);
+        crate::runtimes::python::report(&rec.python);
+        crate::session::phases::report_costs(&programs, &recording);
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {
                 eprintln!("record: lost {n} {what}");

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use format::{callchain, misc, Mmap2File, PerfFileWriter, Sample, SampleId, SideBand};
 
-use crate::events::{Events, CPU_CLOCK_ID};
-use crate::known::Known;
+use crate::capture::attrs::{Events, CPU_CLOCK_ID};
+use crate::sideband::known::Known;
 use crate::sideband::{Fact, TimedFact};
 
 /// Something to write, ordered by time.
@@ -149,7 +149,7 @@ pub struct Recorder {
     pub traced: u64,
     pub lost: u64,
     /// The event each kind of loss is counted against.
-    pub lost_ids: crate::events::LostIds,
+    pub lost_ids: crate::capture::attrs::LostIds,
     /// The kernel's drops when last written as LOST records.
     pub drops_written: bpf::Drops,
     /// Attr index of offcpu-time, block_io and wakeup events, when recorded.
@@ -163,7 +163,7 @@ pub struct Recorder {
     /// Attr index of each network event, in [`format::events::NET_EVENTS`]'s order.
     pub net_attrs: Option<[usize; 6]>,
     /// How each traced event is written, by its index.
-    pub traced_attrs: Vec<crate::events::TracedAttr>,
+    pub traced_attrs: Vec<crate::capture::attrs::TracedAttr>,
     /// --aggregate: each traced event's layout with its count (by its index; empty when
     /// traced events are written one by one).
     pub counted: Vec<Option<crate::tracing::aggregate::Counted>>,
@@ -172,7 +172,7 @@ pub struct Recorder {
     /// Processes whose name the file already has (for block I/O issued by untracked ones).
     pub named: HashSet<u32>,
     /// Files of executable mappings written; for files of other mount namespaces, their
-    /// build id, read while their process lived (see [`crate::foreign`]).
+    /// build id, read while their process lived (see [`crate::sideband::foreign`]).
     pub mapped_files: BTreeMap<String, Option<Vec<u8>>>,
     /// Those the current file's records map, for its BUILD_ID.
     pub output_files: BTreeSet<String>,
@@ -196,7 +196,7 @@ pub struct Recorder {
     /// that name them; the oldest go first past [`DIRTY_BURSTS`].
     pub dirty_bursts: BTreeMap<(u64, u32), bpf::OffCpuInterval>,
     /// Python processes: their frames merged into user stacks.
-    pub python: crate::python::Python,
+    pub python: crate::runtimes::python::Python,
     /// A user stack with Python frames merged in, reused.
     pub merged: Vec<u64>,
 }
@@ -275,7 +275,7 @@ impl Recorder {
             known.observe(&f.fact, f.time);
         }
         if let Fact::Mmap2 { pid, filename, .. } = &f.fact {
-            if crate::jvm::is_libjvm(filename) {
+            if crate::runtimes::jvm::is_libjvm(filename) {
                 self.jvms.insert(*pid);
             }
         }
@@ -340,8 +340,10 @@ impl Recorder {
                 // (`//anon`: no file; Python frames' synthetic mapping.)
                 if prot & 4 != 0 && filename.starts_with('/') && !filename.starts_with("//") {
                     if !self.mapped_files.contains_key(filename) {
-                        let id = crate::foreign::is_foreign(filename, *maj, *min, *ino)
-                            .then(|| crate::foreign::cache(*pid, *start, start + len, filename))
+                        let id = crate::sideband::foreign::is_foreign(filename, *maj, *min, *ino)
+                            .then(|| {
+                                crate::sideband::foreign::cache(*pid, *start, start + len, filename)
+                            })
                             .flatten();
                         self.mapped_files.insert(filename.clone(), id);
                     }
