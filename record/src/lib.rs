@@ -16,6 +16,7 @@ pub mod output;
 pub mod session;
 
 mod capture;
+mod config;
 mod host;
 mod runtimes;
 mod sideband;

@@ -2,4 +2,16 @@
 //! writes each event as its sample, merged by time into rounds.
 
 pub mod attrs;
+pub mod item;
 pub mod recorder;
+pub mod take;
+
+mod facts;
+mod io;
+mod lost;
+mod net;
+mod offcpu;
+mod oncpu;
+mod rounds;
+mod stacks;
+mod traced;

@@ -1,14 +1,15 @@
-//! The command line checked and turned into what to record ([`session::Config`]).
+//! The command line checked and turned into what to record ([`Config`]).
 
 use std::path::PathBuf;
 
 use super::args::{Args, CallGraph, CpuList, NetSendTiming};
+use crate::config::{Config, Target};
 use crate::output::rotation;
-use crate::{session, tracing};
+use crate::tracing;
 
 impl Args {
     /// What to record, as the session takes it; an error for options that do not go together.
-    pub fn into_config(self) -> anyhow::Result<session::Config> {
+    pub fn into_config(self) -> anyhow::Result<Config> {
         let duration = match self.duration {
             Some(d) if !(d > 0.0 && d.is_finite()) => {
                 anyhow::bail!("--duration {d}: expected a number of seconds above 0")
@@ -83,13 +84,13 @@ impl Args {
         }
         let first_word = self.command.first().map(PathBuf::from);
         let target = if all_cpus {
-            session::Target::SystemWide
+            Target::SystemWide
         } else if !self.pid.is_empty() {
-            session::Target::Pids(self.pid.clone())
+            Target::Pids(self.pid.clone())
         } else {
-            session::Target::Workload
+            Target::Workload
         };
-        Ok(session::Config {
+        Ok(Config {
             output: self.output,
             frequency: self.freq,
             target,
