@@ -23,6 +23,7 @@ const HEADERS: &[&str] = &[
     "python.bpf.h",
     "agg.bpf.h",
     "sample.bpf.h",
+    "trace.bpf.h",
     "trace_agg.bpf.h",
     "net.bpf.h",
     "send.bpf.h",

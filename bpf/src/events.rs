@@ -31,8 +31,6 @@ pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
 pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
 pub(crate) const EVENT_FAULT: u32 = types::event_kind::EVENT_FAULT.0;
-const EVENT_NET_CALL: u32 = types::event_kind::EVENT_NET_CALL.0;
-const EVENT_NET_SKB: u32 = types::event_kind::EVENT_NET_SKB.0;
 
 /// User registers a stack-copy sample carries (bpfperf.h's USER_REGS).
 pub const USER_REGS: usize = types::bpfperf_limits::BPFPERF_USER_REGS.0 as usize;
@@ -312,7 +310,7 @@ pub enum Event {
     BlockIo(BlockIoRequest),
     Wakeup(Wakeup),
     /// One of [`crate::Options::trace`]'s events happened (and passed its filter).
-    Trace(crate::TraceRecord),
+    Trace(crate::trace::TraceRecord),
     /// A TCP connection closed, or a retransmit, reset or drop ([`crate::Options::net`]).
     Net(NetEvent),
     /// A tracked process (thread group) exited.
@@ -427,22 +425,8 @@ impl Event {
         }
     }
 
-    /// Decodes one ring buffer record, a send call's kept by `sends` (`None`) for the skbs
-    /// that name it; `None` too for a record of unknown kind or size.
-    pub(crate) fn decode_joined(data: &[u8], sends: &mut crate::netsend::Joiner) -> Option<Event> {
-        let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
-        match kind {
-            EVENT_NET_CALL => {
-                sends.call(data);
-                None
-            }
-            EVENT_NET_SKB => sends.skb(data).map(Event::Net),
-            _ => Event::decode(data),
-        }
-    }
-
     /// Decodes one ring buffer record; `None` for a record of unknown kind or size (and for
-    /// sends followed to the device: see [`Event::decode_joined`]).
+    /// sends followed to the device: see `netsend::Joiner::decode`).
     pub fn decode(data: &[u8]) -> Option<Event> {
         let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
         match kind {
@@ -514,7 +498,7 @@ impl Event {
                 let raw = rest.get(..e.raw_bytes as usize)?;
                 let copy = rest.get(raw.len()..).unwrap_or(&[]);
                 let copy = &copy[..(e.stack_bytes as usize).min(copy.len())];
-                Some(Event::Trace(crate::TraceRecord {
+                Some(Event::Trace(crate::trace::TraceRecord {
                     event: e.event,
                     pid: e.pid,
                     tid: e.tid,

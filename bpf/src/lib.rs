@@ -308,7 +308,7 @@ impl Profiler {
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&skel.maps.events, move |data: &[u8]| {
-                if let Some(e) = Event::decode_joined(data, &mut sends) {
+                if let Some(e) = sends.decode(data) {
                     sink.borrow_mut().push(e);
                 }
                 0

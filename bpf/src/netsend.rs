@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::{NetEvent, NetWhat};
+use crate::events::{Event, NetEvent, NetWhat};
 use crate::skel::types;
 
 // SAFETY: both are plain data (integers and arrays of them), any bit pattern valid.
 unsafe impl plain::Plain for types::net_call_event {}
 unsafe impl plain::Plain for types::net_skb_event {}
+
+const EVENT_NET_CALL: u32 = types::event_kind::EVENT_NET_CALL.0;
+const EVENT_NET_SKB: u32 = types::event_kind::EVENT_NET_SKB.0;
 
 /// Send calls remembered for the skbs still to come. Each skb is charged to its socket's
 /// latest call when it was queued, so only a socket's recent calls matter: the last
@@ -76,6 +79,20 @@ pub(crate) struct Joiner {
 }
 
 impl Joiner {
+    /// Decodes one ring buffer record, a send call's kept (`None`) for the skbs that name it;
+    /// `None` too for a record of unknown kind or size (see [`Event::decode`]).
+    pub(crate) fn decode(&mut self, data: &[u8]) -> Option<Event> {
+        let kind = u32::from_ne_bytes(data.get(..4)?.try_into().ok()?);
+        match kind {
+            EVENT_NET_CALL => {
+                self.call(data);
+                None
+            }
+            EVENT_NET_SKB => self.skb(data).map(Event::Net),
+            _ => Event::decode(data),
+        }
+    }
+
     /// A joiner for records of sends followed skb by skb (`calls`: false) or of send calls
     /// timed by the kernel's TX timestamping.
     pub fn timing_calls(calls: bool) -> Self {

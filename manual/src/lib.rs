@@ -18,11 +18,7 @@ use clap_complete::Shell;
 
 /// The command line of every binary bpfperf installs.
 pub fn commands() -> Vec<clap::Command> {
-    vec![
-        analyze::cli::command(),
-        // record: `bpfperf_record::cli::command(),` here, with `bpfperf-record` in
-        // manual/Cargo.toml, once record is a library (issue 51, item 1).
-    ]
+    vec![bpfperf_record::cli::command(), analyze::cli::command()]
 }
 
 /// The shells completions are written for.

@@ -114,8 +114,6 @@ fn bash_completion_loads_the_installed_file() {
 
 /// `record --call-g<TAB>` becomes `record --call-graph`.
 #[test]
-#[ignore = "needs record's completion file: bpfperf_record::cli::command() in manual/src/lib.rs \
-            commands() (issue 51, item 1: record as lib + thin bin)"]
 fn bash_completes_record_flags() {
     if !tmux_ok() {
         return;

@@ -147,11 +147,8 @@ fn report_page_says_what_report_help_says() {
     }
 }
 
-/// Every binary scripts/install installs has its page and completions. Until record's command
-/// line is a library function the generator can call, record has neither.
+/// Every binary scripts/install installs has its page and completions.
 #[test]
-#[ignore = "record has no page or completions until bpfperf_record::cli::command() exists and is \
-            listed in manual/src/lib.rs commands() (issue 51, item 1: record as lib + thin bin)"]
 fn every_installed_binary_has_its_page_and_completions() {
     let p = prefix();
     for bin in names(&p.join("bin")) {

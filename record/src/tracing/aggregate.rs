@@ -10,7 +10,7 @@
 use bpf::TraceHist;
 use format::{FieldKind, TraceFormat};
 
-use super::Traced;
+use super::request::Traced;
 
 /// `--hist latency`: the histogram of a pair's latency (as analyze hist names it).
 pub const LATENCY: &str = "latency";

@@ -8,9 +8,10 @@ use bpf::trace::{TraceAttach, TraceEvent, TracePayload, PROBE_ARGS};
 use super::filter::Parsed;
 use super::formats::{self, Arg};
 use super::naming::{self, Names};
+use super::request::{Host, Traced};
 use super::symbols::{Binary, Missing};
 use super::tracepoints::Tracepoint;
-use super::{kprobes, syscalls, usdt, Host, Traced};
+use super::{kprobes, syscalls, usdt};
 
 /// The events so far.
 pub struct Builder<'h> {

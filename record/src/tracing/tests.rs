@@ -7,8 +7,20 @@ use bpf::trace::{Cmp, FilterInsn, Operand, TraceAttach, TracePayload};
 use format::events::PROBE_TRACEPOINT_ID_BASE;
 use format::TraceFormat;
 
-use super::testing::{fake_tracefs, host, skip_or_fail, temp_dir};
+use super::testing::{skip_or_fail, temp_dir};
+use super::tracepoints::{fake_tracefs, Tracefs};
 use super::*;
+
+/// This machine, but with `tracefs` and without kprobes.
+fn host(tracefs: Tracefs) -> Host {
+    Host {
+        tracefs,
+        kprobes: false,
+        kallsyms: "/nonexistent".into(),
+        debug_root: "/usr/lib/debug".into(),
+        places: super::libraries::Places::host(&[], None),
+    }
+}
 
 fn request(events: &[(&str, Option<&str>)]) -> Request {
     Request {

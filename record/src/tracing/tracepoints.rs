@@ -193,10 +193,46 @@ pub fn default_root() -> &'static Path {
     Path::new("/sys/kernel/tracing")
 }
 
+/// Tests only: a tracefs of its own: two systems, and a format file per event.
+#[cfg(test)]
+pub(crate) fn fake_tracefs(dir: &Path) -> Tracefs {
+    let fmt = |name: &str, id: u64, fields: &str| {
+        format!(
+            "name: {name}\nID: {id}\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n{fields}\n\
+print fmt: \"x\"\n"
+        )
+    };
+    let read = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned int fd;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:size_t count;\toffset:32;\tsize:8;\tsigned:0;\n";
+    let exit = "\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n";
+    let exec = "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n";
+    for (sys, name, id, fields) in [
+        ("syscalls", "sys_enter_read", 700, read),
+        ("syscalls", "sys_exit_read", 701, exit),
+        ("syscalls", "sys_enter_openat", 702, read),
+        ("syscalls", "sys_enter_openat2", 703, read),
+        ("sched", "sched_process_exec", 300, exec),
+        ("ftrace", "function", 1, ""),
+    ] {
+        let d = dir.join("events").join(sys).join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("format"), fmt(name, id, fields)).unwrap();
+    }
+    std::fs::write(dir.join("events/header_page"), "x").unwrap();
+    Tracefs { root: dir.into() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracing::testing::{fake_tracefs, temp_dir};
+    use crate::tracing::testing::temp_dir;
 
     #[test]
     fn globs() {

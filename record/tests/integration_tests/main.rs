@@ -10,6 +10,7 @@ mod faults;
 mod follow;
 mod habits;
 mod heatmap;
+mod layers;
 mod loss;
 mod net;
 mod offcpu_io;

@@ -7,8 +7,8 @@ use bpf::trace::{
 };
 use format::{Field, FieldKind, TraceFormat};
 
+use super::error::Error;
 use super::parse::{Expr, Op, Pred, Value};
-use super::Error;
 
 /// What a name in a filter reads.
 enum Source<'a> {

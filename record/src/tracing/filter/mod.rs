@@ -13,6 +13,7 @@
 //! `common_preempt_count` read 0.
 
 mod compile;
+mod error;
 mod parse;
 
 #[cfg(test)]
@@ -23,12 +24,7 @@ mod tests;
 use bpf::trace::Filter;
 use format::TraceFormat;
 
-/// Where a filter is wrong (column: 1-based, in characters) and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    pub column: usize,
-    pub message: String,
-}
+use error::Error;
 
 /// A checked filter expression, compiled per event by [`Parsed::compile`].
 #[derive(Debug, Clone)]

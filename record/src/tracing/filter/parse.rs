@@ -3,7 +3,7 @@
 //! != < <= > >= & ~`; VALUE a number (decimal, `0x` hex, `0` octal, negative), a string in
 //! double or single quotes, or an unquoted word (a string, as the kernel takes it).
 
-use super::Error;
+use super::error::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {

@@ -4,7 +4,7 @@
 //! timestamped name too when recording ends. With a limit, only the last N files are kept.
 //!
 //! Each file stands alone: it starts with what its reader needs of the processes and kernel
-//! code that earlier files described (see [`crate::known`]), as perf synthesizes them again
+//! code that earlier files described (see [`crate::sideband::known`]), as perf synthesizes them again
 //! into each new file.
 
 use std::collections::VecDeque;

@@ -1,141 +1,28 @@
-//! One recording: start the probes, run the workload, merge BPF events and side-band facts by
-//! time into rounds of the perf.data file, finish with features and build ids.
+//! One recording from start to end: start the probes, run the workload, merge BPF events and
+//! side-band facts by time into rounds of the perf.data file, finish with features and build
+//! ids.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use format::{BuildIdEntry, EventAttr, Features, PerfFileWriter};
+use format::Features;
+use std::collections::HashMap;
 
+use super::dumps::DumpCounts;
+use super::phases::Phases;
+use super::runtimes::{ask_jvm_maps, flag_jvms, watch_python, workload_env};
+use super::settings::{aggregate_entries, net_unseen_every, test_setting};
+use super::summary::Summary;
+use super::workload;
+use crate::capture::item::Item;
+use crate::capture::recorder::Recorder;
+use crate::capture::take::{on_chosen_cpu, take_aggregated, take_cache_counts, GlueStripper};
+use crate::config::{Config, Target};
 use crate::host::{self, monotonic_ns};
-use crate::phases::Phases;
-use crate::recorder::{Item, Recorder};
-use crate::rotation::Rotation;
-use crate::sideband::TimedFact;
-use crate::{buildid, kernel, procfs, workload};
-
-/// What to record.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub output: PathBuf,
-    /// Sample on-CPU stacks (cpu-clock).
-    pub sampling: bool,
-    pub frequency: u64,
-    /// Only what happens on these CPUs (None: every CPU).
-    pub cpus: Option<Vec<u32>>,
-    pub target: Target,
-    /// The workload to run (may be empty with -p or -a).
-    pub command: Vec<String>,
-    /// record's own command line, for the CMDLINE feature.
-    pub cmdline: Vec<String>,
-    /// Record off-CPU intervals at least this long (None: no off-CPU).
-    pub off_cpu_min_ns: Option<u64>,
-    /// With off-CPU: record who woke each interval.
-    pub wakeups: bool,
-    /// Record block I/O.
-    pub block_io: bool,
-    /// Count page-cache use per process each second (cachestat).
-    pub cache: bool,
-    /// Record TCP connections, retransmits, resets and drops.
-    pub net: bool,
-    /// With `net`: skbs of each socket followed to the device a second (0: all).
-    pub net_send_rate: u64,
-    /// Skbs followed a second on the whole machine at most (see bpf::Options::net_send_cap).
-    pub net_send_cap: u64,
-    /// Time send calls by the kernel's TX timestamping (bpf::Options::net_send_calls).
-    pub net_send_calls: bool,
-    /// Record major page faults, timed.
-    pub faults: bool,
-    /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
-    pub stack_copy_bytes: u32,
-    /// DWARF mode: unwind in the kernel where the tables are built (record/src/unwinding).
-    pub unwind_in_kernel: bool,
-    /// Read the Python frames of CPython processes.
-    pub python: bool,
-    /// Count on-CPU samples in the kernel and write them per stack, with their count as the
-    /// period.
-    pub aggregate: bool,
-    /// With `aggregate`: the power-of-two histogram of this field of the traced events (or
-    /// `latency`), counted in the kernel per bucket.
-    pub hist: Option<String>,
-    /// With `aggregate`: write the counts this often (None: at the end only).
-    pub interval: Option<Duration>,
-    /// Size of the BPF ring buffer in 4 KiB pages (None: sized from the rate).
-    pub ring_pages: Option<u64>,
-    /// Print phase timings.
-    pub verbose: bool,
-    /// Show a status line while recording (on a terminal only).
-    pub status_line: bool,
-    /// Stop recording after this long (the workload, if any, keeps running).
-    pub duration: Option<Duration>,
-    /// zstd level of `-z` (None: records written as they are).
-    pub compression_level: Option<i32>,
-    /// Any events: tracepoints, probes, latency pairs.
-    pub trace: crate::tracing::Request,
-    /// Rotate the output (`--switch-output`): a series of files, each whole.
-    pub switch_output: Option<crate::rotation::Options>,
-    /// Have every JVM recorded write its perf map ([`crate::jvm`]).
-    pub jvm_perfmap: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// Only the workload and its descendants.
-    Workload,
-    /// These running processes (and their descendants).
-    Pids(Vec<u32>),
-    /// Every process.
-    SystemWide,
-}
-
-/// What a recording produced.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    pub samples: u64,
-    /// With --aggregate: the records the counted samples became.
-    pub aggregated: u64,
-    pub off_cpu: u64,
-    /// Run-queue samples (off-CPU intervals that waited for a CPU).
-    pub runq: u64,
-    pub io: u64,
-    /// Network events (connections, retransmits, resets, drops).
-    pub net: u64,
-    /// Major page faults (fault-time samples).
-    pub faults: u64,
-    pub wakeups: u64,
-    /// Any events' samples (tracepoints, probes).
-    pub traced: u64,
-    /// Off-CPU intervals recorded without their waker (it could not be kept).
-    pub missed_wakers: u64,
-    /// With --aggregate: samples that did not fit in the kernel's maps, written one by one.
-    pub missed_aggregations: u64,
-    /// With --aggregate of traced events: the records they became.
-    pub traced_records: Option<u64>,
-    /// With --aggregate: traced events that did not fit in the kernel's maps, written one
-    /// by one.
-    pub missed_event_aggregations: u64,
-    pub lost: u64,
-    /// Of `lost`, the events the kernel dropped, by what they were (the rest: side-band
-    /// records, mappings and names, that perf's buffers lost).
-    pub drops: bpf::Drops,
-    /// Of `lost`, the samples that did not fit in the file (its filesystem full).
-    pub unwritten: u64,
-    pub duration: Duration,
-    /// Bytes written, in all files.
-    pub bytes: u64,
-    /// The file written (the last of a rotated recording).
-    pub path: PathBuf,
-    /// With --switch-output: the files written, and how many of them are kept.
-    pub files: u64,
-    pub kept: u64,
-    /// The workload's exit status (code, or 128 + signal).
-    pub exit_status: Option<i32>,
-    /// Why recording stopped early: the filesystem filled (the file holds every record that
-    /// fit; the workload was left running).
-    pub stopped: Option<String>,
-}
+use crate::output::files::Files;
+use crate::output::rotation::Rotation;
+use crate::sideband::{kernel, procfs, TimedFact};
 
 /// How far behind "now" a round ends, so that events still being written on other CPUs
 /// land in the next round instead of arriving older than a finished round.
@@ -144,281 +31,6 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Page-cache counts are taken this often (cachestat's interval).
 const CACHE_INTERVAL_NS: u64 = 1_000_000_000;
-
-/// Takes the kernel's page-cache counts since `since` into `pending`; returns now.
-fn take_cache_counts(profiler: &bpf::Profiler, pending: &mut Vec<Item>, since: u64) -> u64 {
-    let now = monotonic_ns();
-    pending.extend(
-        profiler
-            .take_cache_counts()
-            .into_iter()
-            .map(|counts| Item::Cache {
-                counts,
-                time: now,
-                interval_ns: now - since,
-            }),
-    );
-    now
-}
-
-/// Takes the on-CPU samples the kernel counted into `pending`, at `time` (the end of the
-/// interval they were counted in).
-fn take_aggregated(
-    profiler: &bpf::Profiler,
-    cfg: &Config,
-    events: bool,
-    pending: &mut Vec<Item>,
-    time: u64,
-) -> anyhow::Result<()> {
-    if cfg.sampling {
-        pending.extend(
-            profiler
-                .take_aggregated()?
-                .into_iter()
-                .map(|samples| Item::Aggregated { samples, time }),
-        );
-    }
-    if events {
-        pending.extend(
-            profiler
-                .take_aggregated_events()?
-                .into_iter()
-                .map(|events| Item::AggregatedEvents { events, time }),
-        );
-    }
-    Ok(())
-}
-
-/// The number above 0 that the test setting `name` holds, where set; `what` it counts names
-/// it in the error.
-fn test_setting(name: &str, what: &str) -> anyhow::Result<Option<u32>> {
-    match std::env::var(name) {
-        Ok(v) => match v.parse::<u32>() {
-            Ok(n) if n > 0 => Ok(Some(n)),
-            _ => bail!("{name}={v}: expected a number of {what} above 0"),
-        },
-        Err(_) => Ok(None),
-    }
-}
-
-/// The entries of each aggregation map: `BPFPERF_AGG_ENTRIES` where set (tests make the
-/// maps tiny to see what does not fit), else bpfperf.h's.
-fn aggregate_entries() -> anyhow::Result<Option<u32>> {
-    test_setting("BPFPERF_AGG_ENTRIES", "entries")
-}
-
-/// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make about one skb in N pass the driver
-/// unseen, as the kernel now and then runs no program for a hook), else 0.
-fn net_unseen_every() -> anyhow::Result<u32> {
-    Ok(test_setting("BPFPERF_NET_UNSEEN_EVERY", "skbs")?.unwrap_or(0))
-}
-
-/// The counts of the files of a rotated recording moved to their names so far.
-#[derive(Default)]
-struct DumpCounts {
-    samples: u64,
-    other: u64,
-    lost: u64,
-    bytes: u64,
-}
-
-impl DumpCounts {
-    /// What `rec` wrote so far, in files of `written` bytes.
-    fn of(rec: &Recorder, written: u64) -> DumpCounts {
-        DumpCounts {
-            samples: rec.samples,
-            other: rec.off_cpu
-                + rec.runq
-                + rec.faults
-                + rec.io
-                + rec.wakeups
-                + rec.traced
-                + rec.net,
-            lost: rec.lost,
-            bytes: written,
-        }
-    }
-
-    /// Says (unless quiet) what the file just moved to `path` holds, as perf says `[ perf
-    /// record: Dump perf.data.<timestamp> ]`: the difference between `now`, the counts of
-    /// all files so far, and the counts before it.
-    fn print(&mut self, cfg: &Config, now: DumpCounts, path: &Path) {
-        if cfg.status_line {
-            eprintln!(
-                "[ record: Dump {}: {} samples, {} other events, {} lost, {} bytes ]",
-                path.display(),
-                now.samples - self.samples,
-                now.other - self.other,
-                now.lost - self.lost,
-                now.bytes - self.bytes
-            );
-        }
-        *self = now;
-    }
-}
-
-/// Creates the recording's files, with its events.
-struct Files {
-    attrs: Vec<EventAttr>,
-    compression_level: Option<i32>,
-    /// The features every file has; each adds the build ids of the files it maps.
-    features: Features,
-    kernel_build_id: Option<Vec<u8>>,
-    /// Build ids read so far (a rotated recording finishes many files mapping the same).
-    build_ids: HashMap<String, Option<Vec<u8>>>,
-}
-
-impl Files {
-    fn create(&self, path: &Path) -> Result<PerfFileWriter, format::Error> {
-        match self.compression_level {
-            Some(level) => PerfFileWriter::create_compressed(path, self.attrs.clone(), level),
-            None => PerfFileWriter::create(path, self.attrs.clone()),
-        }
-    }
-
-    /// Finishes `writer`, whose records map `files` (their build ids in `mapped` for those
-    /// of other mount namespaces): the features, with the build ids. Returns its size.
-    fn finish(
-        &mut self,
-        writer: PerfFileWriter,
-        files: &BTreeSet<String>,
-        mapped: &BTreeMap<String, Option<Vec<u8>>>,
-    ) -> Result<u64, format::Error> {
-        let mut build_ids = Vec::new();
-        if let Some(id) = &self.kernel_build_id {
-            build_ids.push(BuildIdEntry {
-                pid: -1,
-                kernel: true,
-                build_id: id.clone(),
-                filename: "[kernel.kallsyms]".into(),
-            });
-        }
-        for file in files {
-            let id = match mapped.get(file) {
-                Some(Some(foreign_id)) => Some(foreign_id.clone()),
-                _ => match self.build_ids.get(file) {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = buildid::of_file(Path::new(file));
-                        self.build_ids.insert(file.clone(), id.clone());
-                        id
-                    }
-                },
-            };
-            if let Some(id) = id {
-                build_ids.push(BuildIdEntry {
-                    pid: -1,
-                    kernel: false,
-                    build_id: id,
-                    filename: file.clone(),
-                });
-            }
-        }
-        let features = Features {
-            build_ids,
-            ..self.features.clone()
-        };
-        writer.finish(&features)
-    }
-}
-
-/// What the workload's environment gets beside record's own.
-fn workload_env(cfg: &Config) -> Vec<(String, String)> {
-    let mut env = Vec::new();
-    if cfg.jvm_perfmap {
-        env.push(crate::jvm::workload_env());
-    }
-    env
-}
-
-/// The JVMs seen so far write their perf map when they exit (those running when recording
-/// began at once, the others once settled).
-fn flag_jvms(cfg: &Config, flagger: &mut crate::jvm::Flagger, jvms: &BTreeSet<u32>, initial: bool) {
-    if !cfg.jvm_perfmap {
-        return;
-    }
-    flagger.note(jvms, initial);
-    for why in flagger.run_due() {
-        eprintln!("record: {why}; its perf map is asked for at the end only (jcmd)");
-    }
-}
-
-/// The JVMs still running write their perf maps now (jcmd).
-fn ask_jvm_maps(cfg: &Config, jvms: &BTreeSet<u32>) {
-    if !cfg.jvm_perfmap {
-        return;
-    }
-    let alive: Vec<u32> = jvms
-        .iter()
-        .copied()
-        .filter(|&p| !procfs::has_exited(p))
-        .collect();
-    for why in crate::jvm::ask_maps(&alive) {
-        eprintln!("record: {why}; its JIT frames are [unknown]");
-    }
-}
-
-/// Tells the BPF programs about a process that runs a Python interpreter (a mapping of one,
-/// or a fork of such a process). A failure costs that process its Python frames only.
-fn watch_python(profiler: &bpf::Profiler, python: &mut crate::python::Python, fact: &TimedFact) {
-    if let Some(w) = python.observe(&fact.fact, fact.time) {
-        if let Err(e) = profiler.watch_python(w.pid, w.runtime, &w.offsets) {
-            eprintln!("record: Python frames of pid {}: {e}", w.pid);
-        }
-    }
-}
-
-/// Leaves out what ran the tracepoint program atop the kernel stacks it took (see
-/// [`kernel::Symbols::glue_frames`]); cpu-clock samples' stacks start where they were taken.
-#[derive(Default)]
-struct GlueStripper {
-    /// The last shared network stack seen and what it is without the glue: the skbs of one
-    /// send call, tens of thousands a second, share their call's stack.
-    last_net: Option<SeenAndStripped>,
-}
-
-type SeenAndStripped = (Arc<[u64]>, Arc<[u64]>);
-
-impl GlueStripper {
-    fn strip(&mut self, e: &mut bpf::Event, symbols: &kernel::Symbols) {
-        let stack = match e {
-            bpf::Event::OffCpu(o) | bpf::Event::Dirty(o) => &mut o.kernel_stack,
-            bpf::Event::BlockIo(b) => &mut b.kernel_stack,
-            bpf::Event::Wakeup(w) => &mut w.kernel_stack,
-            bpf::Event::Trace(t) => &mut t.kernel_stack,
-            bpf::Event::Net(n) => return self.strip_shared(&mut n.kernel_stack, symbols),
-            bpf::Event::OnCpu(_) | bpf::Event::Fault(_) | bpf::Event::Exit { .. } => return,
-        };
-        let n = symbols.glue_frames(stack);
-        stack.drain(..n);
-    }
-
-    fn strip_shared(&mut self, stack: &mut Arc<[u64]>, symbols: &kernel::Symbols) {
-        // The memo holds the stack it saw: its address cannot be reused meanwhile.
-        if let Some((seen, stripped)) = &self.last_net {
-            if Arc::ptr_eq(seen, stack) {
-                *stack = stripped.clone();
-                return;
-            }
-        }
-        let n = symbols.glue_frames(stack);
-        let stripped: Arc<[u64]> = if n == 0 {
-            stack.clone()
-        } else {
-            stack[n..].into()
-        };
-        let seen = std::mem::replace(stack, stripped.clone());
-        self.last_net = Some((seen, stripped));
-    }
-}
-
-/// Whether `e` happened on a CPU `-C` chose (or is not about one CPU).
-fn on_chosen_cpu(cfg: &Config, e: &bpf::Event) -> bool {
-    match (&cfg.cpus, e.cpu()) {
-        (Some(cpus), Some(cpu)) => cpus.contains(&cpu),
-        _ => true,
-    }
-}
 
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
@@ -511,7 +123,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let bpf_programs = kernel::bpf_programs();
     phases.mark("BPF programs listed");
     host::rotate_old(&cfg.output)?;
-    let events = crate::events::events(cfg, &traced);
+    let events = crate::capture::attrs::events(cfg, &traced);
     phases.mark("tracefs formats read");
     let (hostname, release) = host::uname();
     let mut files = Files {
@@ -541,7 +153,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     rec.counted = counted;
     if system_wide && cfg.aggregate {
         rec.thin = true;
-        rec.known = Some(crate::known::Known::keeping_exited());
+        rec.known = Some(crate::sideband::known::Known::keeping_exited());
     }
     let mut rotation = cfg.switch_output.map(|o| Rotation::new(o, &cfg.output));
     if rotation.is_some() && rec.known.is_none() {
@@ -562,7 +174,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     phases.mark("workload released");
     // --duration counts from here, as perf's does from its workload's start: the seconds
     // asked for are all recorded, however long the BPF programs took to load.
-    let recording = crate::phases::Recording::start();
+    let recording = crate::session::phases::Recording::start();
 
     let symbols = kernel_symbols.join().unwrap_or_default();
     phases.mark("kernel symbols read");
@@ -603,7 +215,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     rec.writer.finish_round()?;
     phases.mark("existing processes described");
-    let mut flagger = crate::jvm::Flagger::default();
+    let mut flagger = crate::runtimes::jvm::Flagger::default();
     flag_jvms(cfg, &mut flagger, &rec.jvms, true);
 
     let mut exit_status = None;
@@ -611,7 +223,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut facts = Vec::new();
     let mut cache_taken = monotonic_ns();
     let mut aggregated_taken = monotonic_ns();
-    let mut status = crate::status::StatusLine::new(cfg.status_line);
+    let mut status = crate::session::status::StatusLine::new(cfg.status_line);
     let mut glue = GlueStripper::default();
     loop {
         let cut = monotonic_ns().saturating_sub(ROUND_SLACK_NS);
@@ -669,7 +281,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
         rec.write_drops(profiler.drops_by_event(), cut)?;
-        status.update(|| crate::status::Counts {
+        status.update(|| crate::session::status::Counts {
             samples: rec.samples,
             other_events: rec.off_cpu
                 + rec.runq
@@ -828,8 +440,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
                 eprintln!("record: no unwind table: {why}");
             }
         }
-        crate::python::report(&rec.python);
-        crate::phases::report_costs(&programs, &recording);
+        crate::runtimes::python::report(&rec.python);
+        crate::session::phases::report_costs(&programs, &recording);
         for (what, n) in profiler.drops_by_kind() {
             if n > 0 {
                 eprintln!("record: lost {n} {what}");

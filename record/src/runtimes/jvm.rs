@@ -101,7 +101,7 @@ impl Flagger {
             *at = (*tries < 2).then(|| now + RECHECK);
             if let Err(why) = result {
                 *at = None;
-                if !crate::procfs::has_exited(pid) {
+                if !crate::sideband::procfs::has_exited(pid) {
                     problems.push(format!("JVM {pid}: {why}"));
                 }
             }
@@ -129,11 +129,11 @@ impl Flagger {
     pub fn restore(&self) -> Vec<String> {
         self.set
             .iter()
-            .filter(|(&pid, _)| !crate::procfs::has_exited(pid))
+            .filter(|(&pid, _)| !crate::sideband::procfs::has_exited(pid))
             .filter_map(|(&pid, &addr)| {
                 reset_flag(pid, addr)
                     .err()
-                    .filter(|_| !crate::procfs::has_exited(pid))
+                    .filter(|_| !crate::sideband::procfs::has_exited(pid))
                     .map(|why| format!("JVM {pid}: {why}"))
             })
             .collect()

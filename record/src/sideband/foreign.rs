@@ -39,7 +39,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// namespace), and caches it under its build id; the build id, if it has one.
 pub fn cache(pid: u32, start: u64, end: u64, path: &str) -> Option<Vec<u8>> {
     let bytes = read_mapped(pid, start, end, path)?;
-    let id = crate::buildid::of_bytes(&bytes)?;
+    let id = crate::sideband::buildid::of_bytes(&bytes)?;
     let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
     if let Some(root) = cache_dir() {
         let _ = store(&root, path, &hex, &bytes);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use format::{attr_flag, event_type, sample_type as st, sw_event, EventAttr};
 
-use crate::session::Config;
+use crate::config::Config;
 
 /// Ids of the events' records.
 pub const CPU_CLOCK_ID: u64 = 1;

@@ -126,7 +126,7 @@ pub fn symbols() -> Symbols {
 /// The running kernel's GNU build id, from the ELF notes in /sys/kernel/notes.
 pub fn build_id() -> Option<Vec<u8>> {
     let notes = std::fs::read("/sys/kernel/notes").ok()?;
-    crate::buildid::from_notes(&notes)
+    crate::sideband::buildid::from_notes(&notes)
 }
 
 /// The BPF programs loaded now (record's own among them), as the KSYMBOL records (one per
