@@ -99,9 +99,18 @@ pub fn record_env(args: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// `cmd` run under /usr/bin/time, which reports its CPU time on stderr (see [`cpu_seconds`]).
 pub fn timed<'a>(cmd: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["/usr/bin/time", "-f", "bpfperf-cpu %U %S"];
+    let mut v = vec!["/usr/bin/time", "-f", "bpfperf-cpu %U %S\nbpfperf-wall %e"];
     v.extend_from_slice(cmd);
     v
+}
+
+/// Elapsed seconds of a command run by [`timed`], from record's stderr.
+pub fn wall_seconds(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bpfperf-wall "))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time from /usr/bin/time in: {stderr}"))
 }
 
 /// User + system seconds of a command run by [`timed`], from record's stderr.
