@@ -8,6 +8,7 @@
 //! mappings as it does for JIT code; analyze reads it the same way and `archive` keeps it.
 
 mod code;
+mod notread;
 mod offsets;
 
 use std::collections::{HashMap, HashSet};
@@ -35,6 +36,8 @@ const MAX_BINARY: u64 = 512 << 20;
 #[derive(Debug, Clone)]
 struct Interpreter {
     minor: u32,
+    /// `Py_Version` (3.11 on), as the file holds it.
+    version: Option<u64>,
     /// `_PyRuntime`'s address.
     runtime: u64,
     /// `_PyEval_EvalFrameDefault`'s range.
@@ -91,8 +94,6 @@ pub struct Stats {
     pub unreadable: u64,
     /// Addresses found holding another code object than when first read.
     pub replaced: u64,
-    /// Interpreters of a version the reader does not know.
-    pub unknown_versions: Vec<String>,
 }
 
 /// The Python processes of a recording.
@@ -105,6 +106,8 @@ pub struct Python {
     binaries: HashMap<String, Option<Interpreter>>,
     procs: HashMap<u32, Proc>,
     pub stats: Stats,
+    /// Processes whose frames cannot be read, said at the end.
+    pub not_read: notread::NotRead,
 }
 
 /// A process the BPF programs must read frames of.
@@ -112,20 +115,6 @@ pub struct Watch {
     pub pid: u32,
     pub runtime: u64,
     pub offsets: bpf::PyOffsets,
-}
-
-/// `python3.N` or `libpython3.N.so...`: N.
-fn version_of(path: &str) -> Option<u32> {
-    let base = path.rsplit('/').next()?;
-    let rest = base
-        .strip_prefix("python3.")
-        .or_else(|| base.strip_prefix("libpython3."))?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let tail = &rest[digits.len()..];
-    if !(tail.is_empty() || tail.starts_with(".so") || tail == "d" || tail.starts_with("d.so")) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
@@ -147,7 +136,7 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
     let (runtime, _) = find("_PyRuntime")?;
     let (eval, size) = find("_PyEval_EvalFrameDefault")?;
     let e = elf.endian();
-    let segments = elf
+    let segments: Vec<(u64, u64, u64)> = elf
         .elf_program_headers()
         .iter()
         .filter(|ph| ph.p_type(e) == object::elf::PT_LOAD)
@@ -159,8 +148,20 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
             )
         })
         .collect();
+    // Initialized data as the file holds it, at a (file) address.
+    let at = |addr: u64, len: u64| {
+        let (_, _, delta) = segments
+            .iter()
+            .find(|(from, to, delta)| (from + delta..to + delta).contains(&addr))?;
+        let off = addr.wrapping_sub(*delta) as usize;
+        data.get(off..off + len as usize)
+    };
+    let version = find("Py_Version")
+        .and_then(|(a, _)| at(a, 8))
+        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
     Some(Interpreter {
         minor,
+        version,
         runtime,
         eval: (eval, eval + size.max(1)),
         segments,
@@ -180,6 +181,7 @@ impl Default for Python {
             binaries: HashMap::new(),
             procs: HashMap::new(),
             stats: Stats::default(),
+            not_read: Default::default(),
         }
     }
 }
@@ -223,20 +225,31 @@ impl Python {
                 filename,
                 ..
             } if prot & 4 != 0 => {
-                let minor = version_of(filename)?;
+                let (major, minor) = notread::version_of_path(filename)?;
                 if self.procs.contains_key(pid) {
                     return None;
                 }
-                let interp = self
+                if major != 3 {
+                    let why = format!("no layout for {major}.{minor}");
+                    self.not_read.note(*pid, major, minor, why);
+                    return None;
+                }
+                let Some(interp) = self
                     .binaries
                     .entry(filename.clone())
                     .or_insert_with(|| interpreter(filename, minor))
-                    .clone()?;
+                    .clone()
+                else {
+                    let why = format!("no _PyRuntime or _PyEval_EvalFrameDefault in {filename}");
+                    self.not_read.note(*pid, major, minor, why);
+                    return None;
+                };
                 let Some(offsets) = offsets::for_version(interp.minor) else {
-                    let v = format!("{filename} (3.{minor})");
-                    if !self.stats.unknown_versions.contains(&v) {
-                        self.stats.unknown_versions.push(v);
-                    }
+                    let found = interp
+                        .version
+                        .map_or(format!("3.{minor}"), notread::version_text);
+                    let why = format!("no layout for {found}");
+                    self.not_read.note(*pid, major, minor, why);
                     return None;
                 };
                 let (_, _, delta) = interp
@@ -245,6 +258,7 @@ impl Python {
                     .find(|(from, to, _)| (*from..*to.max(&(from + 1))).contains(pgoff))?;
                 // The load bias: the mapping's address less the file address it maps.
                 let bias = start.wrapping_sub(pgoff.wrapping_add(*delta));
+                self.not_read.read(*pid);
                 self.stats.processes.push(*pid);
                 self.procs.insert(
                     *pid,
@@ -269,6 +283,7 @@ impl Python {
             }
             Fact::Fork { pid, ppid, .. } if pid != ppid => {
                 // A new process: the parent's interpreter at the same addresses.
+                self.not_read.inherit(*pid, *ppid);
                 let parent = self.procs.get(ppid)?;
                 let watch = Watch {
                     pid: *pid,
@@ -517,8 +532,12 @@ pub fn report(python: &Python) {
                 .join(" ")
         );
     }
-    for v in &s.unknown_versions {
-        eprintln!("record: Python frames not read for {v}: only 3.11's layout is known");
+}
+
+/// Said with or without `-v`: each process whose Python frames were not read, and why.
+pub fn report_not_read(python: &Python) {
+    for line in python.not_read.lines() {
+        eprintln!("{line}");
     }
 }
 
@@ -630,21 +649,5 @@ mod tests {
         // A later exec (python running something else) does forget it.
         assert!(py.observe(&exec(8), 300).is_none());
         assert!(!py.procs.contains_key(&8));
-    }
-
-    #[test]
-    fn interpreter_versions_from_paths() {
-        assert_eq!(version_of("/usr/bin/python3.11"), Some(11));
-        assert_eq!(
-            version_of("/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"),
-            Some(12)
-        );
-        assert_eq!(version_of("/usr/bin/python3.11d"), Some(11));
-        assert_eq!(version_of("/usr/bin/python3"), None);
-        assert_eq!(
-            version_of("/usr/lib/python3.11/lib-dynload/_hashlib.cpython-311.so"),
-            None
-        );
-        assert_eq!(version_of("/usr/bin/python3.11-config"), None);
     }
 }

@@ -14,6 +14,7 @@ mod loss;
 mod net;
 mod offcpu_io;
 mod python;
+mod python_versions;
 mod rotation;
 mod runtimes;
 mod sampling;

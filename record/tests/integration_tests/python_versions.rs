@@ -1,0 +1,63 @@
+//! Python versions record cannot read (pyenv's 2.7 and 3.7, under /root/.pyenv/versions/):
+//! each process is named once at the end with its version and why, never a silent miss.
+
+use crate::common::*;
+
+const PYENV: &str = "/root/.pyenv/versions";
+
+/// A busy half second in the interpreter (what 2.7 and 3.x both run).
+const SPIN: &str = "import time\nt = time.time()\nwhile time.time() - t < 0.5: pass\n";
+
+fn not_read_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("Python frames not read"))
+        .collect()
+}
+
+fn says_not_read(program: &str, version: &str) {
+    let python = format!("{PYENV}/{version}/bin/{program}");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "{python} missing (pyenv's builds are on every machine of the project's kind)"
+    );
+    let dir = TempDir::new("python-not-read");
+    let data = dir.path("perf.data");
+    let out = record(&["-o", data.to_str().unwrap()], &[&python, "-c", SPIN]);
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines = not_read_lines(&stderr);
+    let short: String = version.split('.').take(2).collect::<Vec<_>>().join(".");
+    assert_eq!(lines.len(), 1, "once per process: {stderr}");
+    let line = lines[0];
+    let (head, why) = line.split_once("): ").unwrap();
+    assert!(
+        head.starts_with(&format!("record: {program} (pid ")),
+        "{line}"
+    );
+    let pid: u32 = head.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(pid > 0, "{line}");
+    assert_eq!(
+        why,
+        format!("Python frames not read: no layout for {short}"),
+        "{line}"
+    );
+}
+
+#[test]
+fn python_2_7_is_named_as_not_read() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    says_not_read("python2.7", "2.7.18");
+}
+
+#[test]
+fn python_3_7_is_named_as_not_read() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    says_not_read("python3.7", "3.7.16");
+}
