@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Python frames: the interpreter frame chain of a sampled CPython (3.11) thread, read from
+/* Python frames: the interpreter frame chain of a sampled CPython (3.11 on) thread, read from
  * its thread state. record installs, per process, the address of `_PyRuntime` and the struct
  * offsets of the running version (py_procs); the sample then carries each frame's code
  * object and last instruction, and record names them.
@@ -78,19 +78,23 @@ static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, _
 	__u64 tstate = py_thread_state(p, tid);
 	if (!tstate)
 		return;
-	__u64 cframe = py_read_ptr(tstate + p->off.tstate_cframe);
-	if (!cframe)
-		return;
-	__u64 frame = py_read_ptr(cframe + p->off.cframe_current_frame);
+	__u64 frame = py_read_ptr(tstate + p->off.tstate_cframe);
+	if (!(p->off.flags & PY_NO_CFRAME) && frame)
+		frame = py_read_ptr(frame + p->off.cframe_current_frame);
 	__u32 n = 0;
 	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
-		__u64 code = py_read_ptr(frame + p->off.frame_code);
+		/* (3.14's f_executable is a tagged reference: its low bits are no address.) */
+		__u64 code = py_read_ptr(frame + p->off.frame_code) & ~7ULL;
 		__u64 instr = py_read_ptr(frame + p->off.frame_prev_instr);
-		__u8 entry = 0;
-		bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
+		__u8 entry = 0, owner = 0;
+		if (p->off.flags & PY_ENTRY_BY_OWNER)
+			bpf_probe_read_user(&owner, 1, (void *)(frame + p->off.frame_owner));
+		else
+			bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
 		if (!code)
 			break;
-		code_out[i & (MAX_PY_FRAMES - 1)] = code | (entry ? 1 : 0);
+		code_out[i & (MAX_PY_FRAMES - 1)] =
+			code | (entry ? 1 : 0) | (owner == PY_FRAME_OWNED_BY_CSTACK ? 2 : 0);
 		lasti_out[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
 		n = i + 1;
 		frame = py_read_ptr(frame + p->off.frame_previous);

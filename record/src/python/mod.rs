@@ -10,6 +10,7 @@
 mod code;
 mod notread;
 mod offsets;
+mod offsets_3_12;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;

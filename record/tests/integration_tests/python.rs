@@ -111,12 +111,18 @@ fn python_function_shares_match_the_known_split() {
         return;
     }
     let _g = exclusive();
+    shares_match_the_known_split(PYTHON);
+}
+
+/// The workload recorded from its start under `python`: each function's share of its thread
+/// within 3 points of the program's own split, native frames kept around the Python ones.
+pub fn shares_match_the_known_split(python: &str) {
     let dir = TempDir::new("python");
     let data = dir.path("perf.data");
     let script = workload();
     let out = record(
         &["-v", "-o", data.to_str().unwrap()],
-        &[PYTHON, &script, "4"],
+        &[python, &script, "4"],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let ours_known = known_split(&String::from_utf8_lossy(&out.stdout));
@@ -248,6 +254,11 @@ fn python_frames_with_p_match_py_spy() {
         return;
     }
     let _g = exclusive();
+    frames_with_p_match_py_spy(PYTHON);
+}
+
+/// The same attached with `-p` to `python` running the workload under py-spy.
+pub fn frames_with_p_match_py_spy(python: &str) {
     let dir = TempDir::new("python-p");
     let data = dir.path("perf.data");
     let raw = dir.path("pyspy.txt");
@@ -256,12 +267,13 @@ fn python_frames_with_p_match_py_spy() {
         // here, most of them the main thread's, which skewed its shares by 8 points.)
         .args(["record", "--format", "raw", "-r", "200", "-o"])
         .arg(&raw)
-        .args(["--", PYTHON, &workload(), "8"])
+        .args(["--", python, &workload(), "8"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // The workload: py-spy's child, once it has exec'd python (imports done a second in).
+    let exe_name = python.rsplit('/').next().unwrap();
     let children = format!("/proc/{0}/task/{0}/children", spy.id());
     let mut pid = String::new();
     for _ in 0..200 {
@@ -272,7 +284,7 @@ fn python_frames_with_p_match_py_spy() {
             .to_string();
         if !pid.is_empty()
             && std::fs::read_link(format!("/proc/{pid}/exe"))
-                .is_ok_and(|e| e.to_string_lossy().contains("python3.11"))
+                .is_ok_and(|e| e.to_string_lossy().contains(exe_name))
         {
             break;
         }

@@ -1,5 +1,6 @@
-//! Python versions record cannot read (pyenv's 2.7 and 3.7, under /root/.pyenv/versions/):
-//! each process is named once at the end with its version and why, never a silent miss.
+//! Python versions other than Debian's 3.11 (python.rs), pyenv's under /root/.pyenv/versions/:
+//! 3.12 and 3.13 read as 3.11 is; 2.7 and 3.7, which record cannot read, named once each at
+//! the end with their version and why, never a silent miss.
 
 use crate::common::*;
 
@@ -60,4 +61,25 @@ fn python_3_7_is_named_as_not_read() {
     }
     let _g = exclusive();
     says_not_read("python3.7", "3.7.16");
+}
+
+/// pyenv's CPython 3.12 (a shared build: libpython3.12.so), read by its own table.
+const PYTHON_3_12: &str = "/root/.pyenv/versions/3.12.1/bin/python3.12";
+
+#[test]
+fn python_3_12_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::shares_match_the_known_split(PYTHON_3_12);
+}
+
+#[test]
+fn python_3_12_frames_with_p_match_py_spy() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::frames_with_p_match_py_spy(PYTHON_3_12);
 }
