@@ -8,6 +8,7 @@
 //! mappings as it does for JIT code; analyze reads it the same way and `archive` keeps it.
 
 mod code;
+mod debug_offsets;
 mod notread;
 mod offsets;
 mod offsets_3_12;
@@ -39,6 +40,8 @@ struct Interpreter {
     minor: u32,
     /// `Py_Version` (3.11 on), as the file holds it.
     version: Option<u64>,
+    /// 3.13 on: the layout its `_Py_DebugOffsets` gives, or why none.
+    debug: Option<Result<Offsets, String>>,
     /// `_PyRuntime`'s address.
     runtime: u64,
     /// `_PyEval_EvalFrameDefault`'s range.
@@ -53,7 +56,7 @@ struct Proc {
     /// not this interpreter's end.
     since: u64,
     runtime: u64,
-    offsets: &'static Offsets,
+    offsets: Offsets,
     /// `_PyEval_EvalFrameDefault` in the process.
     eval: (u64, u64),
     mem: Option<File>,
@@ -160,9 +163,14 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
     let version = find("Py_Version")
         .and_then(|(a, _)| at(a, 8))
         .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+    let debug = (minor >= 13).then(|| match at(runtime, debug_offsets::NEEDED as u64) {
+        Some(bytes) => debug_offsets::read(bytes),
+        None => Err("its _PyRuntime is not in its file".into()),
+    });
     Some(Interpreter {
         minor,
         version,
+        debug,
         runtime,
         eval: (eval, eval + size.max(1)),
         segments,
@@ -245,13 +253,21 @@ impl Python {
                     self.not_read.note(*pid, major, minor, why);
                     return None;
                 };
-                let Some(offsets) = offsets::for_version(interp.minor) else {
-                    let found = interp
-                        .version
-                        .map_or(format!("3.{minor}"), notread::version_text);
-                    let why = format!("no layout for {found}");
-                    self.not_read.note(*pid, major, minor, why);
-                    return None;
+                let offsets = match (&interp.debug, offsets::for_version(interp.minor)) {
+                    (Some(Ok(o)), _) => *o,
+                    (Some(Err(why)), _) => {
+                        self.not_read.note(*pid, major, minor, why.clone());
+                        return None;
+                    }
+                    (None, Some(o)) => *o,
+                    (None, None) => {
+                        let found = interp
+                            .version
+                            .map_or(format!("3.{minor}"), notread::version_text);
+                        let why = format!("no layout for {found}");
+                        self.not_read.note(*pid, major, minor, why);
+                        return None;
+                    }
                 };
                 let (_, _, delta) = interp
                     .segments
@@ -348,7 +364,7 @@ impl Python {
             let code = p
                 .mem
                 .as_ref()
-                .and_then(|m| code::read(m, f.code, p.offsets));
+                .and_then(|m| code::read(m, f.code, &p.offsets));
             match p.codes.get_mut(&f.code) {
                 Some(k) => {
                     k.checked = Instant::now();

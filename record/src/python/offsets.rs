@@ -114,7 +114,7 @@ impl Offsets {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Each table against its version's headers: `fixtures/python/offsets.c` compiled with

@@ -83,3 +83,66 @@ fn python_3_12_frames_with_p_match_py_spy() {
     let _g = exclusive();
     crate::python::frames_with_p_match_py_spy(PYTHON_3_12);
 }
+
+/// pyenv's CPython 3.13 (shared: libpython3.13.so), read by the layout its own
+/// `_Py_DebugOffsets` gives.
+const PYTHON_3_13: &str = "/root/.pyenv/versions/3.13.0/bin/python3.13";
+
+#[test]
+fn python_3_13_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::shares_match_the_known_split(PYTHON_3_13);
+}
+
+#[test]
+fn python_3_13_frames_with_p_match_py_spy() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::frames_with_p_match_py_spy(PYTHON_3_13);
+}
+
+/// A copy of 3.13's libpython whose `_Py_DebugOffsets` cookie is damaged (found first on
+/// LD_LIBRARY_PATH, before the executable's RUNPATH): named, not guessed at.
+#[test]
+fn python_3_13_with_a_damaged_cookie_is_named_as_not_read() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    let dir = TempDir::new("python-cookie");
+    let lib = "libpython3.13.so.1.0";
+    let mut bytes = std::fs::read(format!("{PYENV}/3.13.0/lib/{lib}")).unwrap();
+    let mut damaged = 0;
+    for i in 0..bytes.len() - 8 {
+        if &bytes[i..i + 8] == b"xdebugpy" {
+            bytes[i] = b'y';
+            damaged += 1;
+        }
+    }
+    assert!(damaged >= 1, "no cookie in 3.13's libpython");
+    std::fs::write(dir.path(lib), &bytes).unwrap();
+    let data = dir.path("perf.data");
+    let libs = dir.0.display().to_string();
+    let out = record_env(
+        &["-o", data.to_str().unwrap()],
+        &[PYTHON_3_13, "-c", SPIN],
+        &[("LD_LIBRARY_PATH", &libs)],
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let lines = not_read_lines(&stderr);
+    assert_eq!(lines.len(), 1, "once per process: {stderr}");
+    assert!(
+        lines[0].starts_with("record: python3.13 (pid ")
+            && lines[0].ends_with(
+                "Python frames not read: its _Py_DebugOffsets cookie (xdebugpy) is not there"
+            ),
+        "{}",
+        lines[0]
+    );
+}
