@@ -626,7 +626,7 @@ struct py_offsets {
 	__u16 frame_is_entry;	       /* _PyInterpreterFrame.is_entry */
 	__u16 code_code_adaptive;      /* PyCodeObject.co_code_adaptive */
 	__u16 frame_owner;	       /* _PyInterpreterFrame.owner (3.12 on) */
-	__u16 flags;		       /* PY_ENTRY_BY_OWNER, PY_NO_CFRAME */
+	__u16 flags;		       /* PY_ENTRY_BY_OWNER, PY_NO_CFRAME, ... below */
 	__u16 _pad[3];
 };
 
@@ -635,6 +635,12 @@ struct py_offsets {
  * _PyCFrame; tstate_cframe is PyThreadState.current_frame. */
 #define PY_ENTRY_BY_OWNER 1
 #define PY_NO_CFRAME 2
+/* 3.8 to 3.10: frame objects (tstate->frame, f_back, f_code), each its own eval call's (all
+ * sent as entries); frame_prev_instr is f_lasti, an int sent as it is. */
+#define PY_FRAME_OBJECTS 4
+/* Before 3.11: no native_thread_id; tstate_native_thread_id is thread_id, the thread's
+ * pthread_t, which is its TLS block's address: the task's fs base on x86-64. */
+#define PY_THREAD_BY_PTHREAD 8
 #define PY_FRAME_OWNED_BY_CSTACK 3
 
 /* A process running CPython: its _PyRuntime's address and the offsets of its version. */

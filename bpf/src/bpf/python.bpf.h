@@ -37,27 +37,38 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 	return v;
 }
 
-static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u32 tid)
+/* What a thread state's tstate_native_thread_id field holds for the current thread: its tid,
+ * or (before 3.11) its pthread_t, the fs base. */
+static __always_inline __u64 py_thread_key(struct py_proc *p, __u32 tid)
+{
+	if (!(p->off.flags & PY_THREAD_BY_PTHREAD))
+		return tid;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	return BPF_CORE_READ(task, thread.fsbase);
+}
+
+static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u64 key)
 {
 	__u64 native = 0;
 	if (bpf_probe_read_user(&native, sizeof(native),
 				(void *)(tstate + p->off.tstate_native_thread_id)))
 		return false;
-	return native == tid;
+	return native == key;
 }
 
 /* The sampled thread's PyThreadState, 0 if it has none (yet). */
 static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 {
+	__u64 key = py_thread_key(p, tid);
 	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid);
-	if (cached && *cached && py_is_thread(p, *cached, tid))
+	if (cached && *cached && py_is_thread(p, *cached, key))
 		return *cached;
 	__u64 interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
 	if (!interp)
 		return 0;
 	__u64 t = py_read_ptr(interp + p->off.interp_threads_head);
 	for (int i = 0; i < PY_MAX_THREADS && t; i++) {
-		if (py_is_thread(p, t, tid)) {
+		if (py_is_thread(p, t, key)) {
 			bpf_map_update_elem(&py_threads, &tid, &t, BPF_ANY);
 			return t;
 		}
@@ -87,15 +98,20 @@ static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, _
 		__u64 code = py_read_ptr(frame + p->off.frame_code) & ~7ULL;
 		__u64 instr = py_read_ptr(frame + p->off.frame_prev_instr);
 		__u8 entry = 0, owner = 0;
-		if (p->off.flags & PY_ENTRY_BY_OWNER)
+		__u32 lasti = (__u32)(instr - code - p->off.code_code_adaptive);
+		if (p->off.flags & PY_ENTRY_BY_OWNER) {
 			bpf_probe_read_user(&owner, 1, (void *)(frame + p->off.frame_owner));
-		else
+		} else if (p->off.flags & PY_FRAME_OBJECTS) {
+			entry = 1;
+			lasti = (__u32)instr;
+		} else {
 			bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
+		}
 		if (!code)
 			break;
 		code_out[i & (MAX_PY_FRAMES - 1)] =
 			code | (entry ? 1 : 0) | (owner == PY_FRAME_OWNED_BY_CSTACK ? 2 : 0);
-		lasti_out[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
+		lasti_out[i & (MAX_PY_FRAMES - 1)] = lasti;
 		n = i + 1;
 		frame = py_read_ptr(frame + p->off.frame_previous);
 	}

@@ -154,6 +154,8 @@ pub fn read(runtime: &[u8]) -> Result<Offsets, String> {
         frame_owner: off("interpreter_frame.owner")?,
         entry_by_owner: true,
         no_cframe: true,
+        frame_objects: false,
+        lines: super::frame_objects::Lines::Locations,
         code_filename: off("code_object.filename")?,
         code_qualname: off("code_object.qualname")?,
         code_firstlineno: off("code_object.firstlineno")?,

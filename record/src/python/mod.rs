@@ -9,6 +9,7 @@
 
 mod code;
 mod debug_offsets;
+mod frame_objects;
 mod notread;
 mod offsets;
 mod offsets_3_12;

@@ -31,6 +31,10 @@ pub struct Offsets {
     pub entry_by_owner: bool,
     /// 3.13 on: no `_PyCFrame`; `tstate_cframe` is `PyThreadState.current_frame`.
     pub no_cframe: bool,
+    /// 3.8 to 3.10: frame objects (`frame_objects.rs`).
+    pub frame_objects: bool,
+    /// How its code objects give lines.
+    pub lines: super::frame_objects::Lines,
     /// `PyCodeObject` fields.
     pub code_filename: u16,
     pub code_qualname: u16,
@@ -64,6 +68,8 @@ const PY_3_11: Offsets = Offsets {
     frame_owner: 69,
     entry_by_owner: false,
     no_cframe: false,
+    frame_objects: false,
+    lines: super::frame_objects::Lines::Locations,
     code_filename: 112,
     code_qualname: 128,
     code_firstlineno: 72,
@@ -80,10 +86,14 @@ const PY_3_11: Offsets = Offsets {
 /// `py_offsets.flags` (python.bpf.h): [`Offsets::entry_by_owner`], [`Offsets::no_cframe`].
 const PY_ENTRY_BY_OWNER: u16 = 1;
 const PY_NO_CFRAME: u16 = 2;
+const PY_FRAME_OBJECTS: u16 = 4;
+const PY_THREAD_BY_PTHREAD: u16 = 8;
 
 /// The offsets of Python 3.`minor`, if it is one the reader knows.
 pub fn for_version(minor: u32) -> Option<&'static Offsets> {
     match minor {
+        8 | 9 => Some(&super::frame_objects::PY_3_8),
+        10 => Some(&super::frame_objects::PY_3_10),
         11 => Some(&PY_3_11),
         12 => Some(&super::offsets_3_12::PY_3_12),
         _ => None,
@@ -107,7 +117,8 @@ impl Offsets {
             code_code_adaptive: self.code_code_adaptive,
             frame_owner: self.frame_owner,
             flags: (self.entry_by_owner as u16 * PY_ENTRY_BY_OWNER)
-                | (self.no_cframe as u16 * PY_NO_CFRAME),
+                | (self.no_cframe as u16 * PY_NO_CFRAME)
+                | (self.frame_objects as u16 * (PY_FRAME_OBJECTS | PY_THREAD_BY_PTHREAD)),
             ..Default::default()
         }
     }
@@ -126,6 +137,12 @@ pub(super) mod tests {
             "/root/.pyenv/versions/3.12.1/include/python3.12",
             for_version(12).unwrap(),
         );
+        for (minor, full) in [(8, "3.8.18"), (9, "3.9.18"), (10, "3.10.13")] {
+            check_against_headers(
+                &format!("/root/.pyenv/versions/{full}/include/python3.{minor}"),
+                for_version(minor).unwrap(),
+            );
+        }
     }
 
     /// What `offsets.c` prints with the headers in `include`, compared with `o`.
@@ -153,6 +170,34 @@ pub(super) mod tests {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         };
+        if o.frame_objects {
+            let pairs = [
+                ("runtime_interpreters_head", o.runtime_interp_head),
+                ("interp_threads_head", o.interp_threads_head),
+                ("tstate_next", o.tstate_next),
+                ("tstate_thread_id", o.tstate_native_thread_id),
+                ("tstate_frame", o.tstate_cframe),
+                ("frame_code", o.frame_code),
+                ("frame_previous", o.frame_previous),
+                ("frame_lasti", o.frame_prev_instr),
+                ("code_filename", o.code_filename),
+                ("code_name", o.code_qualname),
+                ("code_firstlineno", o.code_firstlineno),
+                ("code_linetable", o.code_linetable),
+                ("code_size", o.code_code_adaptive),
+                ("var_size", o.var_size),
+                ("bytes_data", o.bytes_data),
+                ("unicode_length", o.unicode_length),
+                ("unicode_state", o.unicode_state),
+                ("unicode_ascii_data", o.unicode_ascii_data),
+                ("unicode_compact_data", o.unicode_compact_data),
+            ];
+            for (name, ours) in pairs {
+                let theirs = get(name).unwrap_or_else(|| panic!("{name} not printed ({include})"));
+                assert_eq!(theirs, ours, "{name} ({include})");
+            }
+            return;
+        }
         let mut pairs = vec![
             ("runtime_interpreters_head", o.runtime_interp_head),
             ("interp_threads_head", o.interp_threads_head),

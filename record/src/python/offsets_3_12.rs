@@ -24,6 +24,8 @@ pub const PY_3_12: Offsets = Offsets {
     frame_owner: 70,
     entry_by_owner: true,
     no_cframe: false,
+    frame_objects: false,
+    lines: super::frame_objects::Lines::Locations,
     code_filename: 112,
     code_qualname: 128,
     code_firstlineno: 68,

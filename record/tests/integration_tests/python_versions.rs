@@ -1,6 +1,6 @@
 //! Python versions other than Debian's 3.11 (python.rs), pyenv's under /root/.pyenv/versions/:
-//! 3.12 and 3.13 read as 3.11 is; 2.7 and 3.7, which record cannot read, named once each at
-//! the end with their version and why, never a silent miss.
+//! 3.8 to 3.10, 3.12 and 3.13 read as 3.11 is; 2.7 and 3.7, which record cannot read, named
+//! once each at the end with their version and why, never a silent miss.
 
 use crate::common::*;
 
@@ -145,4 +145,63 @@ fn python_3_13_with_a_damaged_cookie_is_named_as_not_read() {
         "{}",
         lines[0]
     );
+}
+
+/// pyenv's CPython 3.8 to 3.10: frame objects, threads by pthread_t (frame_objects.rs).
+const PYTHON_3_8: &str = "/root/.pyenv/versions/3.8.18/bin/python3.8";
+const PYTHON_3_9: &str = "/root/.pyenv/versions/3.9.18/bin/python3.9";
+const PYTHON_3_10: &str = "/root/.pyenv/versions/3.10.13/bin/python3.10";
+
+#[test]
+fn python_3_8_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::shares_match_the_known_split(PYTHON_3_8);
+}
+
+#[test]
+fn python_3_8_frames_with_p_match_py_spy() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::frames_with_p_match_py_spy(PYTHON_3_8);
+}
+
+#[test]
+fn python_3_9_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::shares_match_the_known_split(PYTHON_3_9);
+}
+
+#[test]
+fn python_3_9_frames_with_p_match_py_spy() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::frames_with_p_match_py_spy(PYTHON_3_9);
+}
+
+#[test]
+fn python_3_10_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::shares_match_the_known_split(PYTHON_3_10);
+}
+
+#[test]
+fn python_3_10_frames_with_p_match_py_spy() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::frames_with_p_match_py_spy(PYTHON_3_10);
 }
