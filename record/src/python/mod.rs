@@ -276,7 +276,7 @@ impl Python {
                     .find(|(from, to, _)| (*from..*to.max(&(from + 1))).contains(pgoff))?;
                 // The load bias: the mapping's address less the file address it maps.
                 let bias = start.wrapping_sub(pgoff.wrapping_add(*delta));
-                self.not_read.read(*pid);
+                self.not_read.read(*pid, major, minor);
                 self.stats.processes.push(*pid);
                 self.procs.insert(
                     *pid,
@@ -417,6 +417,12 @@ impl Python {
     /// frames that ran them, into `out`; false (out untouched) when it has none or they
     /// cannot be placed. Counted in [`Stats`].
     pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
+        if let Some(p) = self.procs.get(&sample.pid) {
+            let (from, to) = p.eval;
+            let in_eval = sample.user_stack.iter().any(|ip| (from..=to).contains(ip));
+            let frames = !sample.python.is_empty();
+            self.not_read.sampled(sample.pid, in_eval, frames);
+        }
         if sample.python.is_empty() {
             return false;
         }

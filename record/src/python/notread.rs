@@ -4,6 +4,11 @@
 
 use std::collections::BTreeMap;
 
+/// Samples in the interpreter's eval loop, none with Python frames, that make a read process
+/// said to be not read after all (its layout not this build's, a thread list it cannot
+/// match: a PID namespace's thread ids before 3.11's pthread_t).
+const IN_EVAL_UNREAD: u64 = 20;
+
 /// `pythonX.Y`, `libpythonX.Y.so...` (with an ABI suffix such as 3.7's `m`, or `d`):
 /// (X, Y).
 pub fn version_of_path(path: &str) -> Option<(u32, u32)> {
@@ -49,10 +54,20 @@ pub struct Miss {
     pub why: String,
 }
 
-/// The processes missed so far, by pid.
+/// The processes missed so far, by pid, and those read: their samples counted.
 #[derive(Debug, Default)]
 pub struct NotRead {
     missed: BTreeMap<u32, Miss>,
+    read: BTreeMap<u32, Read>,
+}
+
+/// A process whose frames are read: its samples (with frame-pointer stacks) that were in
+/// the interpreter's eval loop, and those that came with Python frames.
+#[derive(Debug, Clone, Default)]
+struct Read {
+    program: String,
+    in_eval: u64,
+    with_frames: u64,
 }
 
 impl NotRead {
@@ -67,27 +82,68 @@ impl NotRead {
         );
     }
 
-    /// A fork of a process not read: nor is the child.
+    /// A fork of a process not read: nor is the child; of one read: the child is.
     pub fn inherit(&mut self, pid: u32, ppid: u32) {
         if let Some(m) = self.missed.get(&ppid).cloned() {
             self.missed.insert(pid, m);
         }
+        if let Some(r) = self.read.get(&ppid) {
+            let program = r.program.clone();
+            self.read.insert(
+                pid,
+                Read {
+                    program,
+                    ..Default::default()
+                },
+            );
+        }
     }
 
     /// The process is read after all (another mapping of it had what was needed).
-    pub fn read(&mut self, pid: u32) {
+    pub fn read(&mut self, pid: u32, major: u32, minor: u32) {
         self.missed.remove(&pid);
+        self.read.insert(
+            pid,
+            Read {
+                program: format!("python{major}.{minor}"),
+                ..Default::default()
+            },
+        );
+    }
+
+    /// A sample of a read process: in its eval loop or not, with Python frames or not.
+    pub fn sampled(&mut self, pid: u32, in_eval: bool, with_frames: bool) {
+        if let Some(r) = self.read.get_mut(&pid) {
+            r.in_eval += in_eval as u64;
+            r.with_frames += with_frames as u64;
+        }
     }
 
     /// The lines to print at the end, one per process.
     pub fn lines(&self) -> Vec<String> {
-        self.missed
+        let unread = self
+            .read
             .iter()
-            .map(|(pid, m)| {
-                format!(
-                    "record: {} (pid {pid}): Python frames not read: {}",
-                    m.program, m.why
-                )
+            .filter(|(_, r)| r.with_frames == 0 && r.in_eval >= IN_EVAL_UNREAD)
+            .map(|(&pid, r)| {
+                let why = format!(
+                    "none found in its {} samples in the interpreter (its thread states or \
+                     frames are not where this version's layout says)",
+                    r.in_eval
+                );
+                (pid, r.program.clone(), why)
+            });
+        let mut lines: Vec<(u32, String, String)> = self
+            .missed
+            .iter()
+            .map(|(&pid, m)| (pid, m.program.clone(), m.why.clone()))
+            .chain(unread)
+            .collect();
+        lines.sort();
+        lines
+            .into_iter()
+            .map(|(pid, program, why)| {
+                format!("record: {program} (pid {pid}): Python frames not read: {why}")
             })
             .collect()
     }
@@ -126,10 +182,35 @@ mod tests {
         n.note(4242, 3, 14, "no _PyRuntime".into());
         n.note(4242, 3, 14, "no layout for 3.14".into());
         n.note(7, 3, 12, "no _PyRuntime".into());
-        n.read(7);
+        n.read(7, 3, 12);
         assert_eq!(
             n.lines(),
             ["record: python3.14 (pid 4242): Python frames not read: no layout for 3.14"]
+        );
+    }
+
+    #[test]
+    fn a_read_process_whose_samples_never_had_frames_is_named() {
+        let mut n = NotRead::default();
+        n.read(10, 3, 13);
+        n.read(11, 3, 13);
+        n.inherit(12, 11);
+        for _ in 0..IN_EVAL_UNREAD {
+            n.sampled(10, true, false);
+            n.sampled(11, true, false);
+            n.sampled(12, true, false);
+        }
+        n.sampled(11, true, true);
+        assert_eq!(
+            n.lines(),
+            [
+                "record: python3.13 (pid 10): Python frames not read: none found in its 20 \
+                 samples in the interpreter (its thread states or frames are not where this \
+                 version's layout says)",
+                "record: python3.13 (pid 12): Python frames not read: none found in its 20 \
+                 samples in the interpreter (its thread states or frames are not where this \
+                 version's layout says)"
+            ]
         );
     }
 }
