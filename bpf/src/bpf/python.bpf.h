@@ -37,14 +37,18 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 	return v;
 }
 
-/* What a thread state's tstate_native_thread_id field holds for the current thread: its tid,
- * or (before 3.11) its pthread_t, the fs base. */
+/* What a thread state's tstate_native_thread_id field holds for the current thread: its tid
+ * as the process sees it (in its own PID namespace: a container's python has other thread ids
+ * than the host's), or (before 3.11) its pthread_t, the fs base. */
 static __always_inline __u64 py_thread_key(struct py_proc *p, __u32 tid)
 {
-	if (!(p->off.flags & PY_THREAD_BY_PTHREAD))
-		return tid;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	return BPF_CORE_READ(task, thread.fsbase);
+	if (p->off.flags & PY_THREAD_BY_PTHREAD)
+		return BPF_CORE_READ(task, thread.fsbase);
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	__u32 nr = BPF_CORE_READ(pid, numbers[level & 31].nr);
+	return nr ? nr : tid;
 }
 
 static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u64 key)

@@ -117,12 +117,17 @@ fn python_function_shares_match_the_known_split() {
 /// The workload recorded from its start under `python`: each function's share of its thread
 /// within 3 points of the program's own split, native frames kept around the Python ones.
 pub fn shares_match_the_known_split(python: &str) {
+    shares_match_the_known_split_under(&[], python);
+}
+
+/// The same with `python` started by the command `prefix` (`unshare ...`).
+pub fn shares_match_the_known_split_under(prefix: &[&str], python: &str) {
     let dir = TempDir::new("python");
     let data = dir.path("perf.data");
     let script = workload();
     let out = record(
         &["-v", "-o", data.to_str().unwrap()],
-        &[python, &script, "4"],
+        &[prefix, &[python, &script, "4"]].concat(),
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let ours_known = known_split(&String::from_utf8_lossy(&out.stdout));
@@ -209,8 +214,13 @@ pub fn shares_match_the_known_split(python: &str) {
         "eval frames left in {evals} of {main} main_loop samples"
     );
     // Off-CPU stacks too (GIL waits, the threads' joins): named where they blocked.
+    // (The prefix's process, `unshare` waiting for python, is none of python's.)
     let offcpu = analyze_folded(&data, &["--event", "offcpu"]);
-    let all: u64 = offcpu.values().sum();
+    let all: u64 = offcpu
+        .iter()
+        .filter(|(k, _)| prefix.is_empty() || !k.starts_with(&format!("{};", prefix[0])))
+        .map(|(_, v)| *v)
+        .sum();
     let named: u64 = offcpu
         .iter()
         .filter(|(k, _)| k.contains("main_loop (") || k.contains("worker_loop ("))

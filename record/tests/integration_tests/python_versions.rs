@@ -205,3 +205,19 @@ fn python_3_10_frames_with_p_match_py_spy() {
     let _g = exclusive();
     crate::python::frames_with_p_match_py_spy(PYTHON_3_10);
 }
+
+/// In a PID namespace of its own (`unshare --pid --fork --mount-proc`), where a thread's id
+/// is not the host's: 3.11 on match thread states by the namespace's thread id, 3.8-3.10 by
+/// pthread_t.
+#[test]
+fn python_in_a_pid_namespace_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc"];
+    for python in ["/usr/bin/python3.11", PYTHON_3_12, PYTHON_3_13, PYTHON_3_10] {
+        eprintln!("{python} in a PID namespace");
+        crate::python::shares_match_the_known_split_under(&unshare, python);
+    }
+}
