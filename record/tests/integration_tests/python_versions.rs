@@ -43,6 +43,14 @@ fn says_not_read(program: &str, version: &str) {
         format!("Python frames not read: no layout for {short}"),
         "{line}"
     );
+    // analyze info says it too (from the file: a python mapped, sampled, no Python frames).
+    let info = analyze(&["info"], &data);
+    let text = String::from_utf8_lossy(&info.stdout);
+    let note = format!("note:          {program} (pid {pid}): Python frames not read (");
+    assert!(
+        text.lines().filter(|l| l.starts_with(&note)).count() == 1,
+        "analyze info: {text}"
+    );
 }
 
 #[test]
