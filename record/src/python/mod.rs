@@ -1,4 +1,4 @@
-//! Python frames in stacks (CPython 3.11): which processes run an interpreter, what their
+//! Python frames in stacks (CPython 3.8 to 3.13): which processes run an interpreter, what their
 //! samples' code objects are called, and the user stacks with each `_PyEval_EvalFrameDefault`
 //! frame replaced by the Python frames it ran.
 //!

@@ -1,4 +1,4 @@
-//! Python frames (CPython 3.11): named in place of the eval frames that ran them, against
+//! Python frames (Debian's CPython 3.11; other versions in python_versions.rs): named in place of the eval frames that ran them, against
 //! py-spy (from PyPI, installed by scripts/setup into target/pyspy) and the split the
 //! program measures itself (thread CPU time around each call).
 
