@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Python frames: the interpreter frame chain of a sampled CPython (3.11 on) thread, read from
+/* Python frames: the interpreter frame chain of a sampled CPython (3.8 on) thread, read from
  * its thread state. record installs, per process, the address of `_PyRuntime` and the struct
  * offsets of the running version (py_procs); the sample then carries each frame's code
  * object and last instruction, and record names them.

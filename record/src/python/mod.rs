@@ -250,7 +250,8 @@ impl Python {
                     .or_insert_with(|| interpreter(filename, minor))
                     .clone()
                 else {
-                    let why = format!("no _PyRuntime or _PyEval_EvalFrameDefault in {filename}");
+                    let why =
+                        format!("no _PyRuntime or _PyEval_EvalFrameDefault read from {filename}");
                     self.not_read.note(*pid, major, minor, why);
                     return None;
                 };
