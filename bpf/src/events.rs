@@ -320,17 +320,24 @@ pub enum Event {
     },
 }
 
-/// Python frames as BPF sends them (code | is_entry in bit 0, lasti).
+/// Python frames as BPF sends them (code | is_entry in bit 0 | bit 1 on an eval call's own
+/// frame, 3.12 on, which is dropped and marks the frame before it as its entry, lasti).
 fn py_frames(n: u32, code: &[u64], lasti: &[u32]) -> Vec<PyFrame> {
-    code.iter()
-        .zip(lasti)
-        .take(n as usize)
-        .map(|(&c, &lasti)| PyFrame {
-            code: c & !1,
+    let mut frames: Vec<PyFrame> = Vec::with_capacity(n as usize);
+    for (&c, &lasti) in code.iter().zip(lasti).take(n as usize) {
+        if c & 2 != 0 {
+            if let Some(last) = frames.last_mut() {
+                last.entry = true;
+            }
+            continue;
+        }
+        frames.push(PyFrame {
+            code: c & !3,
             lasti,
             entry: c & 1 != 0,
-        })
-        .collect()
+        });
+    }
+    frames
 }
 
 /// An interval with frame-pointer stacks (`offcpu_event`'s layout); `python`: its Python
@@ -549,5 +556,30 @@ impl Event {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 3.12 on: an eval call's own frame (bit 1) is dropped and marks the frame before it
+    /// (the first its call ran) as the entry, as 3.11's is_entry (bit 0) does.
+    #[test]
+    fn python_frames_of_eval_calls_own_frames() {
+        let code = [0x1000, 0x2000, 0x9002, 0x3000, 0x9002, 0x4001];
+        let lasti = [1, 2, 0, 3, 0, 4];
+        let f = py_frames(6, &code, &lasti);
+        let got: Vec<(u64, u32, bool)> = f.iter().map(|f| (f.code, f.lasti, f.entry)).collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, 1, false),
+                (0x2000, 2, true),
+                (0x3000, 3, true),
+                (0x4000, 4, true)
+            ]
+        );
+        assert_eq!(py_frames(2, &code, &lasti).len(), 2);
     }
 }

@@ -33,7 +33,8 @@ for _ in range(ITERATIONS):
 print(f"work {time.process_time() - t:.6f}")
 """
 ITERATIONS = 150000
-PYTHON = "/usr/bin/python3.11"
+# Another interpreter (pyenv's 3.8-3.13): PYTHON=/root/.pyenv/versions/3.12.1/bin/python3.12.
+PYTHON = os.environ.get("PYTHON", "/usr/bin/python3.11")
 SAMPLES = re.compile(r"\[ record: (\d+) samples.* ([\d]+) bytes written")
 SAMPLER = re.compile(r"^record: BPF on_cpu_sample: (\d+) runs, ([\d.]+) us each", re.M)
 SWITCH = re.compile(r"^record: BPF on_switch: (\d+) runs, ([\d.]+) us each", re.M)

@@ -312,6 +312,7 @@ pub fn summarize_reader(
         e.latency = l;
     }
 
+    let mut python = super::info_python::PythonSeen::default();
     while let Some(record) = reader.next_record()? {
         s.records += 1;
         let kind = match &record {
@@ -329,6 +330,14 @@ pub fn summarize_reader(
                         });
                     }
                     s.samples += 1;
+                    if python.any() {
+                        if let Ok(EventRecord::Sample(sample)) = format::parse_record(&record) {
+                            let pid = sample.pid.unwrap_or(-1) as u32;
+                            if python.wants(pid) {
+                                python.sampled(pid);
+                            }
+                        }
+                    }
                     if let Some(e) = s.events.get_mut(attr_index) {
                         e.samples += 1;
                         e.bytes += 8 + record.data.len() as u64;
@@ -357,6 +366,12 @@ pub fn summarize_reader(
                                 }
                             }
                         }
+                    }
+                }
+                RecordType::MMAP2 => {
+                    if let Ok(EventRecord::Mmap2(m)) = format::parse_record(&record) {
+                        let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                        python.mapped(m.pid as u32, m.address, &path);
                     }
                 }
                 RecordType::LOST => {
@@ -399,6 +414,18 @@ pub fn summarize_reader(
         if CONSUMED.contains(&kind) {
             *s.record_types.entry(kind).or_insert(0) += n;
         }
+    }
+    // (Only record reads Python frames, unless told not to.)
+    let by_record = s
+        .perf_version
+        .as_deref()
+        .is_some_and(|v| v.starts_with("bpfperf"));
+    let no_python = s
+        .cmdline
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|a| a == "--no-python"));
+    if by_record && !no_python {
+        s.notes.extend(python.notes());
     }
     Ok(s)
 }

@@ -18,6 +18,7 @@ pub mod folded;
 pub mod heatmap;
 pub mod hist;
 pub mod info;
+mod info_python;
 pub mod io;
 pub mod latency;
 pub mod net;

@@ -130,7 +130,9 @@ struct sample_event {
 	/* Python frames of the sampled thread (python.bpf.h), innermost first: py_code is the
 	 * frame's code object (PyCodeObject *) with bit 0 set where the frame is the first one
 	 * its _PyEval_EvalFrameDefault call ran (is_entry: the boundary between two calls of
-	 * it); py_lasti its last instruction's byte offset into the code's bytecode. */
+	 * it), bit 1 where it is such a call's own frame, owned by the C stack (3.12 on: no
+	 * Python function's; it follows the first frame the call ran); py_lasti its last
+	 * instruction's byte offset into the code's bytecode. */
 	__u32 py_frames;
 	__u64 py_code[MAX_PY_FRAMES];
 	__u32 py_lasti[MAX_PY_FRAMES];
@@ -623,8 +625,23 @@ struct py_offsets {
 	__u16 frame_prev_instr;	       /* _PyInterpreterFrame.prev_instr */
 	__u16 frame_is_entry;	       /* _PyInterpreterFrame.is_entry */
 	__u16 code_code_adaptive;      /* PyCodeObject.co_code_adaptive */
-	__u16 _pad;
+	__u16 frame_owner;	       /* _PyInterpreterFrame.owner (3.12 on) */
+	__u16 flags;		       /* PY_ENTRY_BY_OWNER, PY_NO_CFRAME, ... below */
+	__u16 _pad[3];
 };
+
+/* py_offsets.flags. 3.12 on: no is_entry; each eval call links a frame of its own, owned by
+ * the C stack, behind the first frame it runs (sent with bit 1 of its code set). 3.13 on: no
+ * _PyCFrame; tstate_cframe is PyThreadState.current_frame. */
+#define PY_ENTRY_BY_OWNER 1
+#define PY_NO_CFRAME 2
+/* 3.8 to 3.10: frame objects (tstate->frame, f_back, f_code), each its own eval call's (all
+ * sent as entries); frame_prev_instr is f_lasti, an int sent as it is. */
+#define PY_FRAME_OBJECTS 4
+/* Before 3.11: no native_thread_id; tstate_native_thread_id is thread_id, the thread's
+ * pthread_t, which is its TLS block's address: the task's fs base on x86-64. */
+#define PY_THREAD_BY_PTHREAD 8
+#define PY_FRAME_OWNED_BY_CSTACK 3
 
 /* A process running CPython: its _PyRuntime's address and the offsets of its version. */
 struct py_proc {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Python frames: the interpreter frame chain of a sampled CPython (3.11) thread, read from
+/* Python frames: the interpreter frame chain of a sampled CPython (3.8 on) thread, read from
  * its thread state. record installs, per process, the address of `_PyRuntime` and the struct
  * offsets of the running version (py_procs); the sample then carries each frame's code
  * object and last instruction, and record names them.
@@ -37,27 +37,42 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 	return v;
 }
 
-static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u32 tid)
+/* What a thread state's tstate_native_thread_id field holds for the current thread: its tid
+ * as the process sees it (in its own PID namespace: a container's python has other thread ids
+ * than the host's), or (before 3.11) its pthread_t, the fs base. */
+static __always_inline __u64 py_thread_key(struct py_proc *p, __u32 tid)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (p->off.flags & PY_THREAD_BY_PTHREAD)
+		return BPF_CORE_READ(task, thread.fsbase);
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	__u32 nr = BPF_CORE_READ(pid, numbers[level & 31].nr);
+	return nr ? nr : tid;
+}
+
+static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u64 key)
 {
 	__u64 native = 0;
 	if (bpf_probe_read_user(&native, sizeof(native),
 				(void *)(tstate + p->off.tstate_native_thread_id)))
 		return false;
-	return native == tid;
+	return native == key;
 }
 
 /* The sampled thread's PyThreadState, 0 if it has none (yet). */
 static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 {
+	__u64 key = py_thread_key(p, tid);
 	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid);
-	if (cached && *cached && py_is_thread(p, *cached, tid))
+	if (cached && *cached && py_is_thread(p, *cached, key))
 		return *cached;
 	__u64 interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
 	if (!interp)
 		return 0;
 	__u64 t = py_read_ptr(interp + p->off.interp_threads_head);
 	for (int i = 0; i < PY_MAX_THREADS && t; i++) {
-		if (py_is_thread(p, t, tid)) {
+		if (py_is_thread(p, t, key)) {
 			bpf_map_update_elem(&py_threads, &tid, &t, BPF_ANY);
 			return t;
 		}
@@ -78,20 +93,29 @@ static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, _
 	__u64 tstate = py_thread_state(p, tid);
 	if (!tstate)
 		return;
-	__u64 cframe = py_read_ptr(tstate + p->off.tstate_cframe);
-	if (!cframe)
-		return;
-	__u64 frame = py_read_ptr(cframe + p->off.cframe_current_frame);
+	__u64 frame = py_read_ptr(tstate + p->off.tstate_cframe);
+	if (!(p->off.flags & PY_NO_CFRAME) && frame)
+		frame = py_read_ptr(frame + p->off.cframe_current_frame);
 	__u32 n = 0;
 	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
-		__u64 code = py_read_ptr(frame + p->off.frame_code);
+		/* (3.14's f_executable is a tagged reference: its low bits are no address.) */
+		__u64 code = py_read_ptr(frame + p->off.frame_code) & ~7ULL;
 		__u64 instr = py_read_ptr(frame + p->off.frame_prev_instr);
-		__u8 entry = 0;
-		bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
+		__u8 entry = 0, owner = 0;
+		__u32 lasti = (__u32)(instr - code - p->off.code_code_adaptive);
+		if (p->off.flags & PY_ENTRY_BY_OWNER) {
+			bpf_probe_read_user(&owner, 1, (void *)(frame + p->off.frame_owner));
+		} else if (p->off.flags & PY_FRAME_OBJECTS) {
+			entry = 1;
+			lasti = (__u32)instr;
+		} else {
+			bpf_probe_read_user(&entry, 1, (void *)(frame + p->off.frame_is_entry));
+		}
 		if (!code)
 			break;
-		code_out[i & (MAX_PY_FRAMES - 1)] = code | (entry ? 1 : 0);
-		lasti_out[i & (MAX_PY_FRAMES - 1)] = (__u32)(instr - code - p->off.code_code_adaptive);
+		code_out[i & (MAX_PY_FRAMES - 1)] =
+			code | (entry ? 1 : 0) | (owner == PY_FRAME_OWNED_BY_CSTACK ? 2 : 0);
+		lasti_out[i & (MAX_PY_FRAMES - 1)] = lasti;
 		n = i + 1;
 		frame = py_read_ptr(frame + p->off.frame_previous);
 	}

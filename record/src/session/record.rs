@@ -448,6 +448,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
             }
         }
     }
+    crate::runtimes::python::report_not_read(&rec.python);
     drop(profiler);
     phases.mark("last events written, probes detached");
     ask_jvm_maps(cfg, &rec.jvms);

@@ -15,6 +15,7 @@ mod loss;
 mod net;
 mod offcpu_io;
 mod python;
+mod python_versions;
 mod rotation;
 mod runtimes;
 mod sampling;

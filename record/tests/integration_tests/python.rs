@@ -1,4 +1,4 @@
-//! Python frames (CPython 3.11): named in place of the eval frames that ran them, against
+//! Python frames (Debian's CPython 3.11; other versions in python_versions.rs): named in place of the eval frames that ran them, against
 //! py-spy (from PyPI, installed by scripts/setup into target/pyspy) and the split the
 //! program measures itself (thread CPU time around each call).
 
@@ -111,12 +111,23 @@ fn python_function_shares_match_the_known_split() {
         return;
     }
     let _g = exclusive();
+    shares_match_the_known_split(PYTHON);
+}
+
+/// The workload recorded from its start under `python`: each function's share of its thread
+/// within 3 points of the program's own split, native frames kept around the Python ones.
+pub fn shares_match_the_known_split(python: &str) {
+    shares_match_the_known_split_under(&[], python);
+}
+
+/// The same with `python` started by the command `prefix` (`unshare ...`).
+pub fn shares_match_the_known_split_under(prefix: &[&str], python: &str) {
     let dir = TempDir::new("python");
     let data = dir.path("perf.data");
     let script = workload();
     let out = record(
         &["-v", "-o", data.to_str().unwrap()],
-        &[PYTHON, &script, "4"],
+        &[prefix, &[python, &script, "4"]].concat(),
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let ours_known = known_split(&String::from_utf8_lossy(&out.stdout));
@@ -203,8 +214,13 @@ fn python_function_shares_match_the_known_split() {
         "eval frames left in {evals} of {main} main_loop samples"
     );
     // Off-CPU stacks too (GIL waits, the threads' joins): named where they blocked.
+    // (The prefix's process, `unshare` waiting for python, is none of python's.)
     let offcpu = analyze_folded(&data, &["--event", "offcpu"]);
-    let all: u64 = offcpu.values().sum();
+    let all: u64 = offcpu
+        .iter()
+        .filter(|(k, _)| prefix.is_empty() || !k.starts_with(&format!("{};", prefix[0])))
+        .map(|(_, v)| *v)
+        .sum();
     let named: u64 = offcpu
         .iter()
         .filter(|(k, _)| k.contains("main_loop (") || k.contains("worker_loop ("))
@@ -248,6 +264,11 @@ fn python_frames_with_p_match_py_spy() {
         return;
     }
     let _g = exclusive();
+    frames_with_p_match_py_spy(PYTHON);
+}
+
+/// The same attached with `-p` to `python` running the workload under py-spy.
+pub fn frames_with_p_match_py_spy(python: &str) {
     let dir = TempDir::new("python-p");
     let data = dir.path("perf.data");
     let raw = dir.path("pyspy.txt");
@@ -256,12 +277,13 @@ fn python_frames_with_p_match_py_spy() {
         // here, most of them the main thread's, which skewed its shares by 8 points.)
         .args(["record", "--format", "raw", "-r", "200", "-o"])
         .arg(&raw)
-        .args(["--", PYTHON, &workload(), "8"])
+        .args(["--", python, &workload(), "8"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // The workload: py-spy's child, once it has exec'd python (imports done a second in).
+    let exe_name = python.rsplit('/').next().unwrap();
     let children = format!("/proc/{0}/task/{0}/children", spy.id());
     let mut pid = String::new();
     for _ in 0..200 {
@@ -272,7 +294,7 @@ fn python_frames_with_p_match_py_spy() {
             .to_string();
         if !pid.is_empty()
             && std::fs::read_link(format!("/proc/{pid}/exe"))
-                .is_ok_and(|e| e.to_string_lossy().contains("python3.11"))
+                .is_ok_and(|e| e.to_string_lossy().contains(exe_name))
         {
             break;
         }

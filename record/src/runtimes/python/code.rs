@@ -4,6 +4,8 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+use super::frame_objects;
+use super::offsets::Lines;
 use super::offsets::Offsets;
 
 /// Characters of a name or file name kept.
@@ -18,8 +20,9 @@ pub struct Code {
     pub name: String,
     pub file: String,
     pub first_line: u32,
-    /// `co_linetable` (the 3.11 location table).
+    /// `co_linetable` (the 3.11 location table; before 3.11, as `lines` says).
     pub linetable: Vec<u8>,
+    pub lines: Lines,
 }
 
 fn read_exact(mem: &File, addr: u64, len: usize) -> Option<Vec<u8>> {
@@ -89,6 +92,7 @@ pub fn read(mem: &File, addr: u64, o: &Offsets) -> Option<Code> {
         file,
         first_line: first_line.max(0) as u32,
         linetable,
+        lines: o.lines,
     })
 }
 
@@ -122,6 +126,9 @@ impl Code {
     /// set, with a code in bits 3-6 and the code units covered, less one, in bits 0-2);
     /// `None` past the table's end.
     pub fn line_at(&self, lasti: u32) -> Option<u32> {
+        if self.lines != Lines::Locations {
+            return frame_objects::line_at(self.lines, &self.linetable, self.first_line, lasti);
+        }
         let target = lasti / 2;
         let t = &self.linetable;
         let (mut i, mut unit, mut line) = (0usize, 0u32, self.first_line as i32);
@@ -188,6 +195,7 @@ mod tests {
                 1,
                 2,
             ],
+            lines: Lines::Locations,
         };
         assert_eq!(code.line_at(0), Some(10));
         assert_eq!(code.line_at(2), Some(10));

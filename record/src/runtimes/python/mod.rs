@@ -1,4 +1,4 @@
-//! Python frames in stacks (CPython 3.11): which processes run an interpreter, what their
+//! Python frames in stacks (CPython 3.8 to 3.13): which processes run an interpreter, what their
 //! samples' code objects are called, and the user stacks with each `_PyEval_EvalFrameDefault`
 //! frame replaced by the Python frames it ran.
 //!
@@ -8,7 +8,11 @@
 //! mappings as it does for JIT code; analyze reads it the same way and `archive` keeps it.
 
 mod code;
+mod debug_offsets;
+mod frame_objects;
+mod notread;
 mod offsets;
+mod offsets_3_12;
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -21,6 +25,18 @@ use object::{Object, ObjectSymbol};
 use crate::sideband::Fact;
 use code::Code;
 pub use offsets::Offsets;
+
+/// The offsets of Python 3.`minor`, if a table of them is known (3.13 on: read from the
+/// interpreter's `_Py_DebugOffsets` instead).
+fn for_version(minor: u32) -> Option<&'static Offsets> {
+    match minor {
+        8 | 9 => Some(&frame_objects::PY_3_8),
+        10 => Some(&frame_objects::PY_3_10),
+        11 => Some(&offsets::PY_3_11),
+        12 => Some(&offsets_3_12::PY_3_12),
+        _ => None,
+    }
+}
 
 /// Where the synthetic mapping of Python frames starts in each process: far below where
 /// Linux places mmaps (just under 0x7fff_ffff_ffff) and far above any binary's or heap's
@@ -35,6 +51,10 @@ const MAX_BINARY: u64 = 512 << 20;
 #[derive(Debug, Clone)]
 struct Interpreter {
     minor: u32,
+    /// `Py_Version` (3.11 on), as the file holds it.
+    version: Option<u64>,
+    /// 3.13 on: the layout its `_Py_DebugOffsets` gives, or why none.
+    debug: Option<Result<Offsets, String>>,
     /// `_PyRuntime`'s address.
     runtime: u64,
     /// `_PyEval_EvalFrameDefault`'s range.
@@ -49,7 +69,7 @@ struct Proc {
     /// not this interpreter's end.
     since: u64,
     runtime: u64,
-    offsets: &'static Offsets,
+    offsets: Offsets,
     /// `_PyEval_EvalFrameDefault` in the process.
     eval: (u64, u64),
     mem: Option<File>,
@@ -91,8 +111,6 @@ pub struct Stats {
     pub unreadable: u64,
     /// Addresses found holding another code object than when first read.
     pub replaced: u64,
-    /// Interpreters of a version the reader does not know.
-    pub unknown_versions: Vec<String>,
 }
 
 /// The Python processes of a recording.
@@ -105,6 +123,8 @@ pub struct Python {
     binaries: HashMap<String, Option<Interpreter>>,
     procs: HashMap<u32, Proc>,
     pub stats: Stats,
+    /// Processes whose frames cannot be read, said at the end.
+    pub not_read: notread::NotRead,
 }
 
 /// A process the BPF programs must read frames of.
@@ -112,20 +132,6 @@ pub struct Watch {
     pub pid: u32,
     pub runtime: u64,
     pub offsets: bpf::PyOffsets,
-}
-
-/// `python3.N` or `libpython3.N.so...`: N.
-fn version_of(path: &str) -> Option<u32> {
-    let base = path.rsplit('/').next()?;
-    let rest = base
-        .strip_prefix("python3.")
-        .or_else(|| base.strip_prefix("libpython3."))?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let tail = &rest[digits.len()..];
-    if !(tail.is_empty() || tail.starts_with(".so") || tail == "d" || tail.starts_with("d.so")) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
@@ -147,7 +153,7 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
     let (runtime, _) = find("_PyRuntime")?;
     let (eval, size) = find("_PyEval_EvalFrameDefault")?;
     let e = elf.endian();
-    let segments = elf
+    let segments: Vec<(u64, u64, u64)> = elf
         .elf_program_headers()
         .iter()
         .filter(|ph| ph.p_type(e) == object::elf::PT_LOAD)
@@ -159,8 +165,25 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
             )
         })
         .collect();
+    // Initialized data as the file holds it, at a (file) address.
+    let at = |addr: u64, len: u64| {
+        let (_, _, delta) = segments
+            .iter()
+            .find(|(from, to, delta)| (from + delta..to + delta).contains(&addr))?;
+        let off = addr.wrapping_sub(*delta) as usize;
+        data.get(off..off + len as usize)
+    };
+    let version = find("Py_Version")
+        .and_then(|(a, _)| at(a, 8))
+        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+    let debug = (minor >= 13).then(|| match at(runtime, debug_offsets::NEEDED as u64) {
+        Some(bytes) => debug_offsets::read(bytes),
+        None => Err("its _PyRuntime is not in its file".into()),
+    });
     Some(Interpreter {
         minor,
+        version,
+        debug,
         runtime,
         eval: (eval, eval + size.max(1)),
         segments,
@@ -180,6 +203,7 @@ impl Default for Python {
             binaries: HashMap::new(),
             procs: HashMap::new(),
             stats: Stats::default(),
+            not_read: Default::default(),
         }
     }
 }
@@ -223,21 +247,41 @@ impl Python {
                 filename,
                 ..
             } if prot & 4 != 0 => {
-                let minor = version_of(filename)?;
+                let (major, minor) = notread::version_of_path(filename)?;
                 if self.procs.contains_key(pid) {
                     return None;
                 }
-                let interp = self
+                if major != 3 {
+                    let why = format!("no layout for {major}.{minor}");
+                    self.not_read.note(*pid, major, minor, why);
+                    return None;
+                }
+                let Some(interp) = self
                     .binaries
                     .entry(filename.clone())
                     .or_insert_with(|| interpreter(filename, minor))
-                    .clone()?;
-                let Some(offsets) = offsets::for_version(interp.minor) else {
-                    let v = format!("{filename} (3.{minor})");
-                    if !self.stats.unknown_versions.contains(&v) {
-                        self.stats.unknown_versions.push(v);
-                    }
+                    .clone()
+                else {
+                    let why =
+                        format!("no _PyRuntime or _PyEval_EvalFrameDefault read from {filename}");
+                    self.not_read.note(*pid, major, minor, why);
                     return None;
+                };
+                let offsets = match (&interp.debug, for_version(interp.minor)) {
+                    (Some(Ok(o)), _) => *o,
+                    (Some(Err(why)), _) => {
+                        self.not_read.note(*pid, major, minor, why.clone());
+                        return None;
+                    }
+                    (None, Some(o)) => *o,
+                    (None, None) => {
+                        let found = interp
+                            .version
+                            .map_or(format!("3.{minor}"), notread::version_text);
+                        let why = format!("no layout for {found}");
+                        self.not_read.note(*pid, major, minor, why);
+                        return None;
+                    }
                 };
                 let (_, _, delta) = interp
                     .segments
@@ -245,6 +289,7 @@ impl Python {
                     .find(|(from, to, _)| (*from..*to.max(&(from + 1))).contains(pgoff))?;
                 // The load bias: the mapping's address less the file address it maps.
                 let bias = start.wrapping_sub(pgoff.wrapping_add(*delta));
+                self.not_read.read(*pid, major, minor);
                 self.stats.processes.push(*pid);
                 self.procs.insert(
                     *pid,
@@ -269,6 +314,7 @@ impl Python {
             }
             Fact::Fork { pid, ppid, .. } if pid != ppid => {
                 // A new process: the parent's interpreter at the same addresses.
+                self.not_read.inherit(*pid, *ppid);
                 let parent = self.procs.get(ppid)?;
                 let watch = Watch {
                     pid: *pid,
@@ -332,7 +378,7 @@ impl Python {
             let code = p
                 .mem
                 .as_ref()
-                .and_then(|m| code::read(m, f.code, p.offsets));
+                .and_then(|m| code::read(m, f.code, &p.offsets));
             match p.codes.get_mut(&f.code) {
                 Some(k) => {
                     k.checked = Instant::now();
@@ -384,6 +430,12 @@ impl Python {
     /// frames that ran them, into `out`; false (out untouched) when it has none or they
     /// cannot be placed. Counted in [`Stats`].
     pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
+        if let Some(p) = self.procs.get(&sample.pid) {
+            let (from, to) = p.eval;
+            let in_eval = sample.user_stack.iter().any(|ip| (from..=to).contains(ip));
+            let frames = !sample.python.is_empty();
+            self.not_read.sampled(sample.pid, in_eval, frames);
+        }
         if sample.python.is_empty() {
             return false;
         }
@@ -517,8 +569,12 @@ pub fn report(python: &Python) {
                 .join(" ")
         );
     }
-    for v in &s.unknown_versions {
-        eprintln!("record: Python frames not read for {v}: only 3.11's layout is known");
+}
+
+/// Said with or without `-v`: each process whose Python frames were not read, and why.
+pub fn report_not_read(python: &Python) {
+    for line in python.not_read.lines() {
+        eprintln!("{line}");
     }
 }
 
@@ -553,6 +609,24 @@ fn open_map(path: &Path) -> Option<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each table against its version's headers: `fixtures/python/offsets.c` compiled with
+    /// them and run. 3.11: Debian's python3.11-dev (scripts/setup installs it); 3.12: pyenv's.
+    #[test]
+    fn offsets_match_the_headers() {
+        let check = offsets::tests::check_against_headers;
+        check("/usr/include/python3.11", for_version(11).unwrap());
+        check(
+            "/root/.pyenv/versions/3.12.1/include/python3.12",
+            for_version(12).unwrap(),
+        );
+        for (minor, full) in [(8, "3.8.18"), (9, "3.9.18"), (10, "3.10.13")] {
+            check(
+                &format!("/root/.pyenv/versions/{full}/include/python3.{minor}"),
+                for_version(minor).unwrap(),
+            );
+        }
+    }
 
     #[test]
     fn a_perf_map_is_never_written_through_a_link() {
@@ -630,21 +704,5 @@ mod tests {
         // A later exec (python running something else) does forget it.
         assert!(py.observe(&exec(8), 300).is_none());
         assert!(!py.procs.contains_key(&8));
-    }
-
-    #[test]
-    fn interpreter_versions_from_paths() {
-        assert_eq!(version_of("/usr/bin/python3.11"), Some(11));
-        assert_eq!(
-            version_of("/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0"),
-            Some(12)
-        );
-        assert_eq!(version_of("/usr/bin/python3.11d"), Some(11));
-        assert_eq!(version_of("/usr/bin/python3"), None);
-        assert_eq!(
-            version_of("/usr/lib/python3.11/lib-dynload/_hashlib.cpython-311.so"),
-            None
-        );
-        assert_eq!(version_of("/usr/bin/python3.11-config"), None);
     }
 }

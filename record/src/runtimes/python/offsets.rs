@@ -2,9 +2,21 @@
 //!
 //! The numbers are `offsetof` and `sizeof` in the headers of Debian 12's python3.11-dev
 //! 3.11.2 (internal headers included), as `fixtures/python/offsets.c` prints them; the test
-//! `offsets_match_the_headers` compiles that program and compares. Other versions are not
-//! read (their layouts differ: 3.12 has no `is_entry` and moved `f_code`; 3.13 has no
-//! `cframe`): a process of one gets no Python frames, and `-v` says so.
+//! `offsets_match_the_headers` compiles that program and compares. 3.12's table is in
+//! `offsets_3_12.rs`; from 3.13 on the layout is read from the interpreter's own
+//! `_Py_DebugOffsets` (`debug_offsets.rs`). Other versions are not read: record names each
+//! such process at the end.
+
+/// How a code object maps instructions to lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// 3.11 on: the location table (`co_linetable`), lasti in bytes.
+    Locations,
+    /// 3.10: `co_linetable` of (bytes, line delta) pairs, lasti in code units.
+    Linetable310,
+    /// 3.8, 3.9: `co_lnotab` of (bytes, line delta) pairs, lasti in bytes.
+    Lnotab,
+}
 
 /// Byte offsets into one version's structures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +35,17 @@ pub struct Offsets {
     pub frame_previous: u16,
     pub frame_prev_instr: u16,
     pub frame_is_entry: u16,
+    /// `_PyInterpreterFrame.owner` (a `char`).
+    pub frame_owner: u16,
+    /// 3.12 on: no `is_entry`; an eval call's first frame is the one behind a frame owned by
+    /// the C stack (`FRAME_OWNED_BY_CSTACK`), which is no Python function's.
+    pub entry_by_owner: bool,
+    /// 3.13 on: no `_PyCFrame`; `tstate_cframe` is `PyThreadState.current_frame`.
+    pub no_cframe: bool,
+    /// 3.8 to 3.10: frame objects (`frame_objects.rs`).
+    pub frame_objects: bool,
+    /// How its code objects give lines.
+    pub lines: Lines,
     /// `PyCodeObject` fields.
     pub code_filename: u16,
     pub code_qualname: u16,
@@ -42,7 +65,7 @@ pub struct Offsets {
 }
 
 /// CPython 3.11 on x86-64.
-const PY_3_11: Offsets = Offsets {
+pub const PY_3_11: Offsets = Offsets {
     runtime_interp_head: 40,
     interp_threads_head: 16,
     tstate_next: 8,
@@ -53,6 +76,11 @@ const PY_3_11: Offsets = Offsets {
     frame_previous: 48,
     frame_prev_instr: 56,
     frame_is_entry: 68,
+    frame_owner: 69,
+    entry_by_owner: false,
+    no_cframe: false,
+    frame_objects: false,
+    lines: Lines::Locations,
     code_filename: 112,
     code_qualname: 128,
     code_firstlineno: 72,
@@ -66,13 +94,11 @@ const PY_3_11: Offsets = Offsets {
     unicode_compact_data: 72,
 };
 
-/// The offsets of Python 3.`minor`, if it is one the reader knows.
-pub fn for_version(minor: u32) -> Option<&'static Offsets> {
-    match minor {
-        11 => Some(&PY_3_11),
-        _ => None,
-    }
-}
+/// `py_offsets.flags` (python.bpf.h): [`Offsets::entry_by_owner`], [`Offsets::no_cframe`].
+const PY_ENTRY_BY_OWNER: u16 = 1;
+const PY_NO_CFRAME: u16 = 2;
+const PY_FRAME_OBJECTS: u16 = 4;
+const PY_THREAD_BY_PTHREAD: u16 = 8;
 
 impl Offsets {
     /// What the BPF program is given.
@@ -89,54 +115,82 @@ impl Offsets {
             frame_prev_instr: self.frame_prev_instr,
             frame_is_entry: self.frame_is_entry,
             code_code_adaptive: self.code_code_adaptive,
+            frame_owner: self.frame_owner,
+            flags: (self.entry_by_owner as u16 * PY_ENTRY_BY_OWNER)
+                | (self.no_cframe as u16 * PY_NO_CFRAME)
+                | (self.frame_objects as u16 * (PY_FRAME_OBJECTS | PY_THREAD_BY_PTHREAD)),
             ..Default::default()
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// The table against the installed headers (python3.11-dev, which scripts/setup
-    /// installs): `fixtures/python/offsets.c` compiled and run.
-    #[test]
-    fn offsets_match_the_headers() {
+    /// What `offsets.c` prints with the headers in `include`, compared with `o`.
+    pub fn check_against_headers(include: &str, o: &Offsets) {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let out = std::env::temp_dir().join(format!("bpfperf-pyoffsets-{}", std::process::id()));
+        let out = std::env::temp_dir().join(format!(
+            "bpfperf-pyoffsets-{}-{}",
+            std::process::id(),
+            include.replace('/', "_")
+        ));
         let built = std::process::Command::new("cc")
-            .arg("-I/usr/include/python3.11")
+            .arg(format!("-I{include}"))
             .arg("-o")
             .arg(&out)
             .arg(root.join("fixtures/python/offsets.c"))
             .status()
             .expect("cc");
-        assert!(
-            built.success(),
-            "offsets.c did not build (python3.11-dev missing?)"
-        );
+        assert!(built.success(), "offsets.c did not build with {include}");
         let printed = std::process::Command::new(&out)
             .output()
             .expect("run offsets");
         let _ = std::fs::remove_file(&out);
         let text = String::from_utf8(printed.stdout).unwrap();
-        let get = |name: &str| -> u16 {
+        let get = |name: &str| -> Option<u16> {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-                .unwrap_or_else(|| panic!("{name} not printed"))
         };
-        let o = for_version(11).unwrap();
-        let pairs = [
+        if o.frame_objects {
+            let pairs = [
+                ("runtime_interpreters_head", o.runtime_interp_head),
+                ("interp_threads_head", o.interp_threads_head),
+                ("tstate_next", o.tstate_next),
+                ("tstate_thread_id", o.tstate_native_thread_id),
+                ("tstate_frame", o.tstate_cframe),
+                ("frame_code", o.frame_code),
+                ("frame_previous", o.frame_previous),
+                ("frame_lasti", o.frame_prev_instr),
+                ("code_filename", o.code_filename),
+                ("code_name", o.code_qualname),
+                ("code_firstlineno", o.code_firstlineno),
+                ("code_linetable", o.code_linetable),
+                ("code_size", o.code_code_adaptive),
+                ("var_size", o.var_size),
+                ("bytes_data", o.bytes_data),
+                ("unicode_length", o.unicode_length),
+                ("unicode_state", o.unicode_state),
+                ("unicode_ascii_data", o.unicode_ascii_data),
+                ("unicode_compact_data", o.unicode_compact_data),
+            ];
+            for (name, ours) in pairs {
+                let theirs = get(name).unwrap_or_else(|| panic!("{name} not printed ({include})"));
+                assert_eq!(theirs, ours, "{name} ({include})");
+            }
+            return;
+        }
+        let mut pairs = vec![
             ("runtime_interpreters_head", o.runtime_interp_head),
             ("interp_threads_head", o.interp_threads_head),
             ("tstate_next", o.tstate_next),
             ("tstate_native_thread_id", o.tstate_native_thread_id),
             ("tstate_cframe", o.tstate_cframe),
-            ("cframe_current_frame", o.cframe_current_frame),
             ("frame_code", o.frame_code),
             ("frame_previous", o.frame_previous),
             ("frame_prev_instr", o.frame_prev_instr),
-            ("frame_is_entry", o.frame_is_entry),
+            ("frame_owner", o.frame_owner),
             ("code_filename", o.code_filename),
             ("code_qualname", o.code_qualname),
             ("code_firstlineno", o.code_firstlineno),
@@ -149,8 +203,28 @@ mod tests {
             ("unicode_ascii_data", o.unicode_ascii_data),
             ("unicode_compact_data", o.unicode_compact_data),
         ];
+        if !o.no_cframe {
+            pairs.push(("cframe_current_frame", o.cframe_current_frame));
+        }
+        if o.entry_by_owner {
+            // The owner value that marks an eval call's own frame (python.bpf.h's).
+            pairs.push(("frame_owned_by_cstack", 3));
+        } else {
+            pairs.push(("frame_is_entry", o.frame_is_entry));
+        }
+        assert_eq!(
+            get("frame_is_entry").is_none(),
+            o.entry_by_owner,
+            "{include}"
+        );
+        assert_eq!(
+            get("cframe_current_frame").is_none(),
+            o.no_cframe,
+            "{include}"
+        );
         for (name, ours) in pairs {
-            assert_eq!(get(name), ours, "{name}");
+            let theirs = get(name).unwrap_or_else(|| panic!("{name} not printed ({include})"));
+            assert_eq!(theirs, ours, "{name} ({include})");
         }
     }
 }
