@@ -9,12 +9,13 @@
 //!   `runtimes`, `tracing` <- `output` <- `config` <- `capture` <- `session` <- `cli`.
 //!
 //! Declaring a module (`mod x;`) is not an import; re-exporting from it (`pub use x::Y`) is.
-//! (The same check as analyze's `layers.rs`, over these crates.)
+//! The machinery is shared with analyze's `layers.rs`: `fixtures/layers.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use syn::visit::Visit;
+#[path = "../../../fixtures/layers.rs"]
+mod check;
+use check::{circles, describe, load, upward_arrows};
 
 /// The library's top-level modules, lowest first. A module may import its own layer's and
 /// lower layers' modules only.
@@ -29,321 +30,8 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// A crate's module tree: module path -> the file that defines it (inline modules map to the
-/// file holding them).
-struct Crate {
-    modules: BTreeMap<Vec<String>, PathBuf>,
-    /// Per file: its module path and its syntax.
-    files: Vec<(PathBuf, Vec<String>, syn::File)>,
-}
-
-fn module_path(root_dir: &Path, file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(root_dir).expect("under the root");
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let last = parts.pop().expect("a file name");
-    match last.as_str() {
-        "mod.rs" | "lib.rs" | "main.rs" => {}
-        name => parts.push(name.trim_end_matches(".rs").to_string()),
-    }
-    parts
-}
-
-fn rust_files(dir: &Path, skip: Option<&Path>, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let p = e.expect("dir entry").path();
-        if Some(p.as_path()) == skip {
-            continue;
-        }
-        if p.is_dir() {
-            rust_files(&p, skip, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
-/// Inline modules (`mod tests { ... }`) of a file, with their paths relative to it.
-struct InlineMods(Vec<Vec<String>>);
-
-impl<'a> Visit<'a> for InlineMods {
-    fn visit_item_mod(&mut self, m: &'a syn::ItemMod) {
-        if m.content.is_some() {
-            self.0.push(vec![m.ident.to_string()]);
-            let mut inner = InlineMods(Vec::new());
-            if let Some((_, items)) = &m.content {
-                for it in items {
-                    inner.visit_item(it);
-                }
-            }
-            for p in inner.0 {
-                let mut full = vec![m.ident.to_string()];
-                full.extend(p);
-                self.0.push(full);
-            }
-        }
-    }
-}
-
-fn load(root_dir: &Path, skip: Option<&Path>) -> Crate {
-    let mut paths = Vec::new();
-    rust_files(root_dir, skip, &mut paths);
-    paths.sort();
-    let mut modules = BTreeMap::new();
-    let mut files = Vec::new();
-    for p in paths {
-        let text = std::fs::read_to_string(&p).expect("readable source");
-        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let m = module_path(root_dir, &p);
-        let mut inline = InlineMods(Vec::new());
-        inline.visit_file(&ast);
-        for i in inline.0 {
-            let mut full = m.clone();
-            full.extend(i);
-            modules.insert(full, p.clone());
-        }
-        modules.insert(m.clone(), p.clone());
-        files.push((p, m, ast));
-    }
-    Crate { modules, files }
-}
-
-/// Collects the module paths a file's code names, resolved against the module it is in.
-struct Imports<'c> {
-    krate: &'c Crate,
-    /// The module the code being visited is in (the file's, or an inline module of it).
-    here: Vec<String>,
-    /// Child modules declared in the module being visited.
-    children: Vec<BTreeSet<String>>,
-    found: BTreeSet<Vec<String>>,
-}
-
-impl Imports<'_> {
-    /// `segments` as an absolute module path, if it starts inside this crate.
-    fn absolute(&self, segments: &[String]) -> Option<Vec<String>> {
-        let first = segments.first()?;
-        let mut at: Vec<String>;
-        let mut rest = segments;
-        match first.as_str() {
-            "crate" => {
-                at = Vec::new();
-                rest = &rest[1..];
-            }
-            "self" => {
-                at = self.here.clone();
-                rest = &rest[1..];
-            }
-            "super" => {
-                at = self.here.clone();
-                while rest.first().is_some_and(|s| s == "super") {
-                    at.pop()?;
-                    rest = &rest[1..];
-                }
-            }
-            name if self.children.last().is_some_and(|c| c.contains(name)) => {
-                at = self.here.clone();
-            }
-            _ => return None,
-        }
-        at.extend(rest.iter().cloned());
-        Some(at)
-    }
-
-    fn add(&mut self, segments: &[String]) {
-        if let Some(abs) = self.absolute(segments) {
-            self.found.insert(abs);
-        }
-    }
-
-    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
-        match tree {
-            syn::UseTree::Path(p) => {
-                prefix.push(p.ident.to_string());
-                self.use_tree(prefix, &p.tree);
-                prefix.pop();
-            }
-            syn::UseTree::Name(n) => {
-                prefix.push(n.ident.to_string());
-                self.add(&prefix.clone());
-                prefix.pop();
-            }
-            syn::UseTree::Rename(r) => {
-                prefix.push(r.ident.to_string());
-                self.add(&prefix.clone());
-                prefix.pop();
-            }
-            syn::UseTree::Glob(_) => self.add(&prefix.clone()),
-            syn::UseTree::Group(g) => {
-                for t in &g.items {
-                    self.use_tree(prefix, t);
-                }
-            }
-        }
-    }
-}
-
-fn declared_children(items: &[syn::Item]) -> BTreeSet<String> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            syn::Item::Mod(m) => Some(m.ident.to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
-impl<'a> Visit<'a> for Imports<'_> {
-    fn visit_item_use(&mut self, u: &'a syn::ItemUse) {
-        self.use_tree(&mut Vec::new(), &u.tree);
-    }
-
-    fn visit_path(&mut self, p: &'a syn::Path) {
-        let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-        if segs.len() > 1 {
-            self.add(&segs);
-        }
-        syn::visit::visit_path(self, p);
-    }
-
-    fn visit_item_mod(&mut self, m: &'a syn::ItemMod) {
-        if let Some((_, items)) = &m.content {
-            self.here.push(m.ident.to_string());
-            self.children.push(declared_children(items));
-            for it in items {
-                self.visit_item(it);
-            }
-            self.children.pop();
-            self.here.pop();
-        }
-    }
-}
-
-impl Crate {
-    /// The file defining the longest module prefix of `path`.
-    fn file_of(&self, path: &[String]) -> Option<&PathBuf> {
-        (0..=path.len())
-            .rev()
-            .find_map(|n| self.modules.get(&path[..n]))
-    }
-
-    /// file -> the files it imports, with the first path that made each edge.
-    fn edges(&self) -> BTreeMap<PathBuf, BTreeMap<PathBuf, String>> {
-        let mut edges: BTreeMap<PathBuf, BTreeMap<PathBuf, String>> = BTreeMap::new();
-        for (file, m, ast) in &self.files {
-            let mut v = Imports {
-                krate: self,
-                here: m.clone(),
-                children: vec![declared_children(&ast.items)],
-                found: BTreeSet::new(),
-            };
-            v.visit_file(ast);
-            let out = edges.entry(file.clone()).or_default();
-            for path in v.found {
-                let Some(target) = v.krate.file_of(&path) else {
-                    continue;
-                };
-                if target != file {
-                    out.entry(target.clone()).or_insert_with(|| path.join("::"));
-                }
-            }
-        }
-        edges
-    }
-}
-
-/// Strongly connected components with more than one file (Tarjan's algorithm).
-fn circles(edges: &BTreeMap<PathBuf, BTreeMap<PathBuf, String>>) -> Vec<Vec<PathBuf>> {
-    struct State<'e> {
-        edges: &'e BTreeMap<PathBuf, BTreeMap<PathBuf, String>>,
-        index: BTreeMap<&'e PathBuf, usize>,
-        low: BTreeMap<&'e PathBuf, usize>,
-        stack: Vec<&'e PathBuf>,
-        on_stack: BTreeSet<&'e PathBuf>,
-        next: usize,
-        out: Vec<Vec<PathBuf>>,
-    }
-    fn connect<'e>(s: &mut State<'e>, v: &'e PathBuf) {
-        s.index.insert(v, s.next);
-        s.low.insert(v, s.next);
-        s.next += 1;
-        s.stack.push(v);
-        s.on_stack.insert(v);
-        let targets: Vec<&'e PathBuf> = s.edges.get(v).into_iter().flat_map(|m| m.keys()).collect();
-        for w in targets {
-            if !s.index.contains_key(w) {
-                connect(s, w);
-                let lw = s.low[w];
-                let lv = s.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(lw);
-            } else if s.on_stack.contains(w) {
-                let iw = s.index[w];
-                let lv = s.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(iw);
-            }
-        }
-        if s.low[v] == s.index[v] {
-            let mut scc = Vec::new();
-            loop {
-                let w = s.stack.pop().expect("on the stack");
-                s.on_stack.remove(w);
-                scc.push(w.clone());
-                if w == v {
-                    break;
-                }
-            }
-            if scc.len() > 1 {
-                scc.sort();
-                s.out.push(scc);
-            }
-        }
-    }
-    let mut s = State {
-        edges,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        next: 0,
-        out: Vec::new(),
-    };
-    for v in edges.keys() {
-        if !s.index.contains_key(v) {
-            connect(&mut s, v);
-        }
-    }
-    s.out
-}
-
-fn describe(
-    root: &Path,
-    scc: &[PathBuf],
-    edges: &BTreeMap<PathBuf, BTreeMap<PathBuf, String>>,
-) -> String {
-    let name = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
-    let mut lines = vec![format!(
-        "circle of {} files: {}",
-        scc.len(),
-        scc.iter().map(|p| name(p)).collect::<Vec<_>>().join(", ")
-    )];
-    for a in scc {
-        for (b, via) in &edges[a] {
-            if scc.contains(b) {
-                lines.push(format!("    {} -> {} ({via})", name(a), name(b)));
-            }
-        }
-    }
-    lines.join("\n")
-}
-
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-fn layer_of(m: &[String]) -> Option<usize> {
-    let top = m.first()?;
-    LAYERS.iter().position(|l| l.contains(&top.as_str()))
 }
 
 #[test]
@@ -373,49 +61,11 @@ fn no_file_of_record_or_bpf_imports_one_that_imports_it() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
-/// Every import of a file in one layer from a file in a layer above it, and every top-level
-/// module in no layer.
-fn upward_arrows(krate: &Crate, root: &Path) -> Vec<String> {
-    let module_of: BTreeMap<&PathBuf, &Vec<String>> =
-        krate.files.iter().map(|(p, m, _)| (p, m)).collect();
-    let edges = krate.edges();
-    let name = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
-    let mut problems = Vec::new();
-    for (file, m, _) in &krate.files {
-        if m.is_empty() {
-            continue; // lib.rs declares every module
-        }
-        let Some(from) = layer_of(m) else {
-            problems.push(format!(
-                "{}: top-level module {:?} is in no layer (add it to LAYERS)",
-                name(file),
-                m[0]
-            ));
-            continue;
-        };
-        for (target, via) in &edges[file] {
-            let Some(to) = layer_of(module_of[target]) else {
-                continue; // lib.rs declares the modules
-            };
-            if to > from {
-                problems.push(format!(
-                    "{} ({}) imports {} ({}) above it, via {via}",
-                    name(file),
-                    LAYERS[from][0],
-                    name(target),
-                    LAYERS[to][0],
-                ));
-            }
-        }
-    }
-    problems
-}
-
 #[test]
 fn record_folders_import_only_the_layers_below_them() {
     let root = src();
     let main = root.join("main.rs");
-    let problems = upward_arrows(&load(&root, Some(&main)), &root);
+    let problems = upward_arrows(LAYERS, &load(&root, Some(&main)), &root);
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
@@ -449,7 +99,7 @@ fn the_check_finds_a_circle_and_an_upward_arrow() {
     let read = &edges[&dir.join("sideband/parse.rs")];
     assert_eq!(read[&dir.join("cli.rs")], "cli::show");
     // sideband (below) calling into cli (above): an arrow up, named with its path.
-    let up = upward_arrows(&krate, &dir);
+    let up = upward_arrows(LAYERS, &krate, &dir);
     assert_eq!(
         up,
         ["sideband/parse.rs (sideband) imports cli.rs (cli) above it, via cli::show"]
