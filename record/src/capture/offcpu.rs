@@ -57,11 +57,6 @@ impl Recorder {
             let Some(attr) = attr else {
                 continue;
             };
-            let user = if python {
-                &merged[..]
-            } else {
-                &o.user_stack[..]
-            };
             let written = self.write_stack_sample(
                 shared,
                 attr,
