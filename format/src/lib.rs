@@ -29,7 +29,7 @@ pub use error::Error;
 pub use linux_perf_data;
 pub use reader::{
     cmdline, parse_record, FileMode, InputBytes, KsymbolRecord, PageBudget, PerfFileReader,
-    HUGE_PAGE,
+    ScatteredReads, HUGE_PAGE,
 };
 pub use trace_format::{Field, FieldKind, TraceFormat, Value};
 pub use tracing_data::{

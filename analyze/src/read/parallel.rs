@@ -364,9 +364,11 @@ pub(super) fn read(
     let mut timeline = Timeline::default();
     let first_version = timeline.version;
     let mut version_after = Vec::with_capacity(others.len());
+    let mut scattered = pages.scattered();
     for &i in &others {
         let place = timed[i].1;
         let r = Rec::at(bytes, walk::offset(place));
+        scattered.read(&bytes[r.at - 8..r.at + r.len as usize]);
         let raw = RawEventRecord {
             record_type: RecordType(r.kind as u32),
             misc: r.misc,
@@ -386,6 +388,7 @@ pub(super) fn read(
     // The version of the sample at `i`.
     let version_of = |i: usize| version_after_others(others.partition_point(|&o| o < i));
     let samples = timed;
+    drop(scattered);
     pages.pass_done();
     crate::timing::mark("read: timeline");
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use linux_perf_data::{AttributeDescription, PerfFile, PerfFileRecord, PerfRecordIter};
 
-pub use pages::{PageBudget, HUGE_PAGE};
+pub use pages::{PageBudget, ScatteredReads, HUGE_PAGE};
 pub use parse::{cmdline, parse_record, KsymbolRecord};
 pub use scan::FileMode;
 use scan::Walk;

@@ -132,12 +132,28 @@ impl PageBudget {
                 end / HUGE_PAGE * HUGE_PAGE
             },
         );
-        if start < end {
+        self.give_back_range(start, end);
+    }
+
+    /// Gives back the pages of the input's bytes `start..end` (nothing where it is empty).
+    fn give_back_range(&self, start: usize, end: usize) {
+        let Storage::Mapped(map) = &*self.storage else {
+            return;
+        };
+        if start < end && end <= map.len() {
             // SAFETY: as in [`give_back`]: a read-only file mapping whose pages, dropped, are
             // mapped again with the same contents by the next read of them.
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
             };
+        }
+    }
+
+    /// A reader of records scattered over the input one at a time (see [`ScatteredReads`]).
+    pub fn scattered(&self) -> ScatteredReads<'_> {
+        ScatteredReads {
+            pages: self,
+            blocks: Vec::with_capacity(SCATTERED_BLOCKS),
         }
     }
 
@@ -163,6 +179,63 @@ impl PageBudget {
         if beside.is_err() {
             give_back(&self.storage);
         }
+    }
+}
+
+/// The 2 MiB blocks a [`ScatteredReads`] keeps mapped before it gives them back: 8 MiB.
+const SCATTERED_BLOCKS: usize = 4;
+
+/// Reads of records that lie far apart in a large input, a few at a time (the side-band
+/// records a timeline replays in time order: a few in each round of the file). Where the
+/// input's page cache holds 2 MiB folios, each read maps its whole block: one record per
+/// round mapped a 127 MiB recording whole (a report's peak 88 MiB, 60 in small pages). The
+/// blocks read are given back every [`SCATTERED_BLOCKS`] of them, and the rest when the
+/// reads end (dropped). Records read in turn from the same few blocks (time order
+/// interleaving CPUs' buffers) map each once.
+pub struct ScatteredReads<'a> {
+    pages: &'a PageBudget,
+    /// The blocks read since they were last given back, as offsets of their first byte.
+    blocks: Vec<usize>,
+}
+
+impl ScatteredReads<'_> {
+    /// Says that `bytes` (a record of the input) were read.
+    pub fn read(&mut self, bytes: &[u8]) {
+        let Storage::Mapped(map) = &*self.pages.storage else {
+            return;
+        };
+        if self.pages.keeps_all() {
+            return;
+        }
+        let Some(at) = (bytes.as_ptr() as usize).checked_sub(map.as_ptr() as usize) else {
+            return;
+        };
+        if at >= map.len() {
+            return;
+        }
+        let (first, last) = (at / HUGE_PAGE, (at + bytes.len().max(1) - 1) / HUGE_PAGE);
+        for block in first..=last {
+            if !self.blocks.contains(&block) {
+                if self.blocks.len() == SCATTERED_BLOCKS {
+                    self.give_back();
+                }
+                self.blocks.push(block);
+            }
+        }
+    }
+
+    fn give_back(&mut self) {
+        for block in self.blocks.drain(..) {
+            let start = block * HUGE_PAGE;
+            let end = (start + HUGE_PAGE).min(self.pages.storage.len());
+            self.pages.give_back_range(start, end);
+        }
+    }
+}
+
+impl Drop for ScatteredReads<'_> {
+    fn drop(&mut self) {
+        self.give_back();
     }
 }
 
@@ -268,6 +341,40 @@ mod tests {
         assert_eq!(resident_kib(&storage), 0);
         touch(&storage, 1 << 20);
         pages.went_through(BUDGET);
+        assert_eq!(resident_kib(&storage), 0);
+    }
+
+    /// Records read one at a time far apart keep at most [`SCATTERED_BLOCKS`] blocks
+    /// mapped, and none once the reads end; records read again from the blocks still held
+    /// count once.
+    #[test]
+    fn scattered_reads_keep_a_few_blocks() {
+        const MIB: usize = 1 << 20;
+        let storage = mapped(BUDGET + 64 * MIB as u64);
+        let pages = PageBudget::new(storage.clone());
+        let blocks = |kib: u64| kib.div_ceil(HUGE_PAGE as u64 >> 10);
+        {
+            let mut reads = pages.scattered();
+            // A record in every other block, and one across two blocks, as time order
+            // reads them: back and forth between neighbours.
+            // Each read maps its whole block, as a huge folio's would be.
+            let read = |reads: &mut ScatteredReads, at: usize| {
+                let block = at / HUGE_PAGE * HUGE_PAGE;
+                touch(
+                    &storage[block..],
+                    (at + 64).next_multiple_of(HUGE_PAGE) - block,
+                );
+                reads.read(&storage[at..at + 64]);
+            };
+            for at in (0..100 * MIB).step_by(4 * MIB) {
+                for at in [at, at + 2 * MIB + 100, at] {
+                    read(&mut reads, at);
+                }
+                assert!(blocks(resident_kib(&storage)) <= SCATTERED_BLOCKS as u64);
+            }
+            read(&mut reads, 3 * HUGE_PAGE - 32);
+            assert!(resident_kib(&storage) > 0);
+        }
         assert_eq!(resident_kib(&storage), 0);
     }
 
