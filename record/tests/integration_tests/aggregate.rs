@@ -274,7 +274,10 @@ fn aggregated_counts_are_written_every_interval() {
         times.len()
     );
     for gap in times.windows(2).map(|t| t[1] - t[0]) {
-        assert!(gap >= 900_000_000, "counts written {gap} ns apart: {times:?}");
+        assert!(
+            gap >= 900_000_000,
+            "counts written {gap} ns apart: {times:?}"
+        );
     }
 }
 
