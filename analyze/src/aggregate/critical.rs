@@ -152,7 +152,16 @@ impl Path<'_> {
             inside
         };
         if chosen.is_empty() {
-            self.charge_leaf(prefix, "[on CPU, not sampled]", to - from);
+            // No sample near: the user stack where it blocked next (or, at its end, where it
+            // had blocked before), the code it ran last (a thread that issues a read and
+            // blocks runs a few microseconds between its samples).
+            let mut frames = prefix.to_vec();
+            if let Some(s) = self.nearest_wait(tid, from, to) {
+                let s = &self.stacks[s];
+                frames.extend(&s.frames[..(s.user_len as usize).min(s.frames.len())]);
+            }
+            frames.push(self.name("[on CPU, not sampled]"));
+            self.charge(frames, to - from);
             return;
         }
         let (n, ns) = (chosen.len() as u64, to - from);
@@ -163,6 +172,22 @@ impl Path<'_> {
             frames.extend(&self.stacks[*s].frames);
             self.charge(frames, share);
         }
+    }
+
+    /// The stack of thread `tid`'s wait that begins at `to` (the stretch `from..to` on the
+    /// CPU ends in it), else of the one that ended at `from`.
+    fn nearest_wait(&self, tid: i32, from: u64, to: u64) -> Option<usize> {
+        let waits = &self.threads.get(&tid)?.waits;
+        let next = waits.partition_point(|w| w.end <= to);
+        waits
+            .get(next)
+            .filter(|w| w.start >= to)
+            .or_else(|| {
+                next.checked_sub(1)
+                    .map(|i| &waits[i])
+                    .filter(|w| w.end <= from)
+            })
+            .map(|w| w.stack)
     }
 
     /// Charges `from..to` of the wait `w` of thread `tid`: its part before the wakeup to
@@ -182,9 +207,11 @@ impl Path<'_> {
             self.charge_leaf(&blocked, "[waker not recorded]", ns);
             return;
         };
-        if waker.pid == 0 {
-            let device = device_of(waker, self.frames);
-            self.charge_leaf(&blocked, device, ns);
+        // An interrupt, or a kernel thread or softirq that completed a device's work for
+        // it (a disk request's completion runs in either): the device its stack names.
+        let device = device_of(waker, self.frames);
+        if waker.pid == 0 || (device.is_some() && !self.followed.contains(&waker.pid)) {
+            self.charge_leaf(&blocked, device.unwrap_or("[interrupt]"), ns);
             return;
         }
         let comm = self.comms[waker.comm as usize].replace(' ', "_");
@@ -206,8 +233,9 @@ impl Path<'_> {
     }
 }
 
-/// What an interrupt that woke a thread served, from its kernel stack.
-fn device_of(waker: &SymbolizedStack, frames: &[FrameInfo]) -> &'static str {
+/// What device an interrupt (or a kernel thread) that woke a thread served, from its kernel
+/// stack: `[disk]`, `[network]`, `[timer]`; `None` when it names none.
+fn device_of(waker: &SymbolizedStack, frames: &[FrameInfo]) -> Option<&'static str> {
     let has = |part: &str| {
         waker
             .frames
@@ -215,13 +243,13 @@ fn device_of(waker: &SymbolizedStack, frames: &[FrameInfo]) -> &'static str {
             .any(|&f| frames[f as usize].function.contains(part))
     };
     if has("blk_") || has("bio_endio") || has("nvme") || has("scsi") {
-        "[disk]"
+        Some("[disk]")
     } else if has("net_rx") || has("napi") || has("netif_receive") || has("tcp_v") {
-        "[network]"
+        Some("[network]")
     } else if has("hrtimer") || has("timer") {
-        "[timer]"
+        Some("[timer]")
     } else {
-        "[interrupt]"
+        None
     }
 }
 

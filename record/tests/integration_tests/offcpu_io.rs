@@ -630,6 +630,112 @@ fn chains_follow_a_wait_through_its_wakers_own_waits() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--depth is for --event chain"));
 }
 
+/// The critical path through a disk: main waits on a producer (a pipe), which reads each
+/// chunk from disk with O_DIRECT (the fixture `pipeline`). The time main waited while the
+/// producer was in its reads is charged under the producer's read_from_disk (on the CPU,
+/// waiting for the CPU, or for the disk, named `[disk]` from the completion's stack), and
+/// adds up to what the program measured of its reads.
+#[test]
+fn the_critical_path_goes_through_a_producer_to_the_disk() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("critical-disk");
+    // On disk (not a tmpfs: O_DIRECT reads must reach a device), 64 MiB read 8 times over in
+    // 256 KiB chunks: the process's start before main (exec, the loader: 1-3 ms), which the
+    // program's clock misses, is well under 1% of its wall time.
+    let io_dir = std::env::var("TMPDIR").unwrap_or_else(|_| "/var/tmp".into());
+    let data =
+        std::path::Path::new(&io_dir).join(format!("bpfperf-pipeline-{}", std::process::id()));
+    let dd = std::process::Command::new("dd")
+        .arg("if=/dev/urandom")
+        .arg(format!("of={}", data.display()))
+        .args(["bs=1M", "count=64", "status=none"])
+        .status()
+        .unwrap();
+    assert!(dd.success());
+    for (mode, program) in [("fp", "pipeline-fp"), ("dwarf", "pipeline-nofp")] {
+        let file = dir.path(&format!("{mode}.data"));
+        let out = record(
+            &[
+                "-e",
+                "cpu-clock,offcpu,wakeup,runq",
+                "--call-graph",
+                mode,
+                "-o",
+                file.to_str().unwrap(),
+            ],
+            &[
+                fixture(program).to_str().unwrap(),
+                data.to_str().unwrap(),
+                "2048",
+                "256",
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+        let measured = |name: &str| -> u64 {
+            printed
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} not in {printed}"))
+        };
+        let (disk_read, main_wall) = (measured("disk_read "), measured("main_wall "));
+        let folded = analyze(&["critical", "--folded"], &file);
+        assert!(
+            folded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&folded.stderr)
+        );
+        let folded = String::from_utf8_lossy(&folded.stdout).into_owned();
+        let weight = |keep: &dyn Fn(&str) -> bool| -> u64 {
+            folded
+                .lines()
+                .filter_map(|l| l.rsplit_once(' '))
+                .filter(|(k, _)| keep(k))
+                .map(|(_, w)| w.parse::<u64>().unwrap())
+                .sum()
+        };
+        let total = weight(&|_| true);
+        // (With frame pointers, read_from_disk's own frame is lost under libc's pread,
+        // which keeps none.)
+        let in_reads =
+            weight(&|k| k.contains(";[waits on producer ") && k.contains(";__libc_pread"));
+        let disk = weight(&|k| k.ends_with(";[disk]"));
+        // What the program's clock counts as reading that the path may charge elsewhere:
+        // main waiting for a CPU while the producer reads the next chunk, stretches on the
+        // CPU no sample fell in.
+        let elsewhere = weight(&|k| {
+            !k.contains(";__libc_pread")
+                && (k.ends_with(";[run queue]") || k.ends_with(";[on CPU, not sampled]"))
+        });
+        let share = |ns: u64| 100.0 * ns as f64 / total as f64;
+        let read_share = 100.0 * disk_read as f64 / main_wall as f64;
+        eprintln!(
+            "{mode}: critical path {total} ns (the program's wall {main_wall}); under the \
+             producer's reads {:.2}% (the program: {read_share:.2}%), [disk] {:.2}%, run \
+             queues and unsampled stretches elsewhere {:.2}%",
+            share(in_reads),
+            share(disk),
+            share(elsewhere)
+        );
+        assert!(
+            (0.99..=1.01).contains(&(total as f64 / main_wall as f64)),
+            "{mode}: {total} ns of {main_wall}"
+        );
+        assert!(
+            share(in_reads) <= read_share + 2.0
+                && share(in_reads) + share(elsewhere) >= read_share - 2.0,
+            "{folded}"
+        );
+        // The disk is named (the rest of the reads: the producer on the CPU, and waiting for
+        // one once its read completed).
+        assert!(share(disk) >= 10.0, "{folded}");
+    }
+    let _ = std::fs::remove_file(&data);
+}
+
 #[test]
 fn only_the_recorded_programs_io_is_kept_not_another_processes_nor_records_own() {
     if !can_record() {
