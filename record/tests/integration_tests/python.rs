@@ -400,8 +400,8 @@ struct Recorded {
 /// `record --aggregate` counts samples in the kernel with their Python frames (and last
 /// instructions) as part of the key: each function's share of its thread is within 3 points
 /// (or three standard errors of the difference) of a per-sample recording's in the same
-/// mode, and within the usual tolerance of the program's own split; no eval frame is left
-/// under main_loop; the counts are fewer records than samples.
+/// mode, each taken against its own run's split, and within the usual tolerance of that
+/// split; no eval frame is left under main_loop; the counts are fewer records than samples.
 pub fn aggregated_shares_match_per_sample(python: &str) {
     for mode in ["dwarf", "fp"] {
         let dir = TempDir::new("python-aggregate");
@@ -447,9 +447,14 @@ pub fn aggregated_shares_match_per_sample(python: &str) {
                  ({n2}), known {k:.1}% / {:.1}%",
                 each.known[f]
             );
+            // The two runs are two runs of the program: how their threads' time split may
+            // differ by several points (hash_work 41.6% in one, 35.9% in the next, fp, CI's
+            // load). Each is compared as its run stands against its own split.
+            let ke = each.known[f];
             assert!(
-                (o - e).abs() <= within,
-                "{mode}: {f}: counted {o:.1}% vs one by one {e:.1}% (within {within:.1})"
+                ((o - k) - (e - ke)).abs() <= within,
+                "{mode}: {f}: counted {o:.1}% (its run's split {k:.1}%) vs one by one {e:.1}% \
+                 (its run's {ke:.1}%), within {within:.1}"
             );
             let tolerance = sampling_tolerance(k, n1);
             assert!(
