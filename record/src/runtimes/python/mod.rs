@@ -356,6 +356,7 @@ impl Python {
         match e {
             bpf::Event::OnCpu(s) | bpf::Event::Fault(s) => self.observe_frames(s.pid, &s.python),
             bpf::Event::OffCpu(o) => self.observe_frames(o.pid, &o.python),
+            bpf::Event::Wakeup(w) => self.observe_frames(w.pid, &w.python),
             _ => {}
         }
     }
@@ -426,31 +427,39 @@ impl Python {
         })
     }
 
-    /// The user stack of an on-CPU sample with its Python frames in place of the eval
-    /// frames that ran them, into `out`; false (out untouched) when it has none or they
-    /// cannot be placed. Counted in [`Stats`].
-    pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
-        if let Some(p) = self.procs.get(&sample.pid) {
+    /// The user stack of `samples` on-CPU samples of `pid` with the same stacks (one sent,
+    /// or a count kept in the kernel) with their Python frames in place of the eval frames
+    /// that ran them, into `out`; false (out untouched) when they have none or they cannot
+    /// be placed. Counted in [`Stats`].
+    pub fn merge(
+        &mut self,
+        pid: u32,
+        samples: u64,
+        user_stack: &[u64],
+        python: &[bpf::PyFrame],
+        out: &mut Vec<u64>,
+    ) -> bool {
+        if let Some(p) = self.procs.get(&pid) {
             let (from, to) = p.eval;
-            let in_eval = sample.user_stack.iter().any(|ip| (from..=to).contains(ip));
-            let frames = !sample.python.is_empty();
-            self.not_read.sampled(sample.pid, in_eval, frames);
+            let in_eval = user_stack.iter().any(|ip| (from..=to).contains(ip));
+            let frames = !python.is_empty();
+            self.not_read.sampled(pid, samples, in_eval, frames);
         }
-        if sample.python.is_empty() {
+        if python.is_empty() {
             return false;
         }
-        self.stats.samples += 1;
-        if sample.user_stack.is_empty() {
+        self.stats.samples += samples;
+        if user_stack.is_empty() {
             // A copy for analyze to unwind: no frames to place the Python ones among.
-            self.stats.copied += 1;
+            self.stats.copied += samples;
             return false;
         }
-        let placed = self.merge_stack(sample.pid, &sample.user_stack, &sample.python, out);
-        self.stats.placed += placed as u64;
+        let placed = self.merge_stack(pid, user_stack, python, out);
+        self.stats.placed += placed as u64 * samples;
         placed
     }
 
-    /// The same for any stack of process `pid` (off-CPU intervals), not counted.
+    /// The same for any stack of process `pid` (off-CPU intervals, wakers), not counted.
     pub fn merge_stack(
         &mut self,
         pid: u32,
