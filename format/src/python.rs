@@ -51,17 +51,27 @@ pub fn is_entry(addr: u64) -> bool {
 /// the Python frames it ran, from the innermost not yet placed to the next entry frame.
 /// Frames whose eval call the native stack does not reach (its unwinding ended before it)
 /// go at its outer end, in order. Returns the number of Python frames placed.
+///
+/// The frame just outside an eval frame whose Python frames were placed is left out when
+/// `trampoline` says it is one: CPython's perf support (`-X perf`, 3.12 on) enters each eval
+/// call through a trampoline of its own in anonymous memory, which its perf map names
+/// `py::qualname:file`, the function the placed frames name already.
 pub fn place<T: Copy>(
     native: &[T],
     mut in_eval: impl FnMut(usize, &T) -> bool,
     python: &[T],
     mut entry: impl FnMut(&T) -> bool,
+    mut trampoline: impl FnMut(&T) -> bool,
     out: &mut Vec<T>,
 ) -> usize {
     out.clear();
     // The Python frames not placed yet.
     let mut rest = python;
+    let mut placed_before = false;
     for (i, f) in native.iter().enumerate() {
+        if std::mem::take(&mut placed_before) && trampoline(f) {
+            continue;
+        }
         if !rest.is_empty() && in_eval(i, f) {
             // The frames this eval call ran: up to its entry frame.
             let end = rest
@@ -70,6 +80,7 @@ pub fn place<T: Copy>(
                 .map_or(rest.len(), |e| e + 1);
             out.extend_from_slice(&rest[..end]);
             rest = &rest[end..];
+            placed_before = true;
             continue;
         }
         out.push(*f);
@@ -90,6 +101,7 @@ mod tests {
             |_, &f| (100..200).contains(&f),
             python,
             |&f| f % 2 == 1,
+            |&f| (500..600).contains(&f),
             &mut out,
         );
         assert_eq!(n, python.len());
@@ -107,6 +119,18 @@ mod tests {
         assert_eq!(placed(&[100, 3], &[1000, 1002]), [1000, 1002, 3]);
         // An eval frame with nothing left to place stays.
         assert_eq!(placed(&[100, 101, 3], &[1001]), [1001, 101, 3]);
+    }
+
+    #[test]
+    fn trampolines_of_placed_eval_calls_are_left_out() {
+        // eval (its trampoline 500 outside), C, eval (trampoline 501), main.
+        assert_eq!(
+            placed(&[100, 500, 2, 101, 501, 3], &[1001, 1003]),
+            [1001, 2, 1003, 3]
+        );
+        // Only right outside an eval frame whose Python frames were placed.
+        assert_eq!(placed(&[500, 100, 2, 501], &[1001]), [500, 1001, 2, 501]);
+        assert_eq!(placed(&[100, 101, 501], &[1001]), [1001, 101, 501]);
     }
 
     #[test]

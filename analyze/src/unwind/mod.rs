@@ -177,6 +177,11 @@ impl<'r> Unwinder<'r> {
                 |_, f| unwinder.in_python_eval(f.addr),
                 &frames,
                 |f| python::is_entry(f.addr),
+                |f| {
+                    f.map().is_some_and(|m| {
+                        crate::read::is_anonymous(&self.rec.mappings[m as usize].path)
+                    })
+                },
                 &mut user,
             );
         }

@@ -76,6 +76,9 @@ struct Proc {
     map_tried: bool,
     /// Whether its synthetic mapping was written into the recording.
     mapped: bool,
+    /// Its anonymous executable memory: where CPython's perf support (`-X perf`) puts the
+    /// trampolines it enters eval calls through.
+    anonymous: Vec<(u64, u64)>,
 }
 
 /// A code object as last read at its address. The address may be reused by another code
@@ -188,6 +191,11 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
     })
 }
 
+/// Whether a mapping's name is anonymous memory's, as the kernel and `/proc/PID/maps` name it.
+fn is_anonymous(filename: &str) -> bool {
+    filename.is_empty() || filename == "//anon" || filename.starts_with("[anon")
+}
+
 /// Where `/tmp/perf-PID.map` is.
 pub fn perf_map_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
@@ -238,6 +246,20 @@ impl Python {
             }
         }
         match fact {
+            Fact::Mmap2 {
+                pid,
+                start,
+                len,
+                prot,
+                filename,
+                ..
+            } if prot & 4 != 0 && is_anonymous(filename) => {
+                let p = self.procs.get_mut(pid)?;
+                let end = start.saturating_add(*len);
+                p.anonymous.retain(|&(s, e)| e <= *start || s >= end);
+                p.anonymous.push((*start, end));
+                None
+            }
             Fact::Mmap2 {
                 pid,
                 start,
@@ -303,6 +325,7 @@ impl Python {
                         map: None,
                         map_tried: false,
                         mapped: false,
+                        anonymous: Vec::new(),
                     },
                 );
                 Some(Watch {
@@ -331,6 +354,7 @@ impl Python {
                     map: None,
                     map_tried: false,
                     mapped: false,
+                    anonymous: parent.anonymous.clone(),
                 };
                 self.procs.insert(*pid, proc);
                 self.stats.processes.push(*pid);
@@ -482,11 +506,17 @@ impl Python {
             let pc = if i == 0 { ip } else { ip.wrapping_sub(1) };
             (from..to).contains(&pc)
         };
+        let anon = &p.anonymous;
         let placed = format::python::place(
             user_stack,
             in_eval,
             &frames,
             |&a| format::python::is_entry(a),
+            // Return addresses: their call is the byte before.
+            |&ip| {
+                anon.iter()
+                    .any(|&(s, e)| (s..e).contains(&ip.wrapping_sub(1)))
+            },
             out,
         );
         self.stats.frames += placed as u64;
