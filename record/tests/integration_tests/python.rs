@@ -515,7 +515,7 @@ pub fn perf_support_leaves_one_frame_per_function(python: &str) {
     };
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines.iter().all(|l| whole(l)),
+        lines.iter().all(whole),
         "a line cut in {map}:\n{text}"
     );
     let cpython = lines.iter().filter(|l| l.contains(" py::")).count();
