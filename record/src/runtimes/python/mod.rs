@@ -465,7 +465,7 @@ impl Python {
         }
         self.stats.samples += 1;
         let placed = self.merge_stack(sample.pid, &sample.user_stack, &sample.python, out);
-        if placed && sample.user_stack.is_empty() {
+        if placed && !sample.stack_copy.is_empty() {
             self.stats.copied += 1;
         } else {
             self.stats.placed += placed as u64;
