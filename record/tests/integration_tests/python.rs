@@ -514,10 +514,7 @@ pub fn perf_support_leaves_one_frame_per_function(python: &str) {
         hex(w.next()) && hex(w.next()) && w.next().is_some_and(|n| !n.is_empty())
     };
     let lines: Vec<&str> = text.lines().collect();
-    assert!(
-        lines.iter().all(whole),
-        "a line cut in {map}:\n{text}"
-    );
+    assert!(lines.iter().all(whole), "a line cut in {map}:\n{text}");
     let cpython = lines.iter().filter(|l| l.contains(" py::")).count();
     let ours = lines.iter().filter(|l| l.ends_with(')')).count();
     eprintln!("{map}: {cpython} trampolines of CPython's, {ours} Python frames of ours");
