@@ -42,7 +42,9 @@ pub struct Filter {
     /// event sampled at a frequency, cycles say, its periods, as perf report weighs them),
     /// offcpu (off-CPU
     /// time, ns), wakeup (off-CPU time, each blocked stack joined with its waker's: blocked;--;
-    /// waker, as offwaketime folds them), runq (time runnable but waiting for a CPU, ns, at
+    /// waker, as offwaketime folds them), chain (as wakeup, then where each waker had itself
+    /// blocked and who woke it, --depth wakers deep: chain graphs), runq (time runnable but
+    /// waiting for a CPU, ns, at
     /// the stack where the thread was preempted or blocked), fault (major page faults, ns
     /// each took, at the faulting stack; fault-wait: the waits inside faults), io (block I/O latency, ns), wall (on- and off-CPU
     /// time, ns), net-send (TCP sends, ns from the send call to the device of each skb a
@@ -58,9 +60,14 @@ pub struct Filter {
     #[arg(
         short,
         long,
-        value_name = "cpu|offcpu|wakeup|runq|fault|io|wall|all|NAME"
+        value_name = "cpu|offcpu|wakeup|chain|runq|fault|io|wall|all|NAME"
     )]
     pub event: Option<String>,
+    /// With --event chain: how many wakers deep each chain goes (default 4). A chain also
+    /// stops at an interrupt, at a waker that had not blocked since the recording began, and
+    /// at a thread record did not follow (`[not followed: comm pid]`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=crate::read::MAX_CHAIN_DEPTH as i64))]
+    pub depth: Option<u32>,
     /// Weigh each sample of the --event NAME by a numeric field of its payload (e.g. count
     /// for syscalls:sys_enter_write; a negative value leaves the sample out) or by its
     /// latency in ns (latency events: ENTRY->EXIT pairs, return probes recorded by bpfperf).
@@ -122,8 +129,12 @@ impl Select {
 
 impl Filter {
     pub fn options(&self, addresses: bool, lines: bool) -> pipeline::Options {
+        let event = match EventSel::parse(self.event.as_deref().unwrap_or("cpu")) {
+            EventSel::Chain(depth) => EventSel::Chain(self.depth.unwrap_or(depth)),
+            event => event,
+        };
         let options = pipeline::Options {
-            event: EventSel::parse(self.event.as_deref().unwrap_or("cpu")),
+            event,
             weight: self.weight.as_deref().map(Weight::parse),
             ..self.stacks.options(addresses, lines)
         };
@@ -346,6 +357,25 @@ pub enum Command {
         /// How many threads to list.
         #[arg(long, default_value_t = 10)]
         top: usize,
+    },
+    /// The critical path of a thread: each nanosecond of its wall time charged once, to its
+    /// own on-CPU stacks, to what its wakers did while it was blocked (followed through their
+    /// own waits), to the run queue, or to a device. A table by thread and function, or
+    /// folded stacks (--folded) that sum to the thread's wall time.
+    Critical {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// The thread (default: the main thread of the first process recorded).
+        #[arg(long)]
+        tid: Option<i32>,
+        /// One line per stack, "comm;root;...;leaf NS" (flamegraph.pl's input).
+        #[arg(long)]
+        folded: bool,
+        /// How many rows the table shows.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        #[command(flatten)]
+        stacks: Stacks,
     },
 }
 

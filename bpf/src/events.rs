@@ -80,6 +80,9 @@ pub struct AggregatedSamples {
     pub kernel_stack: Vec<u64>,
     /// User stack, innermost first: frame pointers, or unwound in the kernel (DWARF mode).
     pub user_stack: Vec<u64>,
+    /// The thread's Python frames, innermost first (empty: not a Python thread). Part of
+    /// what was counted: the last instructions too, so that each frame keeps its line.
+    pub python: Vec<PyFrame>,
 }
 
 /// Traced events of one thread with the same stacks (and histogram bucket), counted in the
@@ -177,9 +180,12 @@ pub struct Wakeup {
     pub pid: u32,
     pub tid: u32,
     pub comm: [u8; 16],
-    /// The waker's kernel stack and frame-pointer user stack, innermost first.
+    /// The waker's kernel stack and user stack (frame pointers, or unwound in the kernel
+    /// where its process has tables), innermost first.
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
+    /// The waker's Python frames, innermost first (empty: not a followed Python thread).
+    pub python: Vec<PyFrame>,
 }
 
 /// A completed block I/O request.
@@ -322,7 +328,7 @@ pub enum Event {
 
 /// Python frames as BPF sends them (code | is_entry in bit 0 | bit 1 on an eval call's own
 /// frame, 3.12 on, which is dropped and marks the frame before it as its entry, lasti).
-fn py_frames(n: u32, code: &[u64], lasti: &[u32]) -> Vec<PyFrame> {
+pub(crate) fn py_frames(n: u32, code: &[u64], lasti: &[u32]) -> Vec<PyFrame> {
     let mut frames: Vec<PyFrame> = Vec::with_capacity(n as usize);
     for (&c, &lasti) in code.iter().zip(lasti).take(n as usize) {
         if c & 2 != 0 {
@@ -468,8 +474,16 @@ impl Event {
                 }))
             }
             EVENT_WAKEUP => {
+                // Without Python frames the record ends before them.
                 let mut e = types::wakeup_event::default();
-                plain::copy_from_bytes(&mut e, data).ok()?;
+                let head = std::mem::offset_of!(types::wakeup_event, py_frames);
+                // SAFETY: wakeup_event is plain data (integers and arrays of them).
+                let bytes = unsafe { plain::as_mut_bytes(&mut e) };
+                let n = data.len().min(bytes.len());
+                if n < head {
+                    return None;
+                }
+                bytes[..n].copy_from_slice(&data[..n]);
                 Some(Event::Wakeup(Wakeup {
                     wakee_pid: e.wakee_pid,
                     wakee_tid: e.wakee_tid,
@@ -482,6 +496,7 @@ impl Event {
                     comm: e.comm.map(|c| c as u8),
                     kernel_stack: stack(&e.kstack, e.kstack_bytes),
                     user_stack: stack(&e.ustack, e.ustack_bytes),
+                    python: py_frames(e.py_frames, &e.py_code, &e.py_lasti),
                 }))
             }
             EVENT_TRACE => {
@@ -581,5 +596,42 @@ mod tests {
             ]
         );
         assert_eq!(py_frames(2, &code, &lasti).len(), 2);
+    }
+
+    /// A waker without Python frames is sent without them (the record ends before
+    /// py_frames); one with them is sent whole.
+    #[test]
+    fn wakeups_with_and_without_python_frames() {
+        let mut e = types::wakeup_event {
+            kind: EVENT_WAKEUP,
+            pid: 7,
+            tid: 8,
+            ustack_bytes: 8,
+            ..Default::default()
+        };
+        e.ustack[0] = 0x401000;
+        e.py_frames = 2;
+        e.py_code[0] = 0x7000_1000;
+        e.py_code[1] = 0x7000_2001;
+        e.py_lasti[..2].copy_from_slice(&[4, 6]);
+        // SAFETY: plain data.
+        let whole = unsafe { plain::as_bytes(&e) }.to_vec();
+        let Some(Event::Wakeup(w)) = Event::decode(&whole) else {
+            panic!("not a wakeup");
+        };
+        assert_eq!((w.pid, w.tid, &w.user_stack[..]), (7, 8, &[0x401000][..]));
+        let frames: Vec<(u64, u32, bool)> = w
+            .python
+            .iter()
+            .map(|f| (f.code, f.lasti, f.entry))
+            .collect();
+        assert_eq!(frames, [(0x7000_1000, 4, false), (0x7000_2000, 6, true)]);
+        let head = std::mem::offset_of!(types::wakeup_event, py_frames);
+        let Some(Event::Wakeup(w)) = Event::decode(&whole[..head]) else {
+            panic!("a wakeup without Python frames not decoded");
+        };
+        assert!(w.python.is_empty());
+        assert_eq!(w.user_stack, [0x401000]);
+        assert!(Event::decode(&whole[..head - 8]).is_none());
     }
 }

@@ -1,10 +1,17 @@
 //! Stage 5, aggregate: [`Symbolized`] stacks in, a [`Profile`] out: identical stacks of one
 //! thread merged, their weights summed; and off-CPU stacks joined with their wakers'
-//! ([`wakeups`], for `--event wakeup`); off-CPU stacks labelled with the peer a socket call
+//! ([`wakeups`], for `--event wakeup`), and with their wakers' own waits and wakers in turn
+//! ([`chains`], for `--event chain`); one thread's wall time charged to what held it up
+//! ([`critical`], `analyze critical`); off-CPU stacks labelled with the peer a socket call
 //! waited on ([`peers`]).
 
+mod chains;
+mod critical;
 mod peers;
 mod wakeups;
+
+pub use chains::{chain as chain_wakers, Roots};
+pub use critical::{critical_path, Events as CriticalEvents};
 
 pub use peers::{has_socket_waits, label as label_peers, PEER_PREFIX};
 pub use wakeups::{join as join_wakers, INTERRUPT, SEPARATOR};

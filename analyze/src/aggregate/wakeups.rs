@@ -18,7 +18,7 @@ pub const SEPARATOR: &str = "--";
 /// The waker's name when an interrupt (pid 0) woke the thread.
 pub const INTERRUPT: &str = "[interrupt]";
 /// x86-64 interrupt entry points (asm_common_interrupt, asm_sysvec_apic_timer_interrupt...).
-const IRQ_ENTRY_PREFIX: &str = "asm_";
+pub(super) const IRQ_ENTRY_PREFIX: &str = "asm_";
 
 /// Replaces each off-CPU stack that has a waker by the joined stack, and drops the wakeup
 /// stacks. `offcpu` and `wakeup` are the events' indices.

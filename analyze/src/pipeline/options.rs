@@ -38,7 +38,12 @@ impl Options {
     /// Whether views need every sample apart from the others (script's times and
     /// addresses, wakeups matched by time, heatmaps); else identical stacks become one.
     pub fn keeps_each_sample(&self) -> bool {
-        self.per_sample || (self.addresses && !self.timeline) || self.event == EventSel::Wakeup
+        self.per_sample
+            || (self.addresses && !self.timeline)
+            || matches!(
+                self.event,
+                EventSel::Wakeup | EventSel::Chain(_) | EventSel::Critical
+            )
     }
 
     /// Whether off-CPU stacks get their socket waits' peers (`peer:ADDR:PORT` at the root):
@@ -47,8 +52,10 @@ impl Options {
     /// say which wait covers them). Not with addresses (script shows the samples as they
     /// are).
     pub fn labels_peers(&self, events: &[String]) -> bool {
-        matches!(self.event, EventSel::OffCpu | EventSel::Wakeup)
-            && !self.addresses
+        matches!(
+            self.event,
+            EventSel::OffCpu | EventSel::Wakeup | EventSel::Chain(_)
+        ) && !self.addresses
             && crate::aggregate::has_socket_waits(events)
     }
 

@@ -249,14 +249,40 @@ pub(super) fn symbolized(
             crate::aggregate::label_peers(&mut out, rec, offcpu as u32);
         }
     }
-    if o.event == EventSel::Wakeup {
-        let index = |name: &str| out.events.iter().position(|e| e == name);
-        if let (Some(offcpu), Some(wakeup)) = (
-            index(format::events::OFFCPU_EVENT),
-            index(format::events::WAKEUP_EVENT),
-        ) {
+    let index = |out: &Symbolized, name: &str| out.events.iter().position(|e| e == name);
+    let (offcpu, wakeup) = (
+        index(&out, format::events::OFFCPU_EVENT),
+        index(&out, format::events::WAKEUP_EVENT),
+    );
+    match (&o.event, offcpu, wakeup) {
+        (EventSel::Wakeup, Some(offcpu), Some(wakeup)) => {
             crate::aggregate::join_wakers(&mut out, offcpu as u32, wakeup as u32);
         }
+        (EventSel::Chain(depth), Some(offcpu), Some(wakeup)) => {
+            let roots = crate::aggregate::Roots {
+                pid: o.pid,
+                tid: o.tid,
+                comm: o.comm.as_deref(),
+            };
+            crate::aggregate::chain_wakers(
+                &mut out,
+                rec,
+                offcpu as u32,
+                wakeup as u32,
+                *depth,
+                &roots,
+            );
+        }
+        (EventSel::Critical, Some(offcpu), wakeup) => {
+            let events = crate::aggregate::CriticalEvents {
+                offcpu: offcpu as u32,
+                runq: index(&out, format::events::RUNQ_EVENT).map(|i| i as u32),
+                wakeup: wakeup.map(|i| i as u32),
+            };
+            out.critical = crate::aggregate::critical_path(&mut out, rec, &events, o.tid);
+        }
+        (EventSel::Critical, None, _) => out.stacks.clear(),
+        _ => {}
     }
     if o.timeline {
         out.timeline = if o.keeps_each_sample() {

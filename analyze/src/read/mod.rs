@@ -38,7 +38,9 @@ pub use recording::{
     event_of_id, is_anonymous, same_words, BuildIds, KernelModules, Ksymbol, Ksymbols, MapId,
     Mapping, RawSample, Recording, StackBytes, StackCopy, UserFrame, UserRegs,
 };
-pub use select::{select, EventSel, Selected, Selection, Weighed, Weight};
+pub use select::{
+    select, EventSel, Selected, Selection, Weighed, Weight, CHAIN_DEPTH, MAX_CHAIN_DEPTH,
+};
 use timeline::Timeline;
 
 /// Reads `path` whole, every sample on its own (times, CPUs and periods kept).

@@ -13,6 +13,11 @@ use super::recording::{same_words, RawSample, Recording};
 use super::time_range::{self, TimeRanges};
 use crate::Error;
 
+/// Levels of wakers a chain goes through unless told (`--depth`).
+pub const CHAIN_DEPTH: u32 = 4;
+/// The most levels `--depth` takes.
+pub const MAX_CHAIN_DEPTH: u32 = 16;
+
 /// Which samples make the profile, and what a sample weighs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventSel {
@@ -33,6 +38,12 @@ pub enum EventSel {
     Wall,
     /// `offcpu-time` samples joined with their wakers' stacks (see `aggregate::wakeups`).
     Wakeup,
+    /// `offcpu-time` samples joined with their wakers' stacks, the wakers' own waits and
+    /// their wakers, this many wakers deep (see `aggregate::chains`).
+    Chain(u32),
+    /// On-CPU, off-CPU, run-queue and wakeup samples of every thread, for the critical path
+    /// of one (see `aggregate::critical`); weight: ns.
+    Critical,
     /// Samples of the event of that name (`task-clock`, `sched:sched_switch`); weight 1
     /// (bpfperf's own timed events: their ns).
     Named(String),
@@ -57,6 +68,7 @@ impl EventSel {
             "io" => EventSel::Io,
             "wall" => EventSel::Wall,
             "wakeup" => EventSel::Wakeup,
+            "chain" => EventSel::Chain(CHAIN_DEPTH),
             "all" => EventSel::All,
             // The network events by short names (`record -e net`).
             "tcp" => EventSel::Named(format::events::TCP_CONN_EVENT.into()),
@@ -74,7 +86,8 @@ impl EventSel {
     pub fn measure(&self) -> &'static str {
         match self {
             EventSel::Cpu | EventSel::Named(_) | EventSel::All | EventSel::Traced => "samples",
-            EventSel::OffCpu | EventSel::Wakeup => "offcpu",
+            EventSel::OffCpu | EventSel::Wakeup | EventSel::Chain(_) => "offcpu",
+            EventSel::Critical => "wall",
             EventSel::Runq => "runq",
             EventSel::Fault => "fault",
             EventSel::Io => "io",
@@ -293,6 +306,23 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<Selected<'a>, Err
             }),
             "off-CPU with wakers".into(),
         ),
+        EventSel::Chain(_) => (
+            Box::new(|e, s| {
+                matches!(kinds.get(e), Some(Kind::OffCpu | Kind::Wakeup)).then_some(s.period)
+            }),
+            "off-CPU with chains of wakers".into(),
+        ),
+        EventSel::Critical => {
+            let i = sampling;
+            (
+                Box::new(move |e, s| {
+                    let kind = kinds.get(e);
+                    (Some(e) == i || matches!(kind, Some(Kind::OffCpu | Kind::Runq | Kind::Wakeup)))
+                        .then_some(s.period)
+                }),
+                "critical path (ns)".into(),
+            )
+        }
         EventSel::Wall => {
             let i = sampling;
             (
@@ -323,8 +353,15 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<Selected<'a>, Err
         None => (weigh, label),
         Some(w) => weighed(rec, o.event, w, &named)?,
     };
-    // Filters pick threads; a waker is whoever woke them, so its samples pass.
-    let waker = |s: &RawSample| kinds.get(s.event) == Some(&Kind::Wakeup);
+    // Filters pick threads; a waker is whoever woke them, so its samples pass; so do, for
+    // chains, the waits of every thread (a waker's own), whose roots the chains pick.
+    // The critical path's every thread's.
+    let chains = matches!(o.event, EventSel::Chain(_));
+    let critical = o.event == &EventSel::Critical;
+    let waker = |s: &RawSample| {
+        let kind = kinds.get(s.event);
+        critical || kind == Some(&Kind::Wakeup) || chains && kind == Some(&Kind::OffCpu)
+    };
     let ranges = o.time.map(|t| {
         let (first, last) = rec.time_span().unwrap_or((0, 0));
         t.resolve(first, last)

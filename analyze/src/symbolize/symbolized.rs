@@ -81,4 +81,7 @@ pub struct Symbolized {
     /// once (unless every sample is kept apart anyway), and the samples point into it.
     pub timeline: Vec<TimedSample>,
     pub stats: Stats,
+    /// For the critical path: its thread and wall time (ns); `None` otherwise, or when the
+    /// recording has no such thread.
+    pub critical: Option<(i32, u64)>,
 }

@@ -11,6 +11,7 @@ pub mod annotate;
 pub mod archive;
 pub mod cache;
 pub mod count;
+pub mod critical;
 pub mod diff;
 pub mod export;
 pub mod flamegraph;

@@ -21,9 +21,10 @@
 
 /* The id of the stack `f` (`bytes` of frames, zero after them; its len set here) in `stacks`, given it one
  * from the per-CPU counter `ids` if it is new: (that count + 1) << 16 | the CPU, unique
- * without atomics (clang 14's BPF target has no fetch-and-add whose result can be used). */
+ * without atomics (clang 14's BPF target has no fetch-and-add whose result can be used).
+ * `*made` (where given) is set when this call added it. */
 static __always_inline __u64 agg_stack_id(void *stacks, void *ids, struct agg_frames *f,
-					  __s32 bytes)
+					  __s32 bytes, bool *made)
 {
 	if (bytes <= 0)
 		return 0;
@@ -37,8 +38,11 @@ static __always_inline __u64 agg_stack_id(void *stacks, void *ids, struct agg_fr
 		return AGG_FULL;
 	*given += 1;
 	__u64 fresh = *given << 16 | (bpf_get_smp_processor_id() & 0xffff);
-	if (!bpf_map_update_elem(stacks, f, &fresh, BPF_NOEXIST))
+	if (!bpf_map_update_elem(stacks, f, &fresh, BPF_NOEXIST)) {
+		if (made)
+			*made = true;
 		return fresh;
+	}
 	/* Another CPU added it meanwhile, or the map is full. */
 	id = bpf_map_lookup_elem(stacks, f);
 	return id ? *id : AGG_FULL;

@@ -148,7 +148,8 @@ struct sample_buf {
 /* --aggregate: on-CPU samples counted in the kernel, as bcc's profile does. A stack is kept
  * once per slot in agg_stacks, keyed by its frames (innermost first, zero after the last:
  * bpf_get_stack's frame-pointer walk or the in-kernel DWARF unwinding alike) and named by an
- * id; the counts are keyed by thread and the two stacks' ids (0: an empty stack). */
+ * id; the counts are keyed by thread and the stacks' ids (0: an empty stack), a Python
+ * thread's frames counting as a third stack. */
 struct agg_frames {
 	__u64 ips[MAX_STACK_DEPTH];
 	/* Bytes of ips filled: a walk's last frames may be 0 (a frame-pointer walk through code
@@ -161,7 +162,14 @@ struct agg_key {
 	__u32 tid;
 	__u64 kstack;
 	__u64 ustack;
+	/* The thread's Python frames (0: none), kept in agg_stacks as the other two: ips[i] is
+	 * frame i's py_code (as in sample_event), the u32s from &ips[MAX_PY_FRAMES] on their
+	 * py_lasti; len is 8 bytes a frame. */
+	__u64 pystack;
 };
+
+/* A Python stack's frames fit in agg_frames: codes, then lasti two a word. */
+_Static_assert(MAX_PY_FRAMES + MAX_PY_FRAMES / 2 <= MAX_STACK_DEPTH, "Python frames in agg_frames");
 
 /* The stacks of one sample, assembled per CPU before they are looked up. */
 struct agg_scratch {
@@ -270,6 +278,12 @@ struct wakeup_event {
 	__s32 ustack_bytes;
 	__u64 kstack[MAX_STACK_DEPTH];
 	__u64 ustack[MAX_STACK_DEPTH];
+	/* The waker's Python frames, as in sample_event: a followed Python thread's (0 for
+	 * others: their records end before py_frames). */
+	__u32 py_frames;
+	__u32 _py_pad;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 /* Page-cache use of one tracked process since its counters were last taken (cachestat's

@@ -197,26 +197,26 @@ static __always_inline __u64 runq_time(__u32 state, __u64 start, __u64 wake, __u
 	return 0;
 }
 
+/* A wakeup record without Python frames ends before them. */
+#define WAKEUP_NO_PY offsetof(struct wakeup_event, py_frames)
+
 /* Sends the waker of the interval that just ended (if one was seen), and forgets it. */
 static __always_inline void wakeup_emit(__u32 wakee_pid, __u32 tid, __u64 now, __u64 duration)
 {
 	struct wakeup_event *w = bpf_map_lookup_elem(&wakers, &tid);
 	if (!w)
 		return;
-	struct wakeup_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (e) {
-		/* Too big for an inlined copy; map values are kernel memory. */
-		bpf_probe_read_kernel(e, sizeof(*e), w);
-		e->kind = EVENT_WAKEUP;
-		e->cpu = bpf_get_smp_processor_id();
-		e->wakee_pid = wakee_pid;
-		e->wakee_tid = tid;
-		e->time_ns = now;
-		e->blocked_ns = duration;
-		bpf_ringbuf_submit(e, submit_flags());
-	} else {
+	/* Sent from the map's value (the entry is deleted next), only as far as it holds
+	 * frames. */
+	w->kind = EVENT_WAKEUP;
+	w->cpu = bpf_get_smp_processor_id();
+	w->wakee_pid = wakee_pid;
+	w->wakee_tid = tid;
+	w->time_ns = now;
+	w->blocked_ns = duration;
+	__u64 size = w->py_frames ? sizeof(*w) : WAKEUP_NO_PY;
+	if (bpf_ringbuf_output(&events, w, size, submit_flags()))
 		count_drop(EVENT_WAKEUP);
-	}
 }
 
 static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
@@ -396,6 +396,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		w->tid = 0;
 		__builtin_memcpy(w->comm, "[interrupt]", 12);
 		w->ustack_bytes = 0;
+		w->py_frames = 0;
 	} else {
 		__u64 id = bpf_get_current_pid_tgid();
 		w->pid = id >> 32;
@@ -410,6 +411,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 			w->ustack_bytes = w->pid ? bpf_get_stack(ctx, w->ustack, sizeof(w->ustack),
 								 BPF_F_USER_STACK)
 						 : 0;
+		/* A followed Python thread's frames (the waker is current). */
+		read_python_frames(&w->py_frames, w->py_code, w->py_lasti, w->pid, w->tid);
 	}
 	if (bpf_map_update_elem(&wakers, &tid, w, BPF_ANY))
 		count_drop(EVENT_WAKEUP);

@@ -81,18 +81,14 @@ static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 	return 0;
 }
 
-/* Fills *frames, code[] and lasti[] (MAX_PY_FRAMES each) with the current thread's Python
- * frames (none: not a Python process, or a thread that runs no Python). */
-static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, __u32 *lasti_out,
-					       __u32 tgid, __u32 tid)
+/* Reads into code_out[] and lasti_out[] (MAX_PY_FRAMES each) the Python frames of the current
+ * thread `tid` of process `p`; returns how many (0: a thread that runs no Python). */
+static __always_inline __u32 py_read_frames(struct py_proc *p, __u64 *code_out, __u32 *lasti_out,
+					    __u32 tid)
 {
-	*frames = 0;
-	struct py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!p)
-		return;
 	__u64 tstate = py_thread_state(p, tid);
 	if (!tstate)
-		return;
+		return 0;
 	__u64 frame = py_read_ptr(tstate + p->off.tstate_cframe);
 	if (!(p->off.flags & PY_NO_CFRAME) && frame)
 		frame = py_read_ptr(frame + p->off.cframe_current_frame);
@@ -119,7 +115,16 @@ static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, _
 		n = i + 1;
 		frame = py_read_ptr(frame + p->off.frame_previous);
 	}
-	*frames = n;
+	return n;
+}
+
+/* Fills *frames, code[] and lasti[] (MAX_PY_FRAMES each) with the current thread's Python
+ * frames (none: not a Python process, or a thread that runs no Python). */
+static __always_inline void read_python_frames(__u32 *frames, __u64 *code_out, __u32 *lasti_out,
+					       __u32 tgid, __u32 tid)
+{
+	struct py_proc *p = bpf_map_lookup_elem(&py_procs, &tgid);
+	*frames = p ? py_read_frames(p, code_out, lasti_out, tid) : 0;
 }
 
 #endif

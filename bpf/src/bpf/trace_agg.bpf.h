@@ -149,8 +149,8 @@ static __always_inline int trace_agg_count(struct trace_buf *b)
 		counts = &trace_agg_counts1;
 		stacks = &trace_agg_stacks1;
 	}
-	key.kstack = agg_stack_id(stacks, &trace_agg_ids, &s->k, kb);
-	key.ustack = agg_stack_id(stacks, &trace_agg_ids, &s->u, ub);
+	key.kstack = agg_stack_id(stacks, &trace_agg_ids, &s->k, kb, NULL);
+	key.ustack = agg_stack_id(stacks, &trace_agg_ids, &s->u, ub, NULL);
 	if (key.kstack == AGG_FULL || key.ustack == AGG_FULL)
 		goto missed;
 	struct trace_agg_value *v = bpf_map_lookup_elem(counts, &key);

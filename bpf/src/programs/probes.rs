@@ -260,7 +260,7 @@ pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<Aggregat
     } else {
         (&m.trace_agg_counts1, &m.trace_agg_stacks1)
     };
-    let (stack_keys, by_id) = super::sampling::read_stacks(stacks);
+    let stacks_read = super::sampling::Stacks::read(stacks);
     let count_keys: Vec<Vec<u8>> = counts.keys().collect();
     let mut out = Vec::with_capacity(count_keys.len());
     for key in &count_keys {
@@ -274,7 +274,7 @@ pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<Aggregat
         {
             continue;
         }
-        let stack = |id: u64| by_id.get(&id).cloned().unwrap_or_default();
+        let stack = |id: u64| stacks_read.frames(id);
         out.push(AggregatedEvents {
             event: k.event,
             pid: k.pid,
@@ -290,8 +290,6 @@ pub fn take_aggregated(skel: &BpfperfSkel<'_>, slot: u32) -> Result<Vec<Aggregat
     for key in &count_keys {
         let _ = counts.delete(key);
     }
-    for key in &stack_keys {
-        let _ = stacks.delete(key);
-    }
+    stacks_read.delete_from(stacks);
     Ok(out)
 }

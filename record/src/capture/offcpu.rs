@@ -1,7 +1,6 @@
 //! Off-CPU intervals (offcpu-time, runq-time, fault-wait) and their wakers (bpfperf:wakeup).
 
 use super::recorder::Recorder;
-use crate::sideband::TimedFact;
 
 impl Recorder {
     /// An off-CPU interval (offcpu-time), with its run-queue wait (runq-time) and its wait inside a page fault (fault-wait).
@@ -15,12 +14,9 @@ impl Recorder {
             .python
             .merge_stack(o.pid, &o.user_stack, &o.python, &mut merged);
         if python {
-            if let Some(fact) = self.python.take_mapping(o.pid) {
-                self.write_fact(&TimedFact {
-                    time: o.time,
-                    cpu: o.cpu,
-                    fact,
-                })?;
+            if let Err(e) = self.map_python_frames(o.pid, o.time, o.cpu) {
+                self.merged = merged;
+                return Err(e);
             }
         }
         let user = if python {
@@ -80,7 +76,8 @@ impl Recorder {
         Ok(())
     }
 
-    /// The waker of a blocked thread (bpfperf:wakeup).
+    /// The waker of a blocked thread (bpfperf:wakeup), its Python frames merged into its
+    /// user stack as the blocked thread's are.
     pub(super) fn write_wakeup(&mut self, w: &bpf::Wakeup) -> anyhow::Result<()> {
         let Some(attr) = self.wakeup_attr else {
             return Ok(());
@@ -93,18 +90,36 @@ impl Recorder {
             wake_ns: w.wake_time,
         }
         .to_raw(w.pid as i32);
-        self.write_stack_sample(
-            None,
-            attr,
-            w.pid,
-            w.tid,
-            w.cpu,
-            w.time,
-            w.blocked_ns,
-            &w.kernel_stack,
-            &w.user_stack,
-            &raw,
-        )?;
+        let mut merged = std::mem::take(&mut self.merged);
+        let python = self
+            .python
+            .merge_stack(w.pid, &w.user_stack, &w.python, &mut merged);
+        let user = if python {
+            &merged[..]
+        } else {
+            &w.user_stack[..]
+        };
+        let mapped = if python {
+            self.map_python_frames(w.pid, w.time, w.cpu)
+        } else {
+            Ok(())
+        };
+        let written = mapped.and_then(|()| {
+            self.write_stack_sample(
+                None,
+                attr,
+                w.pid,
+                w.tid,
+                w.cpu,
+                w.time,
+                w.blocked_ns,
+                &w.kernel_stack,
+                user,
+                &raw,
+            )
+        });
+        self.merged = merged;
+        written?;
         self.wakeups += 1;
         Ok(())
     }

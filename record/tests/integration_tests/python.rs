@@ -366,6 +366,185 @@ pub fn frames_with_p_match_py_spy(python: &str) {
     let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
 }
 
+/// Records the workload (4 s) under `python` with `--call-graph mode`, counted in the kernel
+/// or not; returns each function's share within its thread, the thread totals, the
+/// program's own split, the folded on-CPU stacks and record's stderr.
+fn record_shares(python: &str, mode: &str, aggregate: bool, data: &Path) -> Recorded {
+    let mut args = vec!["-v", "--call-graph", mode, "-o", data.to_str().unwrap()];
+    if aggregate {
+        args.push("--aggregate");
+    }
+    let out = record(&args, &[python, &workload(), "4"]);
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let known = known_split(&String::from_utf8_lossy(&out.stdout));
+    let folded = folded_of(data);
+    let (shares, per_thread) = shares(folded.iter().map(|(k, v)| (k.as_str(), *v)));
+    Recorded {
+        shares,
+        per_thread,
+        known,
+        folded,
+        stderr,
+    }
+}
+
+struct Recorded {
+    shares: BTreeMap<String, f64>,
+    per_thread: [u64; 2],
+    known: BTreeMap<String, f64>,
+    folded: BTreeMap<String, u64>,
+    stderr: String,
+}
+
+/// `record --aggregate` counts samples in the kernel with their Python frames (and last
+/// instructions) as part of the key: each function's share of its thread is within 3 points
+/// (or three standard errors of the difference) of a per-sample recording's in the same
+/// mode, each taken against its own run's split, and within the usual tolerance of that
+/// split; no eval frame is left under main_loop; the counts are fewer records than samples.
+pub fn aggregated_shares_match_per_sample(python: &str) {
+    for mode in ["dwarf", "fp"] {
+        let dir = TempDir::new("python-aggregate");
+        let each = record_shares(python, mode, false, &dir.path("each.data"));
+        let counted = record_shares(python, mode, true, &dir.path("counted.data"));
+        let n = counted.per_thread[0] + counted.per_thread[1];
+        assert!(
+            n >= 300,
+            "{mode}: only {n} counted samples under the timed functions; record: {}; {:#?}",
+            counted.stderr,
+            counted.folded
+        );
+        // analyze weighs the counted samples by their counts: the summary's samples.
+        let (samples, _) = summary_counts(&counted.stderr);
+        let weight: u64 = counted.folded.values().sum();
+        assert_eq!(weight, samples, "{mode}: weights = samples counted");
+        let records: u64 = counted
+            .stderr
+            .split("written as ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: no counted records: {}", counted.stderr));
+        eprintln!("{python} {mode}: {samples} samples counted as {records} records");
+        assert!(
+            records * 2 <= samples,
+            "{mode}: {samples} samples in {records} records"
+        );
+        for f in THREADS.concat() {
+            let t = thread_of(f);
+            let (o, k) = (
+                counted.shares.get(f).copied().unwrap_or(0.0),
+                counted.known[f],
+            );
+            let e = each.shares.get(f).copied().unwrap_or(0.0);
+            let (n1, n2) = (counted.per_thread[t], each.per_thread[t]);
+            let p = o.max(e) / 100.0;
+            let se =
+                100.0 * (p * (1.0 - p) * (1.0 / n1.max(1) as f64 + 1.0 / n2.max(1) as f64)).sqrt();
+            let within = (3.0 * se).max(3.0);
+            eprintln!(
+                "{python} {mode}: {f}: counted {o:.1}% ({n1} samples), one by one {e:.1}% \
+                 ({n2}), known {k:.1}% / {:.1}%",
+                each.known[f]
+            );
+            // The two runs are two runs of the program: how their threads' time split may
+            // differ by several points (hash_work 41.6% in one, 35.9% in the next, fp, CI's
+            // load). Each is compared as its run stands against its own split.
+            let ke = each.known[f];
+            assert!(
+                ((o - k) - (e - ke)).abs() <= within,
+                "{mode}: {f}: counted {o:.1}% (its run's split {k:.1}%) vs one by one {e:.1}% \
+                 (its run's {ke:.1}%), within {within:.1}"
+            );
+            let tolerance = sampling_tolerance(k, n1);
+            assert!(
+                (o - k).abs() <= tolerance,
+                "{mode}: {f}: counted {o:.1}% vs the known {k:.1}% ({n1} samples)"
+            );
+        }
+        let main: u64 = counted
+            .folded
+            .iter()
+            .filter(|(k, _)| k.contains("main_loop ("))
+            .map(|(_, v)| v)
+            .sum();
+        let evals: u64 = counted
+            .folded
+            .iter()
+            .filter(|(k, _)| k.contains("main_loop (") && k.contains(";_PyEval_EvalFrameDefault;"))
+            .map(|(_, v)| v)
+            .sum();
+        eprintln!("{python} {mode}: eval frames left in {evals} of {main} main_loop samples");
+        assert!(
+            evals * 100 <= main,
+            "{mode}: eval frames left in {evals} of {main} main_loop samples"
+        );
+    }
+}
+
+#[test]
+fn python_aggregated_shares_match_per_sample() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    aggregated_shares_match_per_sample(PYTHON);
+}
+
+/// A Python thread that wakes another (`handoff.py`: `send_token` writes the pipe that
+/// `wait_for_token` reads) is named in the waker stacks of `--event wakeup`: its Python
+/// frames merged into its user stack as the blocked thread's are.
+pub fn python_wakers_are_named(python: &str, mode: &str) {
+    let dir = TempDir::new("python-waker");
+    let data = dir.path("wake.data");
+    let script = root().join("fixtures/python/handoff.py");
+    let (rounds, pause_us) = (40u64, 10_000u64);
+    let out = record(
+        &["--call-graph", mode, "-o", data.to_str().unwrap()],
+        &[
+            python,
+            script.to_str().unwrap(),
+            &rounds.to_string(),
+            &pause_us.to_string(),
+        ],
+    );
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let joined = analyze_folded(&data, &["--event", "wakeup"]);
+    // Blocked stack (root first), `--`, the waker's stack (innermost first), its name.
+    let by_token: u64 = joined
+        .iter()
+        .filter(|(stack, _)| {
+            let Some((blocked, waker)) = stack.split_once(";--;") else {
+                return false;
+            };
+            blocked.contains(";wait_for_token (") && waker.contains(";send_token (")
+        })
+        .map(|(_, w)| w)
+        .sum();
+    let expected = rounds * pause_us * 1000;
+    let ratio = by_token as f64 / expected as f64;
+    eprintln!(
+        "{python} {mode}: blocked in wait_for_token, woken by send_token: {by_token} ns of \
+         {expected} ns ({ratio:.3})"
+    );
+    assert!(
+        (0.7..=1.3).contains(&ratio),
+        "{mode}: {by_token} ns woken by send_token: {joined:#?}"
+    );
+}
+
+#[test]
+fn python_wakers_are_named_in_waker_stacks() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    for mode in ["dwarf", "fp"] {
+        python_wakers_are_named(PYTHON, mode);
+    }
+}
+
 /// The workload recorded from its start under `python` with `flags` before the script and
 /// `env` in record's environment: each timed function's share of its thread within 3 points
 /// (or three standard errors) of the program's own split. Gives the folded on-CPU stacks,

@@ -248,3 +248,32 @@ fn python_in_a_pid_namespace_shares_match_the_known_split() {
         crate::python::shares_match_the_known_split_under(&unshare, python);
     }
 }
+
+#[test]
+fn python_3_12_aggregated_shares_match_per_sample() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::aggregated_shares_match_per_sample(PYTHON_3_12);
+}
+
+#[test]
+fn python_3_13_aggregated_shares_match_per_sample() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::aggregated_shares_match_per_sample(PYTHON_3_13);
+}
+
+#[test]
+fn python_3_12_and_3_13_wakers_are_named_in_waker_stacks() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    for python in [PYTHON_3_12, PYTHON_3_13] {
+        crate::python::python_wakers_are_named(python, "dwarf");
+    }
+}

@@ -146,6 +146,53 @@ fn run(args: Args) -> anyhow::Result<()> {
             let intervals = analyze::views::cache::read_intervals(&input)?;
             write!(stdout, "{}", analyze::views::cache::report(&intervals))?;
         }
+        Command::Critical {
+            input,
+            tid,
+            folded,
+            top,
+            stacks,
+        } => {
+            let select = analyze::cli::Select {
+                input,
+                filter: analyze::cli::Filter {
+                    event: None,
+                    weight: None,
+                    depth: None,
+                    threads: analyze::cli::Threads {
+                        pid: None,
+                        tid,
+                        comm: None,
+                        time: None,
+                    },
+                    stacks,
+                },
+            };
+            let options = analyze::pipeline::Options {
+                event: analyze::read::EventSel::Critical,
+                ..select.options(false, false)
+            };
+            let mut s = recording::symbolized_with(&select, &options)?;
+            let Some((tid, wall)) = s.critical.take() else {
+                anyhow::bail!(
+                    "{}: {}",
+                    select.input.display(),
+                    match tid {
+                        Some(t) => format!("no thread {t} with off-CPU or on-CPU samples"),
+                        None => "no off-CPU samples (record them: record's default, or -e offcpu)"
+                            .into(),
+                    }
+                );
+            };
+            let p = analyze::aggregate::aggregate(s);
+            let mut out = std::io::BufWriter::new(stdout);
+            if folded {
+                views::folded::write(&p, false, &mut out)?;
+            } else {
+                write!(out, "{}", views::critical::table(&p, tid, wall, top))?;
+            }
+            out.flush()?;
+        }
         Command::Sched { input, top } => {
             let rec = analyze::read::read(&input)?;
             let waits = analyze::views::sched::waits(&rec);

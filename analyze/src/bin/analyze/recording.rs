@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use analyze::aggregate::{self, Profile};
 use analyze::files::Loader;
 use analyze::pipeline;
-use analyze::read::{Recording, Weighed};
+use analyze::read::{EventSel, Recording, Weighed};
 use analyze::symbolize::Symbolized;
 
 use analyze::cli::Select;
@@ -118,6 +118,9 @@ pub fn symbolized(select: &Select, addresses: bool, lines: bool) -> anyhow::Resu
 }
 
 pub fn symbolized_with(select: &Select, options: &pipeline::Options) -> anyhow::Result<Symbolized> {
+    if select.filter.depth.is_some() && !matches!(options.event, EventSel::Chain(_)) {
+        anyhow::bail!("--depth is for --event chain (how many wakers deep its chains go)");
+    }
     let options = options.clone();
     with_recording(select, &options, |rec, loader| {
         let s = symbolize_noting(rec, &options, loader)?;

@@ -379,6 +379,7 @@ impl Python {
         match e {
             bpf::Event::OnCpu(s) | bpf::Event::Fault(s) => self.observe_frames(s.pid, &s.python),
             bpf::Event::OffCpu(o) => self.observe_frames(o.pid, &o.python),
+            bpf::Event::Wakeup(w) => self.observe_frames(w.pid, &w.python),
             _ => {}
         }
     }
@@ -449,32 +450,41 @@ impl Python {
         })
     }
 
-    /// The user stack of an on-CPU sample with its Python frames in place of the eval
-    /// frames that ran them, into `out`; false (out untouched) when it has none. A sample
-    /// whose stack was copied gets its Python frames alone, for analyze to place
-    /// ([`format::python`]). Counted in [`Stats`].
-    pub fn merge(&mut self, sample: &bpf::OnCpuSample, out: &mut Vec<u64>) -> bool {
-        if let Some(p) = self.procs.get(&sample.pid) {
+    /// The user stack of `samples` on-CPU samples of `pid` with the same stacks (one sent,
+    /// or a count kept in the kernel) with their Python frames in place of the eval frames
+    /// that ran them, into `out`; false (out untouched) when they have none or they cannot
+    /// be placed. A sample whose stack was copied (no user stack here) gets its Python frames
+    /// alone, for analyze to place ([`format::python`]). Counted in [`Stats`].
+    pub fn merge(
+        &mut self,
+        pid: u32,
+        samples: u64,
+        user_stack: &[u64],
+        python: &[bpf::PyFrame],
+        out: &mut Vec<u64>,
+    ) -> bool {
+        if let Some(p) = self.procs.get(&pid) {
             let (from, to) = p.eval;
-            let in_eval = sample.user_stack.iter().any(|ip| (from..=to).contains(ip));
-            let frames = !sample.python.is_empty();
-            self.not_read.sampled(sample.pid, in_eval, frames);
+            let in_eval = user_stack.iter().any(|ip| (from..=to).contains(ip));
+            let frames = !python.is_empty();
+            self.not_read.sampled(pid, samples, in_eval, frames);
         }
-        if sample.python.is_empty() {
+        if python.is_empty() {
             return false;
         }
-        self.stats.samples += 1;
-        let placed = self.merge_stack(sample.pid, &sample.user_stack, &sample.python, out);
-        if placed && !sample.stack_copy.is_empty() {
-            self.stats.copied += 1;
+        self.stats.samples += samples;
+        let placed = self.merge_stack(pid, user_stack, python, out);
+        if placed && user_stack.is_empty() {
+            self.stats.copied += samples;
         } else {
-            self.stats.placed += placed as u64;
+            self.stats.placed += placed as u64 * samples;
         }
         placed
     }
 
-    /// The same for any stack of process `pid` (off-CPU intervals), not counted: `user_stack`
-    /// with its eval frames replaced, or the Python frames alone when it is empty (copied).
+    /// The same for any stack of process `pid` (off-CPU intervals, wakers), not counted:
+    /// `user_stack` with its eval frames replaced, or the Python frames alone when it is
+    /// empty (copied).
     pub fn merge_stack(
         &mut self,
         pid: u32,

@@ -111,11 +111,12 @@ impl NotRead {
         );
     }
 
-    /// A sample of a read process: in its eval loop or not, with Python frames or not.
-    pub fn sampled(&mut self, pid: u32, in_eval: bool, with_frames: bool) {
+    /// `samples` samples of a read process with the same stack: in its eval loop or not,
+    /// with Python frames or not.
+    pub fn sampled(&mut self, pid: u32, samples: u64, in_eval: bool, with_frames: bool) {
         if let Some(r) = self.read.get_mut(&pid) {
-            r.in_eval += in_eval as u64;
-            r.with_frames += with_frames as u64;
+            r.in_eval += in_eval as u64 * samples;
+            r.with_frames += with_frames as u64 * samples;
         }
     }
 
@@ -196,11 +197,12 @@ mod tests {
         n.read(11, 3, 13);
         n.inherit(12, 11);
         for _ in 0..IN_EVAL_UNREAD {
-            n.sampled(10, true, false);
-            n.sampled(11, true, false);
-            n.sampled(12, true, false);
+            n.sampled(10, 1, true, false);
+            n.sampled(11, 1, true, false);
         }
-        n.sampled(11, true, true);
+        // Counted in the kernel: one stack, its count.
+        n.sampled(12, IN_EVAL_UNREAD, true, false);
+        n.sampled(11, 1, true, true);
         assert_eq!(
             n.lines(),
             [
