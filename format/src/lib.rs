@@ -16,6 +16,7 @@
 mod constants;
 mod error;
 pub mod events;
+pub mod python;
 mod reader;
 pub mod trace_format;
 mod tracing_data;

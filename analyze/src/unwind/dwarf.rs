@@ -43,13 +43,36 @@ pub struct ElfUnwindData {
     eh_frame_hdr: Option<(Range<u64>, Range<usize>)>,
     debug_frame: Option<Range<usize>>,
     got: Option<Range<u64>>,
+    /// `_PyEval_EvalFrameDefault` (SVMAs), in a CPython interpreter (see [`python_eval`]).
+    eval: Option<Range<u64>>,
     /// Sections whose headers point outside the file (left out).
     pub damaged: Vec<String>,
 }
 
+/// The name of CPython's interpreter loop, whose frames Python frames replace.
+const PYTHON_EVAL: &str = "_PyEval_EvalFrameDefault";
+
+/// Whether `path` names a CPython interpreter (`python3.N`, `libpython3.N.so...`), whose
+/// symbols [`python_eval`] looks through.
+fn is_python(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python") || n.starts_with("libpython"))
+}
+
+/// `_PyEval_EvalFrameDefault`'s SVMAs in `obj` (an exported function: in the dynamic symbols
+/// of every build, stripped or not).
+fn python_eval(obj: &object::File<'_>) -> Option<Range<u64>> {
+    use object::{Object, ObjectSymbol};
+    obj.dynamic_symbols()
+        .chain(obj.symbols())
+        .find(|s| s.address() != 0 && s.name() == Ok(PYTHON_EVAL))
+        .map(|s| s.address()..s.address() + s.size().max(1))
+}
+
 impl ElfUnwindData {
     /// Finds the unwind sections of an ELF file the loader opened.
-    pub fn new(elf: Arc<ElfData>) -> Option<ElfUnwindData> {
+    pub fn new(elf: Arc<ElfData>, path: &Path) -> Option<ElfUnwindData> {
         let obj = object::File::parse(&*elf.bytes).ok()?;
         // A section whose bytes are not all in the file is left out (its frames unwind as if
         // it had none), and named.
@@ -76,6 +99,7 @@ impl ElfUnwindData {
             eh_frame_hdr,
             debug_frame: section(".debug_frame").map(|(_, r)| r),
             got: section(".got").map(|(svma, _)| svma),
+            eval: is_python(path).then(|| python_eval(&obj)).flatten(),
             damaged: bad.into_inner(),
             elf: elf.clone(),
         })
@@ -144,7 +168,7 @@ impl<'l> ElfUnwindCache<'l> {
             .entry((path.to_path_buf(), build_id.map(<[u8]>::to_vec)))
             .or_insert_with(|| {
                 let elf = loader.elf(&path.to_string_lossy(), build_id)?;
-                let data = ElfUnwindData::new(elf)?;
+                let data = ElfUnwindData::new(elf, path)?;
                 if !data.damaged.is_empty() {
                     loader.problem(format!(
                         "{}: damaged: {} point outside the file or cannot be read; \
@@ -258,6 +282,8 @@ pub struct ProcessUnwinder {
     /// Where the process has code (AVMAs), sorted: each executable mapping, less what of a
     /// file's mapping lies outside its executable segments.
     code: Vec<Range<u64>>,
+    /// `_PyEval_EvalFrameDefault` in the process (AVMAs), where it runs CPython.
+    eval: Vec<Range<u64>>,
 }
 
 /// Whether a mapping's path names a file the loader can be asked for (not anonymous memory,
@@ -276,6 +302,7 @@ impl ProcessUnwinder {
         let mut modules = 0;
         let mut without_cfi = Vec::new();
         let mut code = Vec::new();
+        let mut eval = Vec::new();
         for m in mappings {
             // Anonymous memory (JIT code: named from perf maps later) is no file to ask for:
             // frame pointers unwind through it.
@@ -297,6 +324,12 @@ impl ProcessUnwinder {
                 code.push(m.start..m.end);
                 continue;
             };
+            if let Some(e) = &elf.eval {
+                let avma = e.start.wrapping_add(bias)..e.end.wrapping_add(bias);
+                if avma.start >= m.start && avma.end <= m.end {
+                    eval.push(avma);
+                }
+            }
             code.extend(
                 elf.elf
                     .segments
@@ -322,7 +355,13 @@ impl ProcessUnwinder {
             id: NEXT_UNWINDER.fetch_add(1, Ordering::Relaxed),
             without_cfi,
             code,
+            eval,
         }
+    }
+
+    /// Whether `avma` lies in CPython's `_PyEval_EvalFrameDefault`.
+    pub fn in_python_eval(&self, avma: u64) -> bool {
+        self.eval.iter().any(|r| r.contains(&avma))
     }
 
     /// Whether `avma` lies in the process's code.

@@ -13,6 +13,8 @@ pub mod dwarf;
 
 use std::collections::HashMap;
 
+use format::python;
+
 use crate::files::Loader;
 use crate::read::{MapId, RawSample, Recording};
 use dwarf::{ElfUnwindCache, ExecMapping, ProcessUnwinder, UnwoundFrame};
@@ -151,7 +153,7 @@ impl<'r> Unwinder<'r> {
         // there. That names a call that ends a function (`_start` calling `_dl_start`) by its
         // caller, where the kernel's frame-pointer chains, which stay return addresses, name the
         // function after it, as perf does for those.
-        let user = out
+        let mut user: Vec<Located> = out
             .iter()
             .map(|f| {
                 let addr = match *f {
@@ -161,6 +163,28 @@ impl<'r> Unwinder<'r> {
                 Located::new(addr, self.rec.find_map(s.pid, addr), false)
             })
             .collect();
+        // A copy's callchain holds its Python frames (record's, format::python): in place of
+        // the eval frames that ran them.
+        if !s.user.is_empty() && s.user.iter().all(|f| python::is_python_frame(f.addr)) {
+            let frames: Vec<Located> = s
+                .user
+                .iter()
+                .map(|f| Located::new(f.addr, f.map, false))
+                .collect();
+            let native = std::mem::take(&mut user);
+            python::place(
+                &native,
+                |_, f| unwinder.in_python_eval(f.addr),
+                &frames,
+                |f| python::is_entry(f.addr),
+                |f| {
+                    f.map().is_some_and(|m| {
+                        crate::read::is_anonymous(&self.rec.mappings[m as usize].path)
+                    })
+                },
+                &mut user,
+            );
+        }
         UnwoundStack {
             user,
             end: Some(end),

@@ -46,11 +46,13 @@ impl Recorder {
         self.describe(pid, time)?;
         let mut chain = std::mem::take(&mut self.callchain);
         build_callchain(&mut chain, kernel, user);
+        // A copied stack's user frames in the callchain are its Python frames alone
+        // (format::python): the leaf is the registers' ip.
         let ip = kernel
             .first()
-            .or(user.first())
             .copied()
             .or(copy.map(|(r, _)| r.ip()))
+            .or(user.first().copied())
             .unwrap_or(0);
         let regs = copy.map(|(r, _)| r.0);
         let sample = Sample {

@@ -198,6 +198,9 @@ struct Worker {
     processes: HashMap<u32, Vec<Mapped>>,
     stats: Stats,
     installed: HashSet<u32>,
+    /// No process is installed before then (`BPFPERF_TABLES_AFTER_MS=N`, N ms after the
+    /// worker starts: tests, to have a process's first samples copied by construction).
+    not_before: Option<Instant>,
 }
 
 impl Worker {
@@ -208,6 +211,10 @@ impl Worker {
             processes: HashMap::new(),
             stats: Stats::default(),
             installed: HashSet::new(),
+            not_before: std::env::var("BPFPERF_TABLES_AFTER_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(|ms| Instant::now() + std::time::Duration::from_millis(ms)),
         }
     }
 
@@ -218,6 +225,12 @@ impl Worker {
             let mut job = Some(first);
             while let Some(j) = job.take().or_else(|| rx.try_recv().ok()) {
                 self.apply(j, &mut changed);
+            }
+            if let Some(wait) = self
+                .not_before
+                .and_then(|t| t.checked_duration_since(Instant::now()))
+            {
+                std::thread::sleep(wait);
             }
             for pid in changed {
                 self.install(pid);

@@ -105,6 +105,25 @@ fn python_3_13_shares_match_the_known_split() {
     crate::python::shares_match_the_known_split(PYTHON_3_13);
 }
 
+/// `-X perf`: CPython's trampolines are no frames of their own (python.rs).
+#[test]
+fn python_3_12_with_perf_support_keeps_one_frame_per_function() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::perf_support_leaves_one_frame_per_function(PYTHON_3_12);
+}
+
+#[test]
+fn python_3_13_with_perf_support_keeps_one_frame_per_function() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::perf_support_leaves_one_frame_per_function(PYTHON_3_13);
+}
+
 #[test]
 fn python_3_13_frames_with_p_match_py_spy() {
     if !can_record() {

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use object::{Object, ObjectSymbol};
 
@@ -38,12 +38,7 @@ fn for_version(minor: u32) -> Option<&'static Offsets> {
     }
 }
 
-/// Where the synthetic mapping of Python frames starts in each process: far below where
-/// Linux places mmaps (just under 0x7fff_ffff_ffff) and far above any binary's or heap's
-/// usual place.
-const SYNTHETIC_BASE: u64 = 0x2000_0000_0000;
-/// Its length: room for 16 M (code, line) slots.
-const SYNTHETIC_LEN: u64 = 1 << 28;
+use format::python::{SLOT, SYNTHETIC_BASE, SYNTHETIC_LEN};
 /// Bytes of an interpreter binary read for its symbols.
 const MAX_BINARY: u64 = 512 << 20;
 
@@ -81,6 +76,9 @@ struct Proc {
     map_tried: bool,
     /// Whether its synthetic mapping was written into the recording.
     mapped: bool,
+    /// Its anonymous executable memory: where CPython's perf support (`-X perf`) puts the
+    /// trampolines it enters eval calls through.
+    anonymous: Vec<(u64, u64)>,
 }
 
 /// A code object as last read at its address. The address may be reused by another code
@@ -104,7 +102,8 @@ pub struct Stats {
     /// Samples with Python frames, and those whose frames went into the stack.
     pub samples: u64,
     pub placed: u64,
-    /// Samples whose user stack was copied (not unwound in the kernel): frames left out.
+    /// Samples whose user stack was copied (not unwound in the kernel): their Python frames
+    /// written alone, for analyze to place once it unwinds the copy.
     pub copied: u64,
     pub frames: u64,
     /// Code objects whose memory could not be read.
@@ -125,6 +124,8 @@ pub struct Python {
     pub stats: Stats,
     /// Processes whose frames cannot be read, said at the end.
     pub not_read: notread::NotRead,
+    /// A sample's Python frames as addresses (reused).
+    frames: Vec<u64>,
 }
 
 /// A process the BPF programs must read frames of.
@@ -190,6 +191,11 @@ fn interpreter(path: &str, minor: u32) -> Option<Interpreter> {
     })
 }
 
+/// Whether a mapping's name is anonymous memory's, as the kernel and `/proc/PID/maps` name it.
+fn is_anonymous(filename: &str) -> bool {
+    filename.is_empty() || filename == "//anon" || filename.starts_with("[anon")
+}
+
 /// Where `/tmp/perf-PID.map` is.
 pub fn perf_map_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/perf-{pid}.map"))
@@ -204,6 +210,7 @@ impl Default for Python {
             procs: HashMap::new(),
             stats: Stats::default(),
             not_read: Default::default(),
+            frames: Vec::new(),
         }
     }
 }
@@ -239,6 +246,20 @@ impl Python {
             }
         }
         match fact {
+            Fact::Mmap2 {
+                pid,
+                start,
+                len,
+                prot,
+                filename,
+                ..
+            } if prot & 4 != 0 && is_anonymous(filename) => {
+                let p = self.procs.get_mut(pid)?;
+                let end = start.saturating_add(*len);
+                p.anonymous.retain(|&(s, e)| e <= *start || s >= end);
+                p.anonymous.push((*start, end));
+                None
+            }
             Fact::Mmap2 {
                 pid,
                 start,
@@ -304,6 +325,7 @@ impl Python {
                         map: None,
                         map_tried: false,
                         mapped: false,
+                        anonymous: Vec::new(),
                     },
                 );
                 Some(Watch {
@@ -332,6 +354,7 @@ impl Python {
                     map: None,
                     map_tried: false,
                     mapped: false,
+                    anonymous: parent.anonymous.clone(),
                 };
                 self.procs.insert(*pid, proc);
                 self.stats.processes.push(*pid);
@@ -430,7 +453,8 @@ impl Python {
     /// The user stack of `samples` on-CPU samples of `pid` with the same stacks (one sent,
     /// or a count kept in the kernel) with their Python frames in place of the eval frames
     /// that ran them, into `out`; false (out untouched) when they have none or they cannot
-    /// be placed. Counted in [`Stats`].
+    /// be placed. A sample whose stack was copied (no user stack here) gets its Python frames
+    /// alone, for analyze to place ([`format::python`]). Counted in [`Stats`].
     pub fn merge(
         &mut self,
         pid: u32,
@@ -449,17 +473,18 @@ impl Python {
             return false;
         }
         self.stats.samples += samples;
-        if user_stack.is_empty() {
-            // A copy for analyze to unwind: no frames to place the Python ones among.
-            self.stats.copied += samples;
-            return false;
-        }
         let placed = self.merge_stack(pid, user_stack, python, out);
-        self.stats.placed += placed as u64 * samples;
+        if placed && user_stack.is_empty() {
+            self.stats.copied += samples;
+        } else {
+            self.stats.placed += placed as u64 * samples;
+        }
         placed
     }
 
-    /// The same for any stack of process `pid` (off-CPU intervals, wakers), not counted.
+    /// The same for any stack of process `pid` (off-CPU intervals, wakers), not counted:
+    /// `user_stack` with its eval frames replaced, or the Python frames alone when it is
+    /// empty (copied).
     pub fn merge_stack(
         &mut self,
         pid: u32,
@@ -467,14 +492,14 @@ impl Python {
         python: &[bpf::PyFrame],
         out: &mut Vec<u64>,
     ) -> bool {
-        if python.is_empty() || user_stack.is_empty() {
+        if python.is_empty() {
             return false;
         }
         let Some(p) = self.procs.get_mut(&pid) else {
             return false;
         };
-        // The Python frames, grouped by the eval call that ran them, innermost first.
-        let mut groups: Vec<Vec<u64>> = vec![Vec::new()];
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
         for f in python {
             let line = p
                 .codes
@@ -482,34 +507,30 @@ impl Python {
                 .and_then(|k| k.code.as_ref())
                 .map(|c| c.line_at(f.lasti).unwrap_or(c.first_line))
                 .unwrap_or(0);
-            let addr = p.slot(pid, f.code, line);
-            groups.last_mut().expect("one group").push(addr);
-            if f.entry {
-                groups.push(Vec::new());
-            }
+            let slot = p.slot(pid, f.code, line);
+            frames.push(format::python::frame_address(slot, f.entry));
         }
-        if groups.last().is_some_and(Vec::is_empty) {
-            groups.pop();
-        }
-        out.clear();
-        let mut next = groups.into_iter();
-        for (i, &ip) in user_stack.iter().enumerate() {
-            // Frames past the leaf are return addresses: their call is the byte before.
+        let (from, to) = p.eval;
+        // Frames past the leaf are return addresses: their call is the byte before.
+        let in_eval = |i: usize, &ip: &u64| {
             let pc = if i == 0 { ip } else { ip.wrapping_sub(1) };
-            if (p.eval.0..p.eval.1).contains(&pc) {
-                if let Some(g) = next.next() {
-                    self.stats.frames += g.len() as u64;
-                    out.extend(g);
-                    continue;
-                }
-            }
-            out.push(ip);
-        }
-        // Frames whose eval call the unwinding did not reach: outermost, in order.
-        for g in next {
-            self.stats.frames += g.len() as u64;
-            out.extend(g);
-        }
+            (from..to).contains(&pc)
+        };
+        let anon = &p.anonymous;
+        let placed = format::python::place(
+            user_stack,
+            in_eval,
+            &frames,
+            |&a| format::python::is_entry(a),
+            // Return addresses: their call is the byte before.
+            |&ip| {
+                anon.iter()
+                    .any(|&(s, e)| (s..e).contains(&ip.wrapping_sub(1)))
+            },
+            out,
+        );
+        self.stats.frames += placed as u64;
+        self.frames = frames;
         true
     }
 
@@ -527,30 +548,30 @@ impl Python {
 }
 
 impl Proc {
-    /// The address of (code, line)'s slot, named in the perf map when new. The address is
-    /// 8 bytes into its slot: as a return address or an instruction pointer it stays in it.
+    /// The start of (code, line)'s slot, named in the perf map when new.
     fn slot(&mut self, pid: u32, code: u64, line: u32) -> u64 {
         let known = self.codes.get(&code);
         let key = (code, known.map_or(0, |k| k.generation), line);
         if let Some(&a) = self.slots.get(&key) {
             return a;
         }
-        let index = (self.slots.len() as u64).min(SYNTHETIC_LEN / 16 - 1);
-        let start = SYNTHETIC_BASE + index * 16;
+        let index = (self.slots.len() as u64).min(SYNTHETIC_LEN / SLOT - 1);
+        let start = SYNTHETIC_BASE + index * SLOT;
         let name = match known.and_then(|k| k.code.as_ref()) {
             Some(c) => format!("{} ({}:{line})", c.name, c.file),
             None => format!("[python code {code:#x}]"),
         };
         if !self.map_tried {
             self.map_tried = true;
-            self.map = open_map(&perf_map_path(pid));
+            self.map = open_map(&perf_map_path(pid), process_start(pid));
         }
         if let Some(m) = &mut self.map {
-            // perf-PID.map: START SIZE NAME, hex; a line per slot as it is made.
-            let _ = writeln!(m, "{start:x} 10 {name}");
+            // perf-PID.map: START SIZE NAME, hex; a line per slot as it is made, in one
+            // write (the process may append its own lines meanwhile).
+            let _ = m.write_all(format!("{start:x} {SLOT:x} {name}\n").as_bytes());
         }
-        self.slots.insert(key, start + 8);
-        start + 8
+        self.slots.insert(key, start);
+        start
     }
 }
 
@@ -560,7 +581,7 @@ pub fn report(python: &Python) {
     if !s.processes.is_empty() {
         eprintln!(
             "record: Python: processes {:?}, {} samples with Python frames, {} placed ({} frames), \
-             {} left out (stack copied, not unwound in the kernel), {} code objects unreadable, {} \
+             {} for analyze to place (stack copied, not unwound in the kernel), {} code objects unreadable, {} \
              replaced at their address; \
              names in {}",
             s.processes,
@@ -587,22 +608,58 @@ pub fn report_not_read(python: &Python) {
     }
 }
 
-/// Creates the perf map (truncating what an earlier process of that pid left), 0644 and
-/// the invoking sudo user's (perf reads a map only when it is the reader's or root's); never
-/// through a symbolic link (/tmp is everyone's). A failure is said once: that process's
-/// Python frames stay unnamed (their addresses).
-fn open_map(path: &Path) -> Option<File> {
+/// When process `pid` started (from its `starttime`, to 10 ms), if it is running.
+fn process_start(pid: u32) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name's closing parenthesis: state is field 3, starttime field 22.
+    let ticks: u64 = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let clock = |id| {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        unsafe { libc::clock_gettime(id, &mut t) };
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    // The time since boot is CLOCK_BOOTTIME's (starttime counts suspended time too).
+    let since_boot = clock(libc::CLOCK_BOOTTIME);
+    let ago = since_boot.checked_sub(Duration::from_millis(ticks * 1000 / hz))?;
+    SystemTime::now().checked_sub(ago)
+}
+
+/// Opens the perf map for appending lines. A map written since the process started is the
+/// process's own (CPython's `-X perf` writes its trampolines' names there, a JIT its code's),
+/// and is added to as it is (O_APPEND, as CPython opens it, so that the writers' lines never
+/// overwrite each other); any other is what an earlier process of that pid left, and is
+/// truncated. A map record makes is 0644 and the invoking sudo user's (perf reads a map only
+/// when it is the reader's or root's). Never through a symbolic link (/tmp is everyone's). A
+/// failure is said once: that process's Python frames stay unnamed (their addresses).
+fn open_map(path: &Path, started: Option<SystemTime>) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
+    let own = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .and_then(|m| m.modified().ok())
+        .is_some_and(|written| started.is_some_and(|t| written >= t));
     match std::fs::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(!own)
         .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_APPEND)
         .open(path)
     {
         Ok(f) => {
-            crate::host::chown_to_invoking_user(path);
+            if !own {
+                crate::host::chown_to_invoking_user(path);
+            }
             Some(f)
         }
         Err(e) => {
@@ -646,14 +703,49 @@ mod tests {
         let link = dir.join("perf-1.map");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(open_map(&link).is_none());
+        assert!(open_map(&link, None).is_none());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         let plain = dir.join("perf-2.map");
-        let mut f = open_map(&plain).unwrap();
+        let mut f = open_map(&plain, None).unwrap();
         writeln!(f, "200000000000 10 f (f.py:1)").unwrap();
         assert_eq!(
             std::fs::read_to_string(&plain).unwrap(),
             "200000000000 10 f (f.py:1)\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A map written since its process started is the process's (CPython's -X perf): added
+    /// to, each writer's lines after the other's; an older one is an earlier process's.
+    #[test]
+    fn a_processs_own_perf_map_is_added_to_and_a_stale_one_truncated() {
+        let dir = std::env::temp_dir().join(format!("bpfperf-pymap2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("perf-3.map");
+        let started = process_start(std::process::id()).expect("our own start");
+        assert!(started <= SystemTime::now());
+        std::fs::write(&path, "7f0000000000 b py::f:/t.py\n").unwrap();
+        let mut ours = open_map(&path, Some(started)).unwrap();
+        // The process appends as it goes (O_APPEND), between record's lines.
+        let mut theirs = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        ours.write_all(b"200000000000 10 f (t.py:1)\n").unwrap();
+        theirs.write_all(b"7f000000000b b py::g:/t.py\n").unwrap();
+        ours.write_all(b"200000000010 10 g (t.py:2)\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "7f0000000000 b py::f:/t.py\n200000000000 10 f (t.py:1)\n\
+             7f000000000b b py::g:/t.py\n200000000010 10 g (t.py:2)\n"
+        );
+        // Written before the process started: an earlier process's, gone.
+        let later = SystemTime::now() + Duration::from_secs(5);
+        let mut f = open_map(&path, Some(later)).unwrap();
+        f.write_all(b"200000000000 10 h (t.py:3)\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "200000000000 10 h (t.py:3)\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
