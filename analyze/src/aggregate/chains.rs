@@ -15,9 +15,9 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::wakeups::{INTERRUPT, IRQ_ENTRY_PREFIX, SEPARATOR};
+use super::wakeups::{wake_times, PseudoFrames, INTERRUPT, IRQ_ENTRY_PREFIX, SEPARATOR};
 use crate::read::Recording;
-use crate::symbolize::{FrameInfo, Symbolized, SymbolizedStack};
+use crate::symbolize::{Symbolized, SymbolizedStack};
 
 /// Which threads' waits the chains start from (the others' are only followed into).
 pub struct Roots<'a> {
@@ -36,36 +36,6 @@ impl Roots<'_> {
     }
 }
 
-/// Frame ids of the pseudo frames, made once.
-struct Names<'s> {
-    frames: &'s mut Vec<FrameInfo>,
-    ids: FxHashMap<String, u32>,
-}
-
-impl Names<'_> {
-    fn id(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        let f = FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
-        let id = match self.frames.iter().position(|x| *x == f) {
-            Some(i) => i as u32,
-            None => {
-                self.frames.push(f);
-                (self.frames.len() - 1) as u32
-            }
-        };
-        self.ids.insert(name.to_string(), id);
-        id
-    }
-}
-
 /// Replaces the stacks by the chains of the off-CPU stacks (event `offcpu`) of the `roots`
 /// threads, `depth` wakers deep; the other stacks (wakeups, other events, other threads'
 /// waits) are dropped. Stacks must be per sample (their times and CPUs pair each wait with
@@ -79,22 +49,7 @@ pub fn chain(
     roots: &Roots<'_>,
 ) {
     let stacks = std::mem::take(&mut sym.stacks);
-    // When each wakeup woke its thread, by the wakeup sample's (time, CPU).
-    let wake_times: FxHashMap<(u64, u32), u64> = rec
-        .events
-        .iter()
-        .position(|e| e == format::events::WAKEUP_EVENT)
-        .map(|event| {
-            rec.samples
-                .iter()
-                .filter(|s| s.event == event)
-                .filter_map(|s| {
-                    let w = format::events::Wakeup::from_raw(s.raw.as_deref()?)?;
-                    Some(((s.time, s.cpu), w.wake_ns))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let wake_times = wake_times(rec);
     let mut wakers: FxHashMap<(u64, u32), usize> = FxHashMap::default();
     // Each thread's waits by when they ended.
     let mut waits: FxHashMap<i32, Vec<(u64, usize)>> = FxHashMap::default();
@@ -114,10 +69,7 @@ pub fn chain(
     for w in waits.values_mut() {
         w.sort_unstable();
     }
-    let mut names = Names {
-        frames: &mut sym.frames,
-        ids: FxHashMap::default(),
-    };
+    let mut names = PseudoFrames::new(&mut sym.frames);
     let separator = names.id(SEPARATOR);
     let mut chains = Vec::new();
     for s in stacks.iter() {
@@ -208,6 +160,7 @@ fn last_wait(
 mod tests {
     use super::*;
     use crate::read::testing::sample;
+    use crate::symbolize::FrameInfo;
     use format::events::{Wakeup, OFFCPU_EVENT, WAKEUP_EVENT};
 
     fn frame(name: &str) -> FrameInfo {

@@ -14,6 +14,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::wakeups::{wake_times, PseudoFrames};
 use crate::read::Recording;
 use crate::symbolize::{FrameInfo, Symbolized, SymbolizedStack};
 
@@ -57,32 +58,13 @@ struct Path<'a> {
     comms: &'a [String],
     threads: FxHashMap<i32, Thread>,
     followed: FxHashSet<i32>,
-    frames: &'a mut Vec<FrameInfo>,
-    names: FxHashMap<String, u32>,
+    names: PseudoFrames<'a>,
     charged: FxHashMap<Vec<u32>, u64>,
 }
 
 impl Path<'_> {
     fn name(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.names.get(name) {
-            return id;
-        }
-        let f = FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
-        let id = match self.frames.iter().position(|x| *x == f) {
-            Some(i) => i as u32,
-            None => {
-                self.frames.push(f);
-                (self.frames.len() - 1) as u32
-            }
-        };
-        self.names.insert(name.to_string(), id);
-        id
+        self.names.id(name)
     }
 
     fn charge(&mut self, frames: Vec<u32>, ns: u64) {
@@ -209,7 +191,7 @@ impl Path<'_> {
         };
         // An interrupt, or a kernel thread or softirq that completed a device's work for
         // it (a disk request's completion runs in either): the device its stack names.
-        let device = device_of(waker, self.frames);
+        let device = device_of(waker, self.names.frames);
         if waker.pid == 0 || (device.is_some() && !self.followed.contains(&waker.pid)) {
             self.charge_leaf(&blocked, device.unwrap_or("[interrupt]"), ns);
             return;
@@ -276,21 +258,7 @@ pub fn critical_path(
     let tid = tid.or_else(|| main_thread(&stacks, events.wakeup))?;
     // Wake times and run-queue parts by the samples' (time, CPU) (and thread, for run-queue
     // samples: each is its off-CPU sample's twin).
-    let wake_times: FxHashMap<(u64, u32), u64> = rec
-        .events
-        .iter()
-        .position(|e| e == format::events::WAKEUP_EVENT)
-        .map(|event| {
-            rec.samples
-                .iter()
-                .filter(|s| s.event == event)
-                .filter_map(|s| {
-                    let w = format::events::Wakeup::from_raw(s.raw.as_deref()?)?;
-                    Some(((s.time, s.cpu), w.wake_ns))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let wake_times = wake_times(rec);
     let mut wakers: FxHashMap<(u64, u32), usize> = FxHashMap::default();
     let mut runq: FxHashMap<(u64, u32, i32), u64> = FxHashMap::default();
     let mut threads: FxHashMap<i32, Thread> = FxHashMap::default();
@@ -366,8 +334,7 @@ pub fn critical_path(
         comms: &sym.comms,
         threads,
         followed,
-        frames: &mut sym.frames,
-        names: FxHashMap::default(),
+        names: PseudoFrames::new(&mut sym.frames),
         charged: FxHashMap::default(),
     };
     path.walk(tid, first, last, &[], 0);

@@ -10,6 +10,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::read::Recording;
 use crate::symbolize::FrameInfo;
 use crate::symbolize::{Symbolized, SymbolizedStack};
 
@@ -19,6 +20,64 @@ pub const SEPARATOR: &str = "--";
 pub const INTERRUPT: &str = "[interrupt]";
 /// x86-64 interrupt entry points (asm_common_interrupt, asm_sysvec_apic_timer_interrupt...).
 pub(super) const IRQ_ENTRY_PREFIX: &str = "asm_";
+
+/// Frames that name no code (`--`, `[interrupt]`, a waker's comm), each given its id in
+/// `frames` once: found there if it is already, else added.
+pub(super) struct PseudoFrames<'s> {
+    pub frames: &'s mut Vec<FrameInfo>,
+    ids: FxHashMap<String, u32>,
+}
+
+impl<'s> PseudoFrames<'s> {
+    pub fn new(frames: &'s mut Vec<FrameInfo>) -> Self {
+        PseudoFrames {
+            frames,
+            ids: FxHashMap::default(),
+        }
+    }
+
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let f = FrameInfo {
+            function: name.into(),
+            dso: String::new(),
+            srcline: None,
+            inlined: false,
+            by_address: false,
+        };
+        let id = match self.frames.iter().position(|x| *x == f) {
+            Some(i) => i as u32,
+            None => {
+                self.frames.push(f);
+                (self.frames.len() - 1) as u32
+            }
+        };
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+}
+
+/// When each recorded wakeup woke its thread (the `bpfperf:wakeup` payload's `wake_ns`), by
+/// the wakeup sample's (time, CPU).
+pub(super) fn wake_times(rec: &Recording) -> FxHashMap<(u64, u32), u64> {
+    let Some(event) = rec
+        .events
+        .iter()
+        .position(|e| e == format::events::WAKEUP_EVENT)
+    else {
+        return FxHashMap::default();
+    };
+    rec.samples
+        .iter()
+        .filter(|s| s.event == event)
+        .filter_map(|s| {
+            let w = format::events::Wakeup::from_raw(s.raw.as_deref()?)?;
+            Some(((s.time, s.cpu), w.wake_ns))
+        })
+        .collect()
+}
 
 /// Replaces each off-CPU stack that has a waker by the joined stack, and drops the wakeup
 /// stacks. `offcpu` and `wakeup` are the events' indices.
@@ -33,23 +92,8 @@ pub fn join(sym: &mut Symbolized, offcpu: u32, wakeup: u32) {
             blocked.push(s);
         }
     }
-    let pseudo = |name: &str, frames: &mut Vec<FrameInfo>| -> u32 {
-        let f = FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
-        match frames.iter().position(|x| *x == f) {
-            Some(i) => i as u32,
-            None => {
-                frames.push(f);
-                (frames.len() - 1) as u32
-            }
-        }
-    };
-    let separator = pseudo(SEPARATOR, &mut sym.frames);
+    let mut names = PseudoFrames::new(&mut sym.frames);
+    let separator = names.id(SEPARATOR);
     for s in &mut blocked {
         if s.event != offcpu {
             continue;
@@ -70,7 +114,7 @@ pub fn join(sym: &mut Symbolized, offcpu: u32, wakeup: u32) {
             let mut entered = false;
             s.frames.extend(waker.take_while(|&&f| {
                 let keep = !entered;
-                entered |= sym.frames[f as usize]
+                entered |= names.frames[f as usize]
                     .function
                     .starts_with(IRQ_ENTRY_PREFIX);
                 keep
@@ -78,7 +122,7 @@ pub fn join(sym: &mut Symbolized, offcpu: u32, wakeup: u32) {
         } else {
             s.frames.extend(waker);
         }
-        s.frames.push(pseudo(&name, &mut sym.frames));
+        s.frames.push(names.id(&name));
         // Addresses (script output) stay aligned: none for the joined part.
         if !s.addrs.is_empty() {
             s.addrs.truncate(0);
