@@ -394,6 +394,23 @@ fn wakeups_name_the_waker_and_its_stack() {
     );
 }
 
+/// The number a program printed on the line that starts with `name` (`a_wall 123`).
+fn printed_ns(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in {text}"))
+}
+
+/// The summed weights of the folded lines (`stack WEIGHT`) whose stack `keep` takes.
+fn folded_weight(folded: &str, keep: &dyn Fn(&str) -> bool) -> u64 {
+    folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(k, _)| keep(k))
+        .map(|(_, w)| w.parse::<u64>().unwrap())
+        .sum()
+}
+
 /// Chain graphs: chain-a waits on chain-b, which waits on chain-c, which spins (the
 /// fixture `chain`). `--event chain` follows each wait to its waker, to where that waker had
 /// itself blocked, and to its waker, `--depth` wakers deep; the chains under chain-a's wait
@@ -426,13 +443,7 @@ fn chains_follow_a_wait_through_its_wakers_own_waits() {
         let stderr = stderr_of(&out);
         assert!(out.status.success(), "{stderr}");
         std::fs::write(dir.path(&format!("chain-{mode}.out")), &out.stdout).unwrap();
-        let measured = |name: &str| -> u64 {
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("{name} not printed: {:?}", out.stdout))
-        };
-        let a_waited = measured("a_waited ");
+        let a_waited = printed_ns(&String::from_utf8_lossy(&out.stdout), "a_waited ");
         let total = |m: &std::collections::BTreeMap<String, u64>| m.values().sum::<u64>();
         // A's waits in a_wait_for_b, its waker's part: what follows the blocked stack.
         let a_waits = |chains: &std::collections::BTreeMap<String, u64>| -> Vec<(String, u64)> {
@@ -563,14 +574,7 @@ fn chains_follow_a_wait_through_its_wakers_own_waits() {
         String::from_utf8_lossy(&out.stderr)
     );
     let folded = String::from_utf8_lossy(&out.stdout).into_owned();
-    let weight = |keep: &dyn Fn(&str) -> bool| -> u64 {
-        folded
-            .lines()
-            .filter_map(|l| l.rsplit_once(' '))
-            .filter(|(k, _)| keep(k))
-            .map(|(_, w)| w.parse::<u64>().unwrap())
-            .sum()
-    };
+    let weight = |keep: &dyn Fn(&str) -> bool| folded_weight(&folded, keep);
     let total = weight(&|_| true);
     // C's spins as they took on the clock: on the CPU, and preempted ([run queue] under the
     // spin's stack).
@@ -597,13 +601,10 @@ fn chains_follow_a_wait_through_its_wakers_own_waits() {
         format!("{:.3}", ms(": "))
     );
     let chain_out = std::fs::read_to_string(dir.path("critical.out")).unwrap();
-    let measured = |name: &str| -> u64 {
-        chain_out
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} not in {chain_out}"))
-    };
-    let (a_wall, c_spun) = (measured("a_wall "), measured("c_spun "));
+    let (a_wall, c_spun) = (
+        printed_ns(&chain_out, "a_wall "),
+        printed_ns(&chain_out, "c_spun "),
+    );
     let ratio = total as f64 / a_wall as f64;
     let (spin_share, spun_share, elsewhere_share) = (
         100.0 * spin as f64 / total as f64,
@@ -675,13 +676,10 @@ fn the_critical_path_goes_through_a_producer_to_the_disk() {
         );
         assert!(out.status.success(), "{}", stderr_of(&out));
         let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-        let measured = |name: &str| -> u64 {
-            printed
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("{name} not in {printed}"))
-        };
-        let (disk_read, main_wall) = (measured("disk_read "), measured("main_wall "));
+        let (disk_read, main_wall) = (
+            printed_ns(&printed, "disk_read "),
+            printed_ns(&printed, "main_wall "),
+        );
         let folded = analyze(&["critical", "--folded"], &file);
         assert!(
             folded.status.success(),
@@ -689,14 +687,7 @@ fn the_critical_path_goes_through_a_producer_to_the_disk() {
             String::from_utf8_lossy(&folded.stderr)
         );
         let folded = String::from_utf8_lossy(&folded.stdout).into_owned();
-        let weight = |keep: &dyn Fn(&str) -> bool| -> u64 {
-            folded
-                .lines()
-                .filter_map(|l| l.rsplit_once(' '))
-                .filter(|(k, _)| keep(k))
-                .map(|(_, w)| w.parse::<u64>().unwrap())
-                .sum()
-        };
+        let weight = |keep: &dyn Fn(&str) -> bool| folded_weight(&folded, keep);
         let total = weight(&|_| true);
         // (With frame pointers, read_from_disk's own frame is lost under libc's pread,
         // which keeps none.)
