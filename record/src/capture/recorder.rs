@@ -16,6 +16,9 @@ use crate::sideband::known::Known;
 /// long that takes depends on the machine); these say whether the tables work once they are in.
 #[derive(Debug, Default)]
 pub struct LateUnwinding {
+    /// Counting: the kernel unwinds with tables in this recording (else nothing is counted,
+    /// and a sample costs no lookup).
+    pub on: bool,
     unwound_pids: HashSet<u32>,
     pub samples: u64,
     pub copied: u64,
@@ -23,6 +26,9 @@ pub struct LateUnwinding {
 
 impl LateUnwinding {
     pub(super) fn count(&mut self, s: &bpf::OnCpuSample) {
+        if !self.on {
+            return;
+        }
         let copied = !s.stack_copy.is_empty();
         if !copied && !s.user_stack.is_empty() {
             self.unwound_pids.insert(s.pid);

@@ -145,6 +145,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     };
     let writer = files.create(&cfg.output)?;
     let mut rec = Recorder::new(writer, system_wide, tracked, &events);
+    rec.late.on = unwinding.is_some();
     rec.python.enabled = cfg.python;
     if !system_wide {
         rec.python.follow(&initial);
