@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Block I/O: block_rq_issue keeps who issued a request and from where, block_rq_complete
- * sends it with its latency. Writeback is charged to the dirtier: a page dirtied by a
+/* Block I/O: a request's start keeps who made it and from where (the submitter, whoever
+ * issues it to the driver later), block_rq_issue times it, block_rq_complete sends it with
+ * its latency. Writeback is charged to the dirtier: a page dirtied by a
  * followed thread remembers it (and the stack of its write), and the request that writes
  * the page back, issued by a kernel thread or `sync`, names it. */
 #include "common.bpf.h"
@@ -275,33 +276,26 @@ int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mappin
 	return 0;
 }
 
-/* A request is kept if a followed thread issued it, or if it writes back pages a followed
+/* Fills `s` from the current task for request `rq`: who it is for and from where. A
+ * request is kept if a followed thread made it, or if it writes back pages a followed
  * thread dirtied (charged to that thread); with -a, every request but record's own. The
- * rest are dropped here, before any stack is taken. */
-SEC("tp_btf/block_rq_issue")
-int BPF_PROG(on_block_issue, struct request *rq)
+ * rest are left before any stack is taken (false). */
+static __always_inline bool capture_request(void *ctx, struct request *rq, struct io_start *s)
 {
-	if (!io_enabled)
-		return 0;
-	__u32 zero = 0;
-	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
-	if (!s)
-		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	s->pid = id >> 32;
 	s->tid = (__u32)id;
 	s->tracked = s->pid && tracked(s->pid);
 	if (system_wide) {
 		if (s->pid == self_tgid && s->pid)
-			return 0;
+			return false;
 		find_dirtier(rq, s);
 	} else {
 		find_dirtier(rq, s);
 		if (!s->tracked && !s->dirtier_pid)
-			return 0;
+			return false;
 	}
-	__u64 key = (__u64)rq;
-	s->issue_ns = bpf_ktime_get_ns();
+	s->issue_ns = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
 	/* Kernel threads (writeback's kworkers) have no user stack to walk. */
@@ -314,26 +308,96 @@ int BPF_PROG(on_block_issue, struct request *rq)
 	else
 		s->ustack_bytes =
 			bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	return true;
+}
+
+static __always_inline struct io_start *find_request(__u64 key)
+{
+	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
+	return s ? s : bpf_map_lookup_elem(&io_starts_more, &key);
+}
+
+static __always_inline void keep_request(__u64 key, struct io_start *s)
+{
 	if (bpf_map_update_elem(&io_starts, &key, s, BPF_ANY) &&
 	    bpf_map_update_elem(&io_starts_more, &key, s, BPF_ANY))
 		count_drop(EVENT_BLOCK_IO);
-	return 0;
 }
 
-/* A request requeued and issued again may have left its first start in the other map. */
+/* A request may have been kept in either map. */
 static __always_inline void forget_request(__u64 key)
 {
 	bpf_map_delete_elem(&io_starts, &key);
 	bpf_map_delete_elem(&io_starts_more, &key);
 }
 
+/* A request made from bios, in the context of the task that submitted them: the writer
+ * itself, or writeback's flusher for the pages it writes back. The issue to the driver may
+ * come later from another context (kblockd, the flusher of a plug, the next submitter), so
+ * who the request is for is taken here. Each request starts once: whatever its address
+ * held before (a request merged away or freed unissued) is replaced or dropped. */
+static __always_inline int start_request(void *ctx, struct request *rq)
+{
+	if (!io_enabled)
+		return 0;
+	__u32 zero = 0;
+	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
+	if (!s)
+		return 0;
+	__u64 key = (__u64)rq;
+	if (capture_request(ctx, rq, s))
+		keep_request(key, s);
+	else
+		forget_request(key);
+	return 0;
+}
+
+/* Kernel 6.5 and later: every request made from bios (blk_account_io_start). */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_block_start, struct request *rq)
+{
+	return start_request(ctx, rq);
+}
+
+/* Before 6.5: requests put in an I/O scheduler's queue or a plug's list by their submitter.
+ * A requeued request (already issued once) keeps its first submitter. */
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(on_block_insert, struct request *rq)
+{
+	struct io_start *known = find_request((__u64)rq);
+	if (known && known->issue_ns)
+		return 0;
+	return start_request(ctx, rq);
+}
+
+/* The request goes to the driver: its latency is timed from here. A request not seen
+ * starting (made before the recording began, or issued where it was made on a kernel
+ * without block_io_start) is taken as it is issued. */
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_issue, struct request *rq)
+{
+	if (!io_enabled)
+		return 0;
+	__u64 key = (__u64)rq;
+	struct io_start *known = find_request(key);
+	if (known) {
+		known->issue_ns = bpf_ktime_get_ns();
+		return 0;
+	}
+	__u32 zero = 0;
+	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
+	if (!s || !capture_request(ctx, rq, s))
+		return 0;
+	s->issue_ns = bpf_ktime_get_ns();
+	keep_request(key, s);
+	return 0;
+}
+
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	struct io_start *s = bpf_map_lookup_elem(&io_starts, &key);
-	if (!s)
-		s = bpf_map_lookup_elem(&io_starts_more, &key);
+	struct io_start *s = find_request(key);
 	if (!s)
 		return 0;
 	struct block_io_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -348,7 +412,8 @@ int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_b
 	e->pid = s->pid;
 	e->tid = s->tid;
 	e->time_ns = now;
-	e->issue_ns = s->issue_ns;
+	/* Never issued (a request failed before it reached the driver): no device time. */
+	e->issue_ns = s->issue_ns ? s->issue_ns : now;
 	e->sector = BPF_CORE_READ(rq, __sector);
 	e->bytes = BPF_CORE_READ(rq, __data_len);
 	if (!e->bytes)

@@ -1,4 +1,4 @@
-//! blockio.bpf.c: block requests from issue to completion, and writeback charged to the
+//! blockio.bpf.c: block requests from their start (who made them) to completion, and writeback charged to the
 //! thread that dirtied the pages.
 
 use libbpf_rs::Link;
@@ -22,6 +22,13 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
             .set_max_entries(n.max(1))
             .map_err(Error::bpf(step))?;
     }
+    // Requests are taken where they are made: block_io_start where the kernel has it (6.5+),
+    // else as they are queued (block_rq_insert).
+    let at_start = o.block_io && super::kernel_has_function("btf_trace_block_io_start");
+    open.progs.on_block_start.set_autoload(at_start);
+    open.progs
+        .on_block_insert
+        .set_autoload(o.block_io && !at_start);
     for prog in [
         &mut open.progs.on_block_issue,
         &mut open.progs.on_block_complete,
@@ -35,6 +42,11 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
 pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Result<(), Error> {
     if o.block_io {
         let p = &skel.progs;
+        if p.on_block_start.autoload() {
+            attach_one(&p.on_block_start, "attach block_io_start", links)?;
+        } else {
+            attach_one(&p.on_block_insert, "attach block_rq_insert", links)?;
+        }
         attach_one(&p.on_block_issue, "attach block_rq_issue", links)?;
         attach_one(&p.on_block_complete, "attach block_rq_complete", links)?;
         attach_one(&p.on_folio_dirtied, "attach writeback_dirty_folio", links)?;

@@ -85,6 +85,8 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_fault_kernel", &p.on_fault_kernel),
         ("on_switch", &p.on_switch),
         ("on_waking", &p.on_waking),
+        ("on_block_start", &p.on_block_start),
+        ("on_block_insert", &p.on_block_insert),
         ("on_block_issue", &p.on_block_issue),
         ("on_block_complete", &p.on_block_complete),
         ("on_folio_dirtied", &p.on_folio_dirtied),
@@ -117,6 +119,16 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_fork", &p.on_fork),
         ("on_exit", &p.on_exit),
     ]
+}
+
+/// Whether the running kernel's BTF names `name` (a function, a tracepoint's
+/// `btf_trace_NAME` type): a program attached to what it lacks would fail to load.
+pub(crate) fn kernel_has_function(name: &str) -> bool {
+    let Ok(btf) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+        return false;
+    };
+    let needle = [b"\0", name.as_bytes(), b"\0"].concat();
+    memchr::memmem::find(&btf, &needle).is_some()
 }
 
 /// The settings written before load (`const volatile` globals of every program file).

@@ -117,11 +117,7 @@ pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
 /// its BTF names the kfunc that flags an skb) and a cgroup v2 hierarchy is mounted whole
 /// (the sockops program is attached at its root).
 pub fn tx_timestamping() -> bool {
-    let kernel = std::fs::read("/sys/kernel/btf/vmlinux").is_ok_and(|btf| {
-        let name = b"\0bpf_sock_ops_enable_tx_tstamp\0";
-        btf.windows(name.len()).any(|w| w == name)
-    });
-    kernel && cgroup2_root().is_ok()
+    super::kernel_has_function("bpf_sock_ops_enable_tx_tstamp") && cgroup2_root().is_ok()
 }
 
 /// The root of the cgroup v2 hierarchy (a sockops program attached there sees every
