@@ -373,8 +373,8 @@ fn interval(data: &[u8], python: bool) -> Option<OffCpuInterval> {
 }
 
 /// An interval with registers and a user stack copy (`offcpu_copy_event`'s layout, then the
-/// bytes copied).
-fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
+/// bytes copied); `python` as in [`interval`].
+fn interval_with_copy(data: &[u8], python: bool) -> Option<OffCpuInterval> {
     let mut e = types::offcpu_copy_event::default();
     let fixed = std::mem::size_of::<types::offcpu_copy_event>();
     plain::copy_from_bytes(&mut e, data.get(..fixed)?).ok()?;
@@ -393,7 +393,11 @@ fn interval_with_copy(data: &[u8]) -> Option<OffCpuInterval> {
         user_stack: Vec::new(),
         user_regs: (e.user_regs[7] != 0).then_some(UserRegs(e.user_regs)),
         stack_copy: copied.to_vec(),
-        python: Vec::new(),
+        python: if python {
+            py_frames(e.py_frames, &e.py_code, &e.py_lasti)
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -446,9 +450,9 @@ impl Event {
             EVENT_ON_CPU => stack_sample(data).map(Event::OnCpu),
             EVENT_FAULT => stack_sample(data).map(Event::Fault),
             EVENT_OFF_CPU => interval(data, true).map(Event::OffCpu),
-            EVENT_OFF_CPU_COPY => interval_with_copy(data).map(Event::OffCpu),
+            EVENT_OFF_CPU_COPY => interval_with_copy(data, true).map(Event::OffCpu),
             EVENT_DIRTY => interval(data, false).map(Event::Dirty),
-            EVENT_DIRTY_COPY => interval_with_copy(data).map(Event::Dirty),
+            EVENT_DIRTY_COPY => interval_with_copy(data, false).map(Event::Dirty),
             EVENT_BLOCK_IO => {
                 let mut e = types::block_io_event::default();
                 plain::copy_from_bytes(&mut e, data).ok()?;

@@ -250,7 +250,11 @@ struct offcpu_copy_event {
 	__u32 stack_bytes;
 	__u32 in_fault; /* as in offcpu_event */
 	__u32 in_sock;	/* 1: blocked inside a socket call (see struct sock_wait) */
-	__u32 _pad;
+	/* Python frames where it blocked, as in offcpu_event (off-CPU events; dirty events
+	 * leave them out). */
+	__u32 py_frames;
+	__u64 py_code[MAX_PY_FRAMES];
+	__u32 py_lasti[MAX_PY_FRAMES];
 };
 
 /* What a DWARF-mode switch-out keeps until switch-in: the event to send, and the stack. */

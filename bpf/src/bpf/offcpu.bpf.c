@@ -95,17 +95,29 @@ struct offcpu_copy_event _offcpu_copy_event = {};
 __u64 fault_fn_start = 0;
 __u64 fault_fn_end = 0;
 
+struct fault_scan {
+	const __u64 *kstack;
+	__s32 bytes;
+	__u32 found;
+};
+
+static long fault_scan_step(__u32 i, struct fault_scan *f)
+{
+	if (i >= MAX_STACK_DEPTH || i * 8 >= f->bytes)
+		return 1;
+	__u64 ip = f->kstack[i];
+	f->found = ip >= fault_fn_start && ip < fault_fn_end;
+	return f->found;
+}
+
+/* One frame at a time (bpf_loop: the verifier checks one step, not 127). */
 static __always_inline __u32 in_page_fault(const __u64 *kstack, __s32 bytes)
 {
 	if (!fault_fn_start)
 		return 0;
-	for (int i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i * 8 >= bytes)
-			break;
-		if (kstack[i] >= fault_fn_start && kstack[i] < fault_fn_end)
-			return 1;
-	}
-	return 0;
+	struct fault_scan f = { .kstack = kstack, .bytes = bytes };
+	bpf_loop(MAX_STACK_DEPTH, fault_scan_step, &f, 0);
+	return f.found;
 }
 
 /* Where the functions a socket call blocks in lie (sk_wait_data, sk_stream_wait_memory,
@@ -155,8 +167,9 @@ static __always_inline void sock_wait_add(__u32 tid, __u64 now, __u64 duration)
 }
 
 /* Keeps the stacks of the thread that blocks: its user stack by frame pointers, or (DWARF
- * mode, `unwind`) unwound with the tables. false when there is no table for it (the caller
- * takes a stack copy). */
+ * mode, `unwind`) unwound with the tables. false when there is no table for it: the caller
+ * takes a stack copy, with what was read here (offcpu_scratch: the kernel stack, what it
+ * shows, the Python frames). */
 static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid, __u64 now,
 					       __u32 state, bool unwind)
 {
@@ -164,6 +177,14 @@ static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid,
 	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
 	if (!s)
 		return true;
+	s->time_ns = now;
+	s->wake_ns = 0;
+	s->state = state & 3;
+	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
+	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
+	s->in_sock = s->state ? in_socket_wait(s->kstack, s->kstack_bytes) : 0;
+	sock_wait_forget(tid, s->state, s->in_sock);
+	read_python_frames(&s->py_frames, s->py_code, s->py_lasti, tgid, tid);
 	if (unwind) {
 		__s32 bytes = unwind_user_stack(tgid, s->ustack);
 		if (bytes < 0)
@@ -172,14 +193,6 @@ static __always_inline bool offcpu_keep_stacks(void *ctx, __u32 tgid, __u32 tid,
 	} else {
 		s->ustack_bytes = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	}
-	s->time_ns = now;
-	s->wake_ns = 0;
-	s->state = state & 3;
-	s->kstack_bytes = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), TP_BTF_SKIP);
-	s->in_fault = s->state ? in_page_fault(s->kstack, s->kstack_bytes) : 0;
-	read_python_frames(&s->py_frames, s->py_code, s->py_lasti, tgid, tid);
-	s->in_sock = s->state ? in_socket_wait(s->kstack, s->kstack_bytes) : 0;
-	sock_wait_forget(tid, s->state, s->in_sock);
 	if (bpf_map_update_elem(&offcpu_starts, &tid, s, BPF_ANY))
 		count_drop(EVENT_OFF_CPU);
 	return true;
@@ -258,24 +271,30 @@ static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 t
 		bpf_map_delete_elem(&wakers, &tid);
 }
 
-/* DWARF mode: keep registers and a copy of the user stack of the thread that blocks. */
-static __always_inline void offcpu_keep_copy(void *ctx, struct task_struct *prev, __u32 tid,
-					     __u64 now, __u32 state)
+/* DWARF mode: keep registers and a copy of the user stack of the thread that blocks, with
+ * what offcpu_keep_stacks read before it found no table. */
+static __always_inline void offcpu_keep_copy(struct task_struct *prev, __u32 tid)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
 	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copy_scratch, &cpu);
-	if (!b)
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_scratch, &zero);
+	if (!b || !s)
 		return;
 	struct offcpu_copy_event *e = &b->e;
 	e->kind = EVENT_OFF_CPU_COPY;
-	e->time_ns = now;
+	e->time_ns = s->time_ns;
 	e->wake_ns = 0;
-	e->state = state & 3;
-	e->kstack_bytes = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), TP_BTF_SKIP);
-	e->in_fault = e->state ? in_page_fault(e->kstack, e->kstack_bytes) : 0;
-	e->in_sock = e->state ? in_socket_wait(e->kstack, e->kstack_bytes) : 0;
-	sock_wait_forget(tid, e->state, e->in_sock);
+	e->state = s->state;
+	e->kstack_bytes = s->kstack_bytes;
+	__builtin_memcpy(e->kstack, s->kstack, sizeof(e->kstack));
+	e->in_fault = s->in_fault;
+	e->in_sock = s->in_sock;
 	keep_user_copy(prev, b);
+	e->py_frames = s->py_frames;
+	if (s->py_frames) {
+		__builtin_memcpy(e->py_code, s->py_code, sizeof(e->py_code));
+		__builtin_memcpy(e->py_lasti, s->py_lasti, sizeof(e->py_lasti));
+	}
 	if (bpf_map_update_elem(&offcpu_copies, &tid, b, BPF_ANY))
 		count_drop(EVENT_OFF_CPU_COPY);
 }
@@ -327,7 +346,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		/* DWARF mode: unwound where the tables are, a stack copy where not. */
 		bool unwind = stack_copy_bytes != 0;
 		if (!offcpu_keep_stacks(ctx, ptgid, ptid, now, prev_state, unwind))
-			offcpu_keep_copy(ctx, prev, ptid, now, prev_state);
+			offcpu_keep_copy(prev, ptid);
 	}
 
 	/* next comes back: report how long it was away (its interval is in one map or the

@@ -249,6 +249,21 @@ fn python_in_a_pid_namespace_shares_match_the_known_split() {
     }
 }
 
+/// A container's Python seen from the host recording every CPU: its threads are matched to
+/// their interpreter state by host thread ids, as with `-p`.
+#[test]
+fn python_in_a_pid_namespace_recorded_system_wide_shares_match_the_known_split() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc"];
+    for python in [PYTHON_3_13, "/usr/bin/python3.11", PYTHON_3_9] {
+        eprintln!("{python} in a PID namespace, recorded with -a");
+        crate::python::shares_match_the_known_split_with(&["-a"], &unshare, python);
+    }
+}
+
 #[test]
 fn python_3_12_aggregated_shares_match_per_sample() {
     if !can_record() {
