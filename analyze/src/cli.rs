@@ -374,6 +374,11 @@ pub enum Command {
         /// How many rows the table shows.
         #[arg(long, default_value_t = 20)]
         top: usize,
+        /// Only this stretch of the thread's wall time (perf's --time: START,END in seconds,
+        /// absolute as perf script prints times or from the recording's start, or percent
+        /// ranges); waits that straddle it are cut at its edges.
+        #[arg(long, value_parser = crate::read::time_range::TimeRanges::parse)]
+        time: Option<crate::read::time_range::TimeRanges>,
         #[command(flatten)]
         stacks: Stacks,
     },

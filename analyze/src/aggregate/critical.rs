@@ -246,13 +246,15 @@ fn main_thread(stacks: &[SymbolizedStack], wakeup: Option<u32>) -> Option<i32> {
 }
 
 /// Replaces the stacks by the critical path of thread `tid` (default: [`main_thread`]); the
-/// stacks must be per sample. Returns the thread and its wall time (ns), `None` when the
-/// recording has no such thread.
+/// stacks must be per sample. `window`: only the part of its wall time in these ranges (their
+/// hull; `--time`). Returns the thread and its wall time (ns), `None` when the recording has
+/// no such thread (or none in the window).
 pub fn critical_path(
     sym: &mut Symbolized,
     rec: &Recording,
     events: &Events,
     tid: Option<i32>,
+    window: Option<&[(u64, u64)]>,
 ) -> Option<(i32, u64)> {
     let stacks = std::mem::take(&mut sym.stacks);
     let tid = tid.or_else(|| main_thread(&stacks, events.wakeup))?;
@@ -328,6 +330,17 @@ pub fn critical_path(
         .map(|w| w.end)
         .chain(thread.samples.iter().map(|&(t, _)| t))
         .max()?;
+    let (first, last) = match window {
+        Some(ranges) => {
+            let from = ranges.iter().map(|r| r.0).min()?;
+            let to = ranges.iter().map(|r| r.1).max()?;
+            (first.max(from), last.min(to))
+        }
+        None => (first, last),
+    };
+    if first >= last {
+        return None;
+    }
     let (comm, pid) = (root.comm, root.pid);
     let mut path = Path {
         stacks: &stacks,
@@ -484,7 +497,10 @@ mod tests {
             runq: Some(2),
             wakeup: Some(3),
         };
-        assert_eq!(critical_path(&mut sym, &rec, &events, None), Some((1, 500)));
+        assert_eq!(
+            critical_path(&mut sym, &rec, &events, None, None),
+            Some((1, 500))
+        );
         let mut got = folded(&sym);
         got.sort();
         assert_eq!(
@@ -503,6 +519,43 @@ mod tests {
     }
 
     #[test]
+    fn a_window_cuts_the_wall_time_waits_that_straddle_it_included() {
+        let (mut sym, rec) = two_threads();
+        let events = Events {
+            offcpu: 1,
+            runq: Some(2),
+            wakeup: Some(3),
+        };
+        // 50-100 and 400-450 on the CPU, the wait of 100-400 whole.
+        let window = [(50, 450)];
+        assert_eq!(
+            critical_path(&mut sym, &rec, &events, None, Some(&window)),
+            Some((1, 400))
+        );
+        let mut got = folded(&sym);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("a_main;a_read;[run queue]".to_string(), 20),
+                (
+                    "a_main;a_read;[waits on b 2];b_main;b_wait;[timer]".to_string(),
+                    200
+                ),
+                ("a_main;a_read;[waits on b 2];b_main;b_work".to_string(), 80),
+                ("a_main;a_work".to_string(), 100),
+            ]
+        );
+        // A window the thread has no time in.
+        let (mut sym, rec) = two_threads();
+        let after = [(600, 700)];
+        assert_eq!(
+            critical_path(&mut sym, &rec, &events, None, Some(&after)),
+            None
+        );
+    }
+
+    #[test]
     fn another_thread_or_none() {
         let events = Events {
             offcpu: 1,
@@ -513,7 +566,7 @@ mod tests {
         // b: 0-50 before its first event is not its (its wait began at 50), 50-300 the timer,
         // 300-350-380 on the CPU (its sample at 350; the nearest for the rest).
         assert_eq!(
-            critical_path(&mut sym, &rec, &events, Some(2)),
+            critical_path(&mut sym, &rec, &events, Some(2), None),
             Some((2, 300))
         );
         assert_eq!(
@@ -524,6 +577,6 @@ mod tests {
             ]
         );
         let (mut sym, rec) = two_threads();
-        assert_eq!(critical_path(&mut sym, &rec, &events, Some(7)), None);
+        assert_eq!(critical_path(&mut sym, &rec, &events, Some(7), None), None);
     }
 }

@@ -279,7 +279,12 @@ pub(super) fn symbolized(
                 runq: index(&out, format::events::RUNQ_EVENT).map(|i| i as u32),
                 wakeup: wakeup.map(|i| i as u32),
             };
-            out.critical = crate::aggregate::critical_path(&mut out, rec, &events, o.tid);
+            let window = o.time.as_ref().map(|t| {
+                let (first, last) = rec.time_span().unwrap_or((0, 0));
+                t.resolve(first, last)
+            });
+            out.critical =
+                crate::aggregate::critical_path(&mut out, rec, &events, o.tid, window.as_deref());
         }
         (EventSel::Critical, None, _) => out.stacks.clear(),
         _ => {}

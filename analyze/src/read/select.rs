@@ -362,7 +362,9 @@ pub fn select<'a>(rec: &'a Recording, o: &Selection) -> Result<Selected<'a>, Err
         let kind = kinds.get(s.event);
         critical || kind == Some(&Kind::Wakeup) || chains && kind == Some(&Kind::OffCpu)
     };
-    let ranges = o.time.map(|t| {
+    // (The critical path keeps every sample: its window is cut from the thread's wall time,
+    // waits that straddle it included.)
+    let ranges = o.time.filter(|_| !critical).map(|t| {
         let (first, last) = rec.time_span().unwrap_or((0, 0));
         t.resolve(first, last)
     });

@@ -151,6 +151,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             tid,
             folded,
             top,
+            time,
             stacks,
         } => {
             let select = analyze::cli::Select {
@@ -163,7 +164,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                         pid: None,
                         tid,
                         comm: None,
-                        time: None,
+                        time,
                     },
                     stacks,
                 },
