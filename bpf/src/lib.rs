@@ -298,6 +298,13 @@ impl Profiler {
             .events
             .set_max_entries(ring as u32)
             .map_err(Error::bpf("size ring buffer"))?;
+        if std::env::var_os("BPFPERF_DEBUG").is_some_and(|v| v == "verifier") {
+            // The verifier's statistics of each program (time, instructions processed).
+            use libbpf_rs::skel::OpenSkel;
+            for mut prog in open.open_object_mut().progs_mut() {
+                prog.set_log_level(4);
+            }
+        }
         let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
         loaded.skel = Box::into_raw(Box::new(skel));
         let skel = loaded.skel();
