@@ -189,6 +189,50 @@ fn sampled_writes_pass_every_layer_to_the_disk() {
         text.contains("sampled requests; each layer's time"),
         "{text}"
     );
+    // The Firefox export: a track per layer, each request's marker on it.
+    let requests = by_request(&csv_rows(&file)).len();
+    let markers = firefox_request_markers(&dir, &file);
+    for layer in [
+        "call",
+        "page_cache",
+        "writeback",
+        "block_issue",
+        "block_complete",
+    ] {
+        let n = markers.get(layer).copied().unwrap_or(0);
+        assert!(
+            n >= requests,
+            "{layer}: {n} markers for {requests} requests"
+        );
+    }
+}
+
+/// The sampled-request markers of `file`'s Firefox Profiler export, by track (layer).
+fn firefox_request_markers(dir: &TempDir, file: &Path) -> BTreeMap<String, usize> {
+    let json = dir.path("profile.json");
+    let args = [
+        "export",
+        "--format",
+        "firefox",
+        "-o",
+        json.to_str().unwrap(),
+    ];
+    let out = analyze(&args, file);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut out = BTreeMap::new();
+    for t in v["threads"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap_or("").to_string();
+        let data = t["markers"]["data"].as_array().unwrap();
+        let n = data
+            .iter()
+            .filter(|d| d["type"].as_str() == Some("SampledRequest"))
+            .count();
+        if n > 0 {
+            *out.entry(name).or_default() += n;
+        }
+    }
+    out
 }
 
 /// O_DIRECT: the request the sampled call made itself, no page cache.
