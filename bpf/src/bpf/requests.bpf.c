@@ -200,6 +200,7 @@ struct vec_walk {
 	__u32 vec_left; /* bytes of the current entry still ahead */
 	__u64 last_folio;
 	__u32 slot; /* marks_scratch's */
+	bool consume; /* at issue: the folios found are forgotten */
 };
 
 static __always_inline void walk_bio(struct vec_walk *w, struct bio *bio)
@@ -266,8 +267,9 @@ static long walk_step(__u32 i, struct vec_walk *w)
 	struct request_marks *r = bpf_map_lookup_elem(&marks_scratch, &w->slot);
 	if (r)
 		add_mark(r, m);
-	bpf_map_delete_elem(&marked_folios, &k);
-	__sync_fetch_and_sub(&marked_pending, 1);
+	/* Kept until the issue: a request made may yet be merged into another before it. */
+	if (w->consume && !bpf_map_delete_elem(&marked_folios, &k))
+		__sync_fetch_and_sub(&marked_pending, 1);
 	return 0;
 }
 
@@ -281,7 +283,7 @@ static __always_inline void mark_from_pages(struct request *rq, struct request_m
 	struct bio *bio = BPF_CORE_READ(rq, bio);
 	if (!marked_pending || !bio)
 		return;
-	struct vec_walk w = { .slot = slot };
+	struct vec_walk w = { .slot = slot, .consume = slot == SCRATCH_ISSUED };
 	walk_bio(&w, bio);
 	bpf_loop(REQ_MAX_PAGES, walk_step, &w, 0);
 	__u64 bytes = BPF_CORE_READ(rq, __data_len);
