@@ -53,9 +53,12 @@ fn by_request(rows: &[Row]) -> BTreeMap<u64, Vec<&Row>> {
     out
 }
 
+/// A block request the disk served: (dev, issue, completion).
+type DiskRequest = (u32, u64, u64);
+
 /// What the file holds: each request sample (time, RAW), and each block request the disk
-/// served (dev, issue, completion).
-fn read_file(file: &Path) -> (Vec<(u64, Request)>, Vec<(u32, u64, u64)>) {
+/// served.
+fn read_file(file: &Path) -> (Vec<(u64, Request)>, Vec<DiskRequest>) {
     let mut reader = format::PerfFileReader::open(file).unwrap();
     let names: Vec<String> = (0..reader.perf_file().event_attributes().len())
         .map(|i| reader.event_name(i))
