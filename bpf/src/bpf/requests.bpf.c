@@ -54,6 +54,7 @@ struct {
 struct request_marks {
 	struct request_mark m[REQ_MARKS];
 	__u32 n;
+	__u32 issued; /* its issue sent (a requeued request is issued again) */
 };
 
 struct {
@@ -312,6 +313,7 @@ int BPF_PROG(on_request_start, struct request *rq)
 	if (!r)
 		return 0;
 	r->n = 0;
+	r->issued = 0;
 	mark_from_pages(rq, r, slot);
 	/* None of its pages marked (a direct write's are the caller's own): made by the
 	 * marked write itself (O_DIRECT; an O_DSYNC write's writeback has marked pages). */
@@ -367,15 +369,22 @@ int BPF_PROG(on_request_issue, struct request *rq)
 	if (!r)
 		return 0;
 	struct request_marks *known = bpf_map_lookup_elem(&marked_requests, &key);
-	if (known)
+	if (known) {
 		*r = *known;
-	else
+	} else {
 		r->n = 0;
+		r->issued = 0;
+	}
 	__u32 before = r->n;
 	mark_from_pages(rq, r, slot);
-	if (r->n != before)
+	if (!r->n)
+		return 0;
+	bool first = !r->issued;
+	r->issued = 1;
+	if (r->n != before || first)
 		bpf_map_update_elem(&marked_requests, &key, r, BPF_ANY);
-	emit_marks(rq, REQ_LAYER_BLOCK_ISSUE, BPF_CORE_READ(rq, __data_len));
+	if (first)
+		emit_marks(rq, REQ_LAYER_BLOCK_ISSUE, BPF_CORE_READ(rq, __data_len));
 	return 0;
 }
 

@@ -136,6 +136,8 @@ fn check_writes(file: &Path, layers: &[&str]) {
         for layer in layers {
             assert!(seen.contains(layer), "S{id}: no {layer} in {seen:?}");
         }
+        // The bound the README gives: call, page cache, 3 for each of 4 requests at most.
+        assert!(rows.len() <= 14, "S{id}: {} records", rows.len());
         let call = rows.iter().find(|r| r.layer == "call").unwrap();
         assert_eq!(
             (call.kind.as_str(), call.bytes),
