@@ -130,6 +130,7 @@ fn record_writer(dir: &TempDir, extra: &[&str]) -> std::path::PathBuf {
 fn check_writes(file: &Path, layers: &[&str]) {
     let rows = csv_rows(file);
     let requests = by_request(&rows);
+    eprintln!("{} sampled writes of {WRITES}", requests.len());
     within_binomial(requests.len(), WRITES, EVERY);
     for (id, rows) in &requests {
         let seen: Vec<&str> = rows.iter().map(|r| r.layer.as_str()).collect();
@@ -280,6 +281,7 @@ fn sampled_sends_pass_every_layer_to_the_device() {
     perf_script_clean(&file);
     let rows = csv_rows(&file);
     let requests = by_request(&rows);
+    eprintln!("{} sampled sends of 200", requests.len());
     within_binomial(requests.len(), 200, 10);
     for (id, rows) in &requests {
         let seen: Vec<&str> = rows.iter().map(|r| r.layer.as_str()).collect();
