@@ -9,8 +9,19 @@ use libbpf_cargo::SkeletonBuilder;
 
 /// The program files, one per concern.
 const CONCERNS: &[&str] = &[
-    "follow", "unwind", "sampling", "fault", "offcpu", "blockio", "cache", "probes", "net",
-    "netsend", "netstamp",
+    "follow",
+    "unwind",
+    "sampling",
+    "fault",
+    "offcpu",
+    "blockio",
+    "cache",
+    "probes",
+    "net",
+    "netsend",
+    "netstamp",
+    "requests",
+    "requests_send",
 ];
 
 /// The headers every program file includes.
@@ -27,6 +38,7 @@ const HEADERS: &[&str] = &[
     "trace_agg.bpf.h",
     "net.bpf.h",
     "send.bpf.h",
+    "requests.bpf.h",
 ];
 
 fn main() {

@@ -349,6 +349,16 @@ pub enum Command {
         #[arg(short, long, default_value = "perf.data")]
         input: PathBuf,
     },
+    /// Sampled requests (record --follow write:1/N, send:1/N) followed through the layers:
+    /// one line per request with each layer's time from the call, then each layer's
+    /// distribution.
+    Requests {
+        #[arg(short, long, default_value = "perf.data")]
+        input: PathBuf,
+        /// One row per request and layer: id,kind,pid,comm,bytes,layer,offset_ns.
+        #[arg(long)]
+        csv: bool,
+    },
     /// Run-queue latency: a log2 histogram per process (runqlat -P) and the threads that
     /// waited most for a CPU.
     Sched {

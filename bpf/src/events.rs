@@ -18,6 +18,7 @@ unsafe impl plain::Plain for types::agg_key {}
 unsafe impl plain::Plain for types::trace_agg_key {}
 unsafe impl plain::Plain for types::trace_agg_value {}
 unsafe impl plain::Plain for types::net_event {}
+unsafe impl plain::Plain for types::request_event {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;
@@ -31,6 +32,7 @@ pub(crate) const EVENT_DIRTY_COPY: u32 = types::event_kind::EVENT_DIRTY_COPY.0;
 pub(crate) const EVENT_TRACE: u32 = types::event_kind::EVENT_TRACE.0;
 pub(crate) const EVENT_NET: u32 = types::event_kind::EVENT_NET.0;
 pub(crate) const EVENT_FAULT: u32 = types::event_kind::EVENT_FAULT.0;
+pub(crate) const EVENT_REQUEST: u32 = types::event_kind::EVENT_REQUEST.0;
 
 /// User registers a stack-copy sample carries (bpfperf.h's USER_REGS).
 pub const USER_REGS: usize = types::bpfperf_limits::BPFPERF_USER_REGS.0 as usize;
@@ -214,6 +216,32 @@ pub struct BlockIoRequest {
     pub dirtier: Option<(u32, u32, u64)>,
 }
 
+/// A sampled request passed a layer (`record --follow`): bpfperf.h's `request_event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestStep {
+    /// The thread current where it passed the layer (a flusher's kworker for writeback).
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; 16],
+    pub cpu: u32,
+    /// When it passed the layer (CLOCK_MONOTONIC ns).
+    pub time: u64,
+    /// The sampled call's id (from 1), its entry time and thread.
+    pub id: u64,
+    pub call_time: u64,
+    pub call_pid: u32,
+    pub call_tid: u32,
+    /// bpfperf.h's `enum request_kind` and `enum request_layer`.
+    pub kind: u32,
+    pub layer: u32,
+    /// The call's bytes (layer call, tcp); the block request's or skb's in later layers.
+    pub bytes: u64,
+    /// Block layers: the disk (major << 20 | minor).
+    pub dev: u32,
+    /// bpfperf.h's `REQ_FLAG_*` (1: a request the call made itself, O_DIRECT).
+    pub flags: u32,
+}
+
 /// What a [`NetEvent`] reports (bpfperf.h's `enum net_what`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NetWhat {
@@ -319,6 +347,8 @@ pub enum Event {
     Trace(crate::trace::TraceRecord),
     /// A TCP connection closed, or a retransmit, reset or drop ([`crate::Options::net`]).
     Net(NetEvent),
+    /// A sampled request passed a layer ([`crate::Options::follow_write_every`]).
+    Request(RequestStep),
     /// A tracked process (thread group) exited.
     Exit {
         pid: u32,
@@ -438,6 +468,7 @@ impl Event {
             Event::Wakeup(w) => Some(w.cpu),
             Event::Trace(t) => Some(t.cpu),
             Event::Net(n) => Some(n.cpu),
+            Event::Request(r) => Some(r.cpu),
             Event::Dirty(_) | Event::Exit { .. } => None,
         }
     }
@@ -453,6 +484,26 @@ impl Event {
             EVENT_OFF_CPU_COPY => interval_with_copy(data, true).map(Event::OffCpu),
             EVENT_DIRTY => interval(data, false).map(Event::Dirty),
             EVENT_DIRTY_COPY => interval_with_copy(data, false).map(Event::Dirty),
+            EVENT_REQUEST => {
+                let mut e = types::request_event::default();
+                plain::copy_from_bytes(&mut e, data).ok()?;
+                Some(Event::Request(RequestStep {
+                    pid: e.pid,
+                    tid: e.tid,
+                    comm: e.comm.map(|c| c as u8),
+                    cpu: e.cpu,
+                    time: e.time_ns,
+                    id: e.id,
+                    call_time: e.call_ns,
+                    call_pid: e.call_pid,
+                    call_tid: e.call_tid,
+                    kind: e.req_kind,
+                    layer: e.layer,
+                    bytes: e.bytes,
+                    dev: e.dev,
+                    flags: e.flags,
+                }))
+            }
             EVENT_BLOCK_IO => {
                 let mut e = types::block_io_event::default();
                 plain::copy_from_bytes(&mut e, data).ok()?;

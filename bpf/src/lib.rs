@@ -50,7 +50,7 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 pub use error::Error;
 pub use events::{
     AggregatedEvents, AggregatedSamples, BlockIoRequest, CacheCounts, Event, NetEvent, NetWhat,
-    OffCpuInterval, OnCpuSample, PyFrame, UserRegs, Wakeup, USER_REGS,
+    OffCpuInterval, OnCpuSample, PyFrame, RequestStep, UserRegs, Wakeup, USER_REGS,
 };
 pub use jited::{loaded_programs, JitedFunction, LoadedProgram};
 pub use programs::net::tx_timestamping;
@@ -135,6 +135,13 @@ pub struct Options {
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
+    /// Follow about 1 in this many write calls (write, pwrite, writev on a file) of the
+    /// tracked processes through the page cache and the block layer ([`Event::Request`]);
+    /// 0: none.
+    pub follow_write_every: u32,
+    /// Follow about 1 in this many send calls (sendto, sendmsg; write on a socket) through
+    /// TCP, the qdisc, the driver and the device; 0: none.
+    pub follow_send_every: u32,
     /// Any events to attach (tracepoints, probes): their records come as [`Event::Trace`],
     /// naming the event by its index here.
     pub trace: Vec<TraceEvent>,
@@ -156,6 +163,8 @@ pub struct Drops {
     pub exits: u64,
     /// Major page faults.
     pub faults: u64,
+    /// Records of sampled requests ([`Event::Request`]).
+    pub requests: u64,
 }
 
 impl Drops {
@@ -167,6 +176,7 @@ impl Drops {
             + self.net
             + self.exits
             + self.faults
+            + self.requests
     }
 }
 
@@ -194,6 +204,8 @@ impl Default for Options {
             io_prealloc: None,
             net_unseen_every: 0,
             ring_bytes: None,
+            follow_write_every: 0,
+            follow_send_every: 0,
             trace: Vec::new(),
         }
     }
@@ -459,7 +471,7 @@ impl Profiler {
 
     /// Drops so far by event kind (on-CPU, off-CPU, block I/O, dirtiers, wakers), for
     /// diagnostics.
-    pub fn drops_by_kind(&self) -> [(&'static str, u64); 8] {
+    pub fn drops_by_kind(&self) -> [(&'static str, u64); 9] {
         let of = |kind| self.sum_per_cpu(&self.loaded.skel().maps.drops, kind);
         [
             ("on-CPU samples", of(events::EVENT_ON_CPU)),
@@ -476,6 +488,7 @@ impl Profiler {
             ("traced events", of(events::EVENT_TRACE)),
             ("network events", of(events::EVENT_NET)),
             ("major faults", of(events::EVENT_FAULT)),
+            ("sampled request records", of(events::EVENT_REQUEST)),
         ]
     }
 
@@ -493,6 +506,7 @@ impl Profiler {
             net: of(events::EVENT_NET),
             exits: of(events::EVENT_EXIT),
             faults: of(events::EVENT_FAULT),
+            requests: of(events::EVENT_REQUEST),
         }
     }
 

@@ -32,6 +32,9 @@
 //!   time = when the woken thread ran again (the time of its offcpu-time sample), pid/tid =
 //!   the waker (pid 0: an interrupt), period = nanoseconds the wakee was blocked, callchain =
 //!   where the waker woke it, RAW = [`Wakeup`] (who was woken).
+//! - **bpfperf:request**: tracepoint-style, one sample per layer a sampled request
+//!   (`record --follow`) passes: pid/tid = the thread current there, time = when, RAW =
+//!   [`Request`] (the call's id, entry time and thread, the layer, bytes).
 //! - **bpfperf:tcp_conn**, **bpfperf:tcp_retransmit**, **bpfperf:tcp_reset**,
 //!   **bpfperf:skb_drop**: tracepoint-style, one RAW layout ([`Net`]) under four names:
 //!   a TCP connection at its close (pid/tid = its owner, period = its duration in ns,
@@ -41,6 +44,9 @@
 
 use crate::constants::{attr_flag, event_type, sample_type as st, sw_event};
 use crate::{EventAttr, EventFormat};
+
+mod request;
+pub use request::*;
 
 /// Name perf gives off-CPU samples.
 pub const OFFCPU_EVENT: &str = "offcpu-time";

@@ -3,11 +3,13 @@
 //! ([`wakeups`], for `--event wakeup`), and with their wakers' own waits and wakers in turn
 //! ([`chains`], for `--event chain`); one thread's wall time charged to what held it up
 //! ([`critical`], `analyze critical`); off-CPU stacks labelled with the peer a socket call
-//! waited on ([`peers`]).
+//! waited on ([`peers`]); sampled requests grouped by call, their layers timed from it
+//! ([`requests`]).
 
 mod chains;
 mod critical;
 mod peers;
+pub mod requests;
 mod wakeups;
 
 pub use chains::{chain as chain_wakers, Roots};

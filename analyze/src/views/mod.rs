@@ -24,6 +24,7 @@ pub mod io;
 pub mod latency;
 pub mod net;
 pub mod report;
+pub mod requests;
 pub mod sched;
 pub mod script;
 pub mod stripped;

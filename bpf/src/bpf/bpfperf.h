@@ -60,7 +60,7 @@
 #define PY_MAX_THREADS 64
 
 /* Entries of the drops map: one per event kind (below), and 0. */
-#define EVENT_KINDS 14
+#define EVENT_KINDS 15
 
 /* The limits above as BTF-visible constants: macros never reach BTF, enums do, so the skeleton
  * generates `types::bpfperf_limits` and Rust reads the limits from there. */
@@ -101,7 +101,8 @@ enum event_kind {
 	EVENT_NET = 10, /* a TCP connection closed, or a retransmit, reset or drop (net_event) */
 	EVENT_NET_CALL = 11, /* a tracked thread's send call began (net_call_event, variable) */
 	EVENT_NET_SKB = 12, /* an skb of a send call reached the device (net_skb_event) */
-	EVENT_FAULT = 13 /* a major page fault ended: sample_event's layout, period = its ns */
+	EVENT_FAULT = 13, /* a major page fault ended: sample_event's layout, period = its ns */
+	EVENT_REQUEST = 14 /* a sampled request passed a layer (request_event) */
 };
 
 /* One on-CPU sample. Stacks hold instruction pointers, innermost first; lengths in bytes as
@@ -626,6 +627,62 @@ struct net_skb_event {
 	__u32 skbs;
 	__u32 _pad;
 	__u64 skipped_bytes; /* the lengths of the skbs it stands for but itself */
+};
+
+/* ---- Sampled requests followed through the layers (requests.bpf.c, --follow). ---- */
+
+/* Block requests and skbs followed per sampled call at most: a call writes at most
+ * 2 + 3 * REQ_MAX_REQUESTS records (call, page cache, then writeback, issue and completion
+ * of each request), or 2 + 3 * REQ_MAX_REQUESTS for a send (call, tcp, then qdisc, driver
+ * and device of each skb). */
+#define REQ_MAX_REQUESTS 4
+/* Sampled calls one block request carries at most (the rest are not followed into it):
+ * 1 MiB of 64 KiB writes. */
+#define REQ_MARKS 16
+/* Pages (and vector entries) looked at per block request for pages of sampled writes:
+ * 16 MiB of 4 KiB pages. */
+#define REQ_MAX_PAGES 4096
+
+/* What a sampled call is (request_event.req_kind). */
+enum request_kind {
+	REQ_KIND_WRITE = 1, /* write(), pwrite(), writev() on a file */
+	REQ_KIND_SEND = 2   /* sendto(), sendmsg(), write(), writev() on a socket */
+};
+
+/* The layer a sampled request passed (request_event.layer; analyze's names). */
+enum request_layer {
+	REQ_LAYER_CALL = 0,	      /* the call returned (bytes: its return value) */
+	REQ_LAYER_PAGE_CACHE = 1,     /* its first page dirtied in the page cache */
+	REQ_LAYER_WRITEBACK = 2,      /* a block request made of its pages (or, direct, by it) */
+	REQ_LAYER_BLOCK_ISSUE = 3,    /* that request issued to the driver */
+	REQ_LAYER_BLOCK_COMPLETE = 4, /* that request completed */
+	REQ_LAYER_TCP = 5,	      /* the call entered TCP (tcp_sendmsg_locked) */
+	REQ_LAYER_QDISC = 6,	      /* an skb with its data queued to the device (net_dev_queue) */
+	REQ_LAYER_DRIVER = 7,	      /* the skb handed to the driver (net_dev_start_xmit) */
+	REQ_LAYER_DEVICE = 8	      /* the driver took it (net_dev_xmit) */
+};
+
+/* request_event.flags */
+#define REQ_FLAG_DIRECT 1 /* a block request the call itself made (O_DIRECT) */
+
+/* A sampled request passed a layer. pid/tid/comm: the thread current there (a flusher's
+ * kworker for writeback; whoever an interrupt came upon for a completion). */
+struct request_event {
+	__u32 kind; /* EVENT_REQUEST */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 time_ns;
+	__u64 id;      /* the sampled call's, unique in a recording (from 1) */
+	__u64 call_ns; /* the call's entry */
+	__u64 bytes;   /* the call's (page cache: asked for); a block request's or skb's later */
+	__u32 layer;   /* enum request_layer */
+	__u32 req_kind; /* enum request_kind */
+	__u32 call_pid;
+	__u32 call_tid;
+	__u32 dev;     /* block layers: the disk (major << 20 | minor) */
+	__u32 flags;   /* REQ_FLAG_* */
+	char comm[16];
 };
 
 /* ---- Python frames (python.bpf.h): where an interpreter keeps them, per process. ---- */

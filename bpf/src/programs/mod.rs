@@ -11,6 +11,7 @@ pub mod net;
 pub mod offcpu;
 pub mod probes;
 pub mod python;
+pub mod requests;
 pub mod sampling;
 pub mod unwind;
 
@@ -31,6 +32,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     cache::configure(open, o);
     net::configure(open, o);
     probes::configure(open, o)?;
+    requests::configure(open, o);
     Ok(())
 }
 
@@ -48,6 +50,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<L
     cache::attach(skel, o, &mut links)?;
     net::attach(skel, o, &mut links)?;
     probes::attach(skel, o, &mut links)?;
+    requests::attach(skel, &mut links)?;
     fault::attach(skel, o, cpus, &mut links)?;
     sampling::attach(skel, o, cpus, &mut links)?;
     Ok(links)
@@ -116,6 +119,16 @@ pub fn all<'s>(skel: &'s BpfperfSkel<'_>) -> Vec<(&'static str, &'s libbpf_rs::P
         ("on_kretprobe", &p.on_kretprobe),
         ("on_sys_enter", &p.on_sys_enter),
         ("on_sys_exit", &p.on_sys_exit),
+        ("on_request_enter", &p.on_request_enter),
+        ("on_request_exit", &p.on_request_exit),
+        ("on_request_dirty", &p.on_request_dirty),
+        ("on_request_start", &p.on_request_start),
+        ("on_request_issue", &p.on_request_issue),
+        ("on_request_complete", &p.on_request_complete),
+        ("on_request_tcp", &p.on_request_tcp),
+        ("on_request_queue", &p.on_request_queue),
+        ("on_request_xmit", &p.on_request_xmit),
+        ("on_request_sent", &p.on_request_sent),
         ("on_fork", &p.on_fork),
         ("on_exit", &p.on_exit),
     ]

@@ -18,6 +18,7 @@ const CACHESTAT_ID: u64 = 7;
 /// Ids of the network events: this and the next five (NET_EVENTS' order).
 const NET_ID: u64 = 8;
 const FAULT_WAIT_ID: u64 = 14;
+const REQUEST_ID: u64 = 15;
 /// Fields of every sample (the same for all events, so that ids sit at the same place).
 const SAMPLE_TYPE: u64 =
     st::IDENTIFIER | st::IP | st::TID | st::TIME | st::CPU | st::PERIOD | st::CALLCHAIN;
@@ -119,6 +120,8 @@ pub struct Events {
     pub wakeup: Option<usize>,
     /// The network events, in [`format::events::NET_EVENTS`]' order.
     pub net: Option<[usize; 6]>,
+    /// Sampled requests' layers (`--follow`).
+    pub request: Option<usize>,
     /// Each traced event (any event), by its index among them.
     pub traced: Vec<TracedAttr>,
     /// TRACING_DATA, when a tracepoint-style event is recorded.
@@ -138,6 +141,8 @@ pub struct LostIds {
     pub traced: u64,
     /// The first network event: the kernel counts their losses together.
     pub net: u64,
+    /// Sampled requests' records.
+    pub request: u64,
 }
 
 impl Events {
@@ -150,6 +155,7 @@ impl Events {
             faults: id(self.fault),
             traced: id(self.traced.iter().find_map(|t| t.attr)),
             net: id(self.net.map(|n| n[0])),
+            request: id(self.request),
         }
     }
 }
@@ -204,7 +210,13 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
     // TRACING_DATA (the writer keeps them BPF_OUTPUT events until finish() writes that, so a
     // killed recording stays readable).
     let wakeups = cfg.off_cpu_min_ns.is_some() && cfg.wakeups;
-    let tracing_data = if cfg.block_io || wakeups || cfg.cache || cfg.net || !traced.is_empty() {
+    let tracing_data = if cfg.block_io
+        || wakeups
+        || cfg.cache
+        || cfg.net
+        || cfg.follows_requests()
+        || !traced.is_empty()
+    {
         match format::TracingData::from_tracefs(Path::new("/sys/kernel/tracing")) {
             Ok(mut td) => {
                 if cfg.block_io {
@@ -215,6 +227,9 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
                 }
                 if cfg.cache {
                     td.events.push(format::events::cachestat_format());
+                }
+                if cfg.follows_requests() {
+                    td.events.push(format::events::request_format());
                 }
                 if cfg.net {
                     for (_, id) in format::events::NET_EVENTS {
@@ -272,6 +287,13 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         ));
         attrs.len() - 1
     });
+    let request_attr = (tracing_data.is_some() && cfg.follows_requests()).then(|| {
+        attrs.push(format::events::request_attr(
+            SAMPLE_TYPE & !st::CALLCHAIN,
+            vec![REQUEST_ID],
+        ));
+        attrs.len() - 1
+    });
     // Network events keep frame-pointer user stacks (a thread of the owner may not be the
     // one current: no registers to unwind from).
     let net_attrs = (tracing_data.is_some() && cfg.net).then(|| {
@@ -310,6 +332,7 @@ pub fn events(cfg: &Config, traced: &[crate::tracing::Traced]) -> Events {
         io: io_attr,
         wakeup: wakeup_attr,
         net: net_attrs,
+        request: request_attr,
         tracing_data,
     }
 }

@@ -17,6 +17,8 @@ pub enum Item {
     Dirty(bpf::OffCpuInterval),
     BlockIo(bpf::BlockIoRequest),
     Net(bpf::NetEvent),
+    /// A sampled request passed a layer.
+    Request(bpf::RequestStep),
     Wakeup(bpf::Wakeup),
     /// Any event (a tracepoint, a probe).
     Trace(bpf::TraceRecord),
@@ -43,6 +45,7 @@ impl Item {
             Item::OffCpu(o) | Item::Dirty(o) => o.time,
             Item::BlockIo(b) => b.time,
             Item::Net(n) => n.time,
+            Item::Request(r) => r.time,
             Item::Wakeup(w) => w.time,
             Item::Trace(t) => t.time,
             Item::AggregatedEvents { time, .. } => *time,
@@ -59,6 +62,7 @@ impl Item {
             bpf::Event::Dirty(d) => Some(Item::Dirty(d)),
             bpf::Event::BlockIo(b) => Some(Item::BlockIo(b)),
             bpf::Event::Net(n) => Some(Item::Net(n)),
+            bpf::Event::Request(r) => Some(Item::Request(r)),
             bpf::Event::Wakeup(w) => Some(Item::Wakeup(w)),
             bpf::Event::Trace(t) => Some(Item::Trace(t)),
             bpf::Event::Exit { .. } => None,

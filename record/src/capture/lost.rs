@@ -19,6 +19,7 @@ impl Recorder {
             (ids.traced, now.traced, was.traced),
             (ids.net, now.net, was.net),
             (ids.faults, now.faults, was.faults),
+            (ids.request, now.requests, was.requests),
             (CPU_CLOCK_ID, now.exits, was.exits),
         ] {
             if now > was {
@@ -48,6 +49,7 @@ impl Recorder {
             (&mut self.wakeups, of(self.wakeup_attr)),
             (&mut self.traced, traced),
             (&mut self.net, net),
+            (&mut self.requests, of(self.request_attr)),
         ] {
             *count = count.saturating_sub(n);
         }

@@ -13,6 +13,7 @@ mod lost;
 mod net;
 mod offcpu;
 mod oncpu;
+mod requests;
 mod rounds;
 mod stacks;
 mod traced;

@@ -67,6 +67,8 @@ pub struct Recorder {
     pub io: u64,
     /// Network events written.
     pub net: u64,
+    /// Sampled requests' records written (`--follow`).
+    pub requests: u64,
     pub wakeups: u64,
     /// Any events' samples written.
     pub traced: u64,
@@ -85,6 +87,8 @@ pub struct Recorder {
     pub wakeup_attr: Option<usize>,
     /// Attr index of each network event, in [`format::events::NET_EVENTS`]'s order.
     pub net_attrs: Option<[usize; 6]>,
+    /// Attr index of sampled requests' records (`--follow`).
+    pub request_attr: Option<usize>,
     /// How each traced event is written, by its index.
     pub traced_attrs: Vec<crate::capture::attrs::TracedAttr>,
     /// --aggregate: each traced event's layout with its count (by its index; empty when
@@ -149,6 +153,7 @@ impl Recorder {
             fault_waits: 0,
             io: 0,
             net: 0,
+            requests: 0,
             wakeups: 0,
             traced: 0,
             lost: 0,
@@ -162,6 +167,7 @@ impl Recorder {
             io_attr: events.io,
             wakeup_attr: events.wakeup,
             net_attrs: events.net,
+            request_attr: events.request,
             traced_attrs: events.traced.clone(),
             counted: Vec::new(),
             traced_records: 0,

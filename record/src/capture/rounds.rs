@@ -68,6 +68,7 @@ impl Recorder {
             Item::Dirty(d) => self.write_dirty(d),
             Item::BlockIo(b) => self.write_block_io(b),
             Item::Net(n) => self.write_net(n),
+            Item::Request(r) => self.write_request(r),
             Item::Wakeup(w) => self.write_wakeup(w),
             Item::Trace(t) => self.write_trace(t),
             Item::AggregatedEvents { events, time } => self.write_aggregated_events(events, time),

@@ -76,7 +76,10 @@ impl GlueStripper {
             bpf::Event::Wakeup(w) => &mut w.kernel_stack,
             bpf::Event::Trace(t) => &mut t.kernel_stack,
             bpf::Event::Net(n) => return self.strip_shared(&mut n.kernel_stack, symbols),
-            bpf::Event::OnCpu(_) | bpf::Event::Fault(_) | bpf::Event::Exit { .. } => return,
+            bpf::Event::OnCpu(_)
+            | bpf::Event::Fault(_)
+            | bpf::Event::Request(_)
+            | bpf::Event::Exit { .. } => return,
         };
         let n = symbols.glue_frames(stack);
         stack.drain(..n);

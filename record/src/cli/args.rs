@@ -118,6 +118,13 @@ pub struct Args {
     /// 330 bytes.
     #[arg(long, default_value_t = 10_000, value_name = "SKBS")]
     pub net_send_cap: u64,
+    /// Follow 1 in N calls through the layers: `write:1/N` (write, pwrite, writev on a
+    /// file: page cache, writeback request, issue, completion; or the request an O_DIRECT
+    /// write makes) or `send:1/N` (sendto, sendmsg, write on a socket: TCP, qdisc, driver,
+    /// device). Chosen at random in the kernel; only those calls write records
+    /// (`analyze requests`). Repeat for both.
+    #[arg(long, value_name = "KIND:1/N", value_parser = parse_follow)]
+    pub follow: Vec<Follow>,
     /// With -e net: how sends are timed to the device. `calls` (the default for a command
     /// record starts, where the kernel has BPF TX timestamping, 6.15+): per send call, by the
     /// kernel's timestamps of the skb holding its last byte into the qdisc and to the driver,
@@ -233,6 +240,36 @@ fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
         },
         _ => Err(format!("{s}: expected fp, dwarf[,MAXBYTES] or none")),
     }
+}
+
+/// `--follow`: which calls, 1 in how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Follow {
+    pub send: bool,
+    pub every: u32,
+}
+
+fn parse_follow(s: &str) -> Result<Follow, String> {
+    let (kind, rate) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s}: expected write:1/N or send:1/N"))?;
+    let send = match kind {
+        "write" => false,
+        "send" => true,
+        _ => {
+            return Err(format!(
+                "{kind}: unknown kind of call (expected write or send)"
+            ))
+        }
+    };
+    let every = match rate.split_once('/') {
+        Some(("1", n)) => n.parse::<u32>().ok().filter(|&n| n >= 1),
+        _ => None,
+    };
+    let every = every.ok_or_else(|| {
+        format!("{rate}: expected a rate 1/N with N a whole number from 1 to 4294967295")
+    })?;
+    Ok(Follow { send, every })
 }
 
 /// CPUs by number, sorted.

@@ -72,3 +72,24 @@ fn switch_options_refuse_what_perf_would_misread() {
     let e = parse(&["--switch-output", "--archive", "true"]).unwrap_err();
     assert!(e.to_string().contains("--archive"), "{e}");
 }
+
+#[test]
+fn follow_takes_a_kind_and_a_rate() {
+    let a = parse(&["--follow", "write:1/1000", "--follow", "send:1/3", "true"]).unwrap();
+    let f = |send, every| super::args::Follow { send, every };
+    assert_eq!(a.follow, [f(false, 1000), f(true, 3)]);
+    for bad in [
+        "write:1/0",
+        "foo:1/10",
+        "write",
+        "write:2/10",
+        "write:1/x",
+        "send:1/-1",
+    ] {
+        let e = parse(&["--follow", bad, "true"]).unwrap_err().to_string();
+        assert!(
+            e.contains(bad.split(':').nth(1).unwrap_or(bad)) || e.contains("foo"),
+            "{bad}: {e}"
+        );
+    }
+}

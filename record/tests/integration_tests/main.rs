@@ -16,6 +16,7 @@ mod net;
 mod offcpu_io;
 mod python;
 mod python_versions;
+mod requests;
 mod rotation;
 mod runtimes;
 mod sampling;

@@ -45,7 +45,7 @@ s.close()
 "#;
 
 /// A client that sends for about a second from one place in a loop: 16 KiB every 5 ms.
-const SEND_LOOP: &str = r#"
+pub(crate) const SEND_LOOP: &str = r#"
 import socket, sys, time
 host, port = sys.argv[1], int(sys.argv[2])
 s = socket.create_connection((host, port))
@@ -112,8 +112,8 @@ const SERVER_ADDR: &str = "10.231.0.2";
 
 /// Two network namespaces joined by a veth pair (client side `a`, server side `b`), removed
 /// on drop, panics included. Names are unique per process and pair.
-struct Netns {
-    a: String,
+pub(crate) struct Netns {
+    pub(crate) a: String,
     b: String,
     veth_a: String,
     veth_b: String,
@@ -144,7 +144,7 @@ fn in_ns(ns: &str, cmd: &[&str]) -> String {
 }
 
 impl Netns {
-    fn new() -> Netns {
+    pub(crate) fn new() -> Netns {
         static N: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}{}",
@@ -235,7 +235,7 @@ impl Netns {
         values[i].parse().unwrap()
     }
 
-    fn server(&self, dir: &TempDir, n: usize, reply: usize) -> Child {
+    pub(crate) fn server(&self, dir: &TempDir, n: usize, reply: usize) -> Child {
         let script = dir.path("server.py");
         std::fs::write(&script, SERVER).unwrap();
         let mut child = Command::new("ip")
@@ -309,7 +309,7 @@ impl Netns {
 
     /// `record FLAGS -o out` of the python3 program `script` in namespace a, given the
     /// server's address and port, then `args`; `env` set for record.
-    fn record_python(
+    pub(crate) fn record_python(
         &self,
         dir: &TempDir,
         script: &str,
@@ -343,7 +343,7 @@ impl Drop for Netns {
 
 /// Whether the tools the tests need are here (iproute2, nft, python3); under CI their
 /// absence fails.
-fn can_run() -> bool {
+pub(crate) fn can_run() -> bool {
     if !can_record() {
         return false;
     }

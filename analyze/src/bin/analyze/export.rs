@@ -22,10 +22,11 @@ pub fn export(
     // The Firefox Profiler's tracks and speedscope's Time Order are timelines.
     options.timeline = !matches!(format, ExportFormat::Pprof);
     let output = output.unwrap_or_else(|| PathBuf::from(format.default_file()));
-    let (requests, net) = if firefox {
+    let (requests, net, sampled) = if firefox {
         (
             analyze::views::io::read_requests(&select.input)?,
             analyze::views::net::read_samples(&select.input)?,
+            analyze::views::requests::read_requests(&select.input)?,
         )
     } else {
         Default::default()
@@ -49,7 +50,8 @@ pub fn export(
         };
         match format {
             ExportFormat::Firefox => {
-                let spans = export::firefox::spans(rec, &requests, (&net.0, &net.1), &options);
+                let mut spans = export::firefox::spans(rec, &requests, (&net.0, &net.1), &options);
+                spans.extend(export::firefox_requests::request_spans(&sampled));
                 export::firefox::write(&s, &spans, &cx, &mut bytes)?;
             }
             ExportFormat::Pprof => export::pprof::write(&aggregate::aggregate(s), &cx, &mut bytes)?,

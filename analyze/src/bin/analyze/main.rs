@@ -146,6 +146,15 @@ fn run(args: Args) -> anyhow::Result<()> {
             let intervals = analyze::views::cache::read_intervals(&input)?;
             write!(stdout, "{}", analyze::views::cache::report(&intervals))?;
         }
+        Command::Requests { input, csv } => {
+            let requests = analyze::views::requests::read_requests(&input)?;
+            let text = if csv {
+                analyze::views::requests::csv(&requests)
+            } else {
+                analyze::views::requests::report(&requests)
+            };
+            write!(stdout, "{text}")?;
+        }
         Command::Critical {
             input,
             tid,

@@ -3,7 +3,8 @@
 //! its CPU delta (the period of a clock event), and as markers the thread's off-CPU intervals
 //! (the waker named where one was recorded), block I/O requests, TCP connections (open to
 //! close, their ends and bytes) and retransmits, resets and drops (at the time, naming the
-//! connection and the reason).
+//! connection and the reason), and sampled requests, one track per layer
+//! ([`super::firefox_requests`]).
 //!
 //! Frames are labels with the names bpfperf symbolized (inlined functions included, kernel
 //! frames in their own category): the profile needs no symbolication.
@@ -54,6 +55,13 @@ pub enum SpanKind {
         remote: String,
         tx: u64,
         rx: u64,
+    },
+    /// A sampled request reaching a layer (`record --follow`; the thread is the layer's
+    /// track: see [`super::firefox_requests`]).
+    Request {
+        label: String,
+        caller: String,
+        bytes: u64,
     },
     /// A retransmit, reset or drop on a connection of the thread's process (start = end).
     NetTrouble {
@@ -434,6 +442,18 @@ pub fn write(sym: &Symbolized, spans: &[Span], cx: &Context, out: impl Write) ->
                     remote: profile.intern_string(remote),
                     tx: *tx as f64,
                     rx: *rx as f64,
+                };
+                profile.add_marker(thread, timing, marker);
+            }
+            SpanKind::Request {
+                label,
+                caller,
+                bytes,
+            } => {
+                let marker = super::firefox_requests::RequestMarker {
+                    label: profile.intern_string(label),
+                    caller: profile.intern_string(caller),
+                    bytes: *bytes as f64,
                 };
                 profile.add_marker(thread, timing, marker);
             }

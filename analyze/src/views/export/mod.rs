@@ -4,6 +4,7 @@
 //! [`crate::symbolize::Symbolized`]); nothing here reads files.
 
 pub mod firefox;
+pub mod firefox_requests;
 pub mod pprof;
 mod pprof_proto;
 pub mod speedscope;

@@ -1,0 +1,63 @@
+//! requests.bpf.c: sampled write and send calls followed through the layers (`--follow`),
+//! loaded only when asked for.
+
+use libbpf_rs::Link;
+
+use super::attach_one;
+use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
+use crate::{Error, Options};
+
+/// Whether any calls are followed.
+fn following(o: &Options) -> bool {
+    o.follow_write_every > 0 || o.follow_send_every > 0
+}
+
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+    let rodata = super::rodata(open);
+    rodata.follow_write_every = o.follow_write_every;
+    rodata.follow_send_every = o.follow_send_every;
+    let writes = o.follow_write_every > 0;
+    let sends = o.follow_send_every > 0;
+    // Block requests are taken where they are made (6.5+); without it writes are followed
+    // to the page cache only.
+    let block = writes && super::kernel_has_function("btf_trace_block_io_start");
+    let p = &mut open.progs;
+    p.on_request_enter.set_autoload(following(o));
+    p.on_request_exit.set_autoload(following(o));
+    p.on_request_dirty.set_autoload(writes);
+    p.on_request_start.set_autoload(block);
+    p.on_request_issue.set_autoload(block);
+    p.on_request_complete.set_autoload(block);
+    p.on_request_tcp.set_autoload(sends);
+    p.on_request_queue.set_autoload(sends);
+    p.on_request_xmit.set_autoload(sends);
+    p.on_request_sent.set_autoload(sends);
+}
+
+pub fn attach(skel: &BpfperfSkel<'_>, links: &mut Vec<Link>) -> Result<(), Error> {
+    let p = &skel.progs;
+    for (prog, step) in [
+        (
+            &p.on_request_dirty,
+            "attach writeback_dirty_folio (--follow)",
+        ),
+        (&p.on_request_start, "attach block_io_start (--follow)"),
+        (&p.on_request_issue, "attach block_rq_issue (--follow)"),
+        (
+            &p.on_request_complete,
+            "attach block_rq_complete (--follow)",
+        ),
+        (&p.on_request_tcp, "attach tcp_sendmsg_locked (--follow)"),
+        (&p.on_request_queue, "attach net_dev_queue (--follow)"),
+        (&p.on_request_xmit, "attach net_dev_start_xmit (--follow)"),
+        (&p.on_request_sent, "attach net_dev_xmit (--follow)"),
+        // The calls last: their marks find the layers' programs in place.
+        (&p.on_request_exit, "attach sys_exit (--follow)"),
+        (&p.on_request_enter, "attach sys_enter (--follow)"),
+    ] {
+        if prog.autoload() {
+            attach_one(prog, step, links)?;
+        }
+    }
+    Ok(())
+}

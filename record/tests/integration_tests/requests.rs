@@ -1,0 +1,308 @@
+//! `record --follow`: sampled write and send calls followed through the layers. A dd-like
+//! writer (fsync every K writes) and a sender over a veth pair: every sampled call passes
+//! every layer, its bytes are what the program wrote, its block completions fall inside the
+//! disk's own requests (bpfperf:block_io, recorded beside it), and 1 in N calls is sampled
+//! within binomial error. perf script reads the file without complaint.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use format::events::{BlockIo, Request, BLOCK_IO_EVENT, REQUEST_EVENT};
+use format::linux_perf_data::linux_perf_event_reader::EventRecord;
+use format::linux_perf_data::PerfFileRecord;
+
+use crate::common::*;
+
+/// One row of `analyze requests --csv`.
+#[derive(Debug, Clone)]
+struct Row {
+    id: u64,
+    kind: String,
+    bytes: u64,
+    layer: String,
+    offset_ns: u64,
+}
+
+fn csv_rows(file: &Path) -> Vec<Row> {
+    let out = analyze(&["requests", "--csv"], file);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("id,kind,pid,comm,bytes,layer,offset_ns"));
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 7, "{l}");
+            Row {
+                id: f[0].parse().unwrap(),
+                kind: f[1].into(),
+                bytes: f[4].parse().unwrap(),
+                layer: f[5].into(),
+                offset_ns: f[6].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// The rows of each request, by id.
+fn by_request(rows: &[Row]) -> BTreeMap<u64, Vec<&Row>> {
+    let mut out: BTreeMap<u64, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        out.entry(r.id).or_default().push(r);
+    }
+    out
+}
+
+/// A block request the disk served: (dev, issue, completion).
+type DiskRequest = (u32, u64, u64);
+
+/// What the file holds: each request sample (time, RAW), and each block request the disk
+/// served.
+fn read_file(file: &Path) -> (Vec<(u64, Request)>, Vec<DiskRequest>) {
+    let mut reader = format::PerfFileReader::open(file).unwrap();
+    let names: Vec<String> = (0..reader.perf_file().event_attributes().len())
+        .map(|i| reader.event_name(i))
+        .collect();
+    let (mut steps, mut disk) = (Vec::new(), Vec::new());
+    while let Some(record) = reader.next_record().unwrap() {
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        let Ok(EventRecord::Sample(s)) = format::parse_record(&record) else {
+            continue;
+        };
+        let (Some(raw), Some(time)) = (s.raw, s.timestamp) else {
+            continue;
+        };
+        let raw = raw.as_slice();
+        match names[attr_index].as_str() {
+            REQUEST_EVENT => steps.push((time, Request::from_raw(&raw).unwrap())),
+            BLOCK_IO_EVENT => {
+                let b = BlockIo::from_raw(&raw).unwrap();
+                disk.push((b.dev, b.issue_ns, time));
+            }
+            _ => {}
+        }
+    }
+    (steps, disk)
+}
+
+/// Whether `n` sampled of `calls` is 1 in `every` within 4 standard deviations.
+fn within_binomial(n: usize, calls: usize, every: usize) {
+    let p = 1.0 / every as f64;
+    let (mean, sd) = (calls as f64 * p, (calls as f64 * p * (1.0 - p)).sqrt());
+    assert!(
+        (n as f64 - mean).abs() <= 4.0 * sd,
+        "{n} sampled of {calls} calls, expected {mean:.1} +- {:.1}",
+        4.0 * sd
+    );
+}
+
+const WRITES: usize = 400;
+const WRITE_BYTES: u64 = 64 << 10;
+const EVERY: usize = 8;
+
+/// Records the writer (`extra`: its mode) with --follow write:1/EVERY; returns its file.
+fn record_writer(dir: &TempDir, extra: &[&str]) -> std::path::PathBuf {
+    let file = dir.path("req.data");
+    // The written file on the disk (/var/tmp), not a tmpfs: its requests reach a device.
+    let target = Path::new("/var/tmp").join(format!("bpfperf-req-{}", std::process::id()));
+    let (count, bytes) = (WRITES.to_string(), WRITE_BYTES.to_string());
+    let mut cmd = vec![fixture("syncwriter-fp").to_str().unwrap().to_string()];
+    cmd.extend([target.to_str().unwrap(), &count, &bytes, "16"].map(String::from));
+    cmd.extend(extra.iter().map(|s| s.to_string()));
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let rate = format!("write:1/{EVERY}");
+    let out = record(&["-o", file.to_str().unwrap(), "--follow", &rate], &cmd);
+    let _ = std::fs::remove_file(&target);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        printed.trim(),
+        format!("writes {WRITES} bytes {WRITE_BYTES}")
+    );
+    perf_script_clean(&file);
+    file
+}
+
+/// Each sampled write: its layers in order, its bytes the program's, its completions
+/// inside the disk's own requests; 1 in EVERY writes sampled.
+fn check_writes(file: &Path, layers: &[&str]) {
+    let rows = csv_rows(file);
+    let requests = by_request(&rows);
+    eprintln!("{} sampled writes of {WRITES}", requests.len());
+    within_binomial(requests.len(), WRITES, EVERY);
+    for (id, rows) in &requests {
+        let seen: Vec<&str> = rows.iter().map(|r| r.layer.as_str()).collect();
+        for layer in layers {
+            assert!(seen.contains(layer), "S{id}: no {layer} in {seen:?}");
+        }
+        // The bound the README gives: call, page cache, 3 for each of 4 requests at most.
+        assert!(rows.len() <= 14, "S{id}: {} records", rows.len());
+        let call = rows.iter().find(|r| r.layer == "call").unwrap();
+        assert_eq!(
+            (call.kind.as_str(), call.bytes),
+            ("write", WRITE_BYTES),
+            "S{id}"
+        );
+        // Issued before completed, made before issued.
+        let at = |layer: &str| rows.iter().find(|r| r.layer == layer).unwrap().offset_ns;
+        assert!(at("writeback") <= at("block_issue"), "S{id}: {rows:?}");
+        assert!(at("block_issue") <= at("block_complete"), "S{id}: {rows:?}");
+    }
+    // Completion times, against the disk's requests (the same completion, seen by
+    // block_io's program on the same tracepoint: microseconds apart).
+    const SLACK_NS: u64 = 1_000_000;
+    let (steps, disk) = read_file(file);
+    assert!(!disk.is_empty(), "no block requests recorded");
+    for (time, r) in steps
+        .iter()
+        .filter(|(_, r)| r.layer.name() == "block_complete")
+    {
+        let inside = disk.iter().any(|&(dev, issue, done)| {
+            dev == r.dev && issue.saturating_sub(SLACK_NS) <= *time && *time <= done + SLACK_NS
+        });
+        assert!(
+            inside,
+            "S{} completed at {time}, outside the disk's requests",
+            r.id
+        );
+    }
+}
+
+#[test]
+fn sampled_writes_pass_every_layer_to_the_disk() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("requests-write");
+    let file = record_writer(&dir, &[]);
+    check_writes(
+        &file,
+        &[
+            "call",
+            "page_cache",
+            "writeback",
+            "block_issue",
+            "block_complete",
+        ],
+    );
+    let out = analyze(&["requests"], &file);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(" write 64 KiB (syncwriter-fp "), "{text}");
+    assert!(
+        text.contains("sampled requests; each layer's time"),
+        "{text}"
+    );
+    // The Firefox export: a track per layer, each request's marker on it.
+    let requests = by_request(&csv_rows(&file)).len();
+    let markers = firefox_request_markers(&dir, &file);
+    for layer in [
+        "call",
+        "page_cache",
+        "writeback",
+        "block_issue",
+        "block_complete",
+    ] {
+        let n = markers.get(layer).copied().unwrap_or(0);
+        assert!(
+            n >= requests,
+            "{layer}: {n} markers for {requests} requests"
+        );
+    }
+}
+
+/// The sampled-request markers of `file`'s Firefox Profiler export, by track (layer).
+fn firefox_request_markers(dir: &TempDir, file: &Path) -> BTreeMap<String, usize> {
+    let json = dir.path("profile.json");
+    let args = [
+        "export",
+        "--format",
+        "firefox",
+        "-o",
+        json.to_str().unwrap(),
+    ];
+    let out = analyze(&args, file);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut out = BTreeMap::new();
+    for t in v["threads"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap_or("").to_string();
+        let data = t["markers"]["data"].as_array().unwrap();
+        let n = data
+            .iter()
+            .filter(|d| d["type"].as_str() == Some("SampledRequest"))
+            .count();
+        if n > 0 {
+            *out.entry(name).or_default() += n;
+        }
+    }
+    out
+}
+
+/// O_DIRECT: the request the sampled call made itself, no page cache.
+#[test]
+fn sampled_direct_writes_own_their_request() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("requests-direct");
+    let file = record_writer(&dir, &["direct"]);
+    check_writes(
+        &file,
+        &["call", "writeback", "block_issue", "block_complete"],
+    );
+    assert!(csv_rows(&file).iter().all(|r| r.layer != "page_cache"));
+}
+
+#[test]
+fn sampled_sends_pass_every_layer_to_the_device() {
+    if !crate::net::can_run() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("requests-send");
+    let ns = crate::net::Netns::new();
+    let mut server = ns.server(&dir, 1, 0);
+    let file = dir.path("send.data");
+    // SEND_LOOP: 200 sends of 16 KiB, 5 ms apart.
+    let out = ns.record_python(
+        &dir,
+        crate::net::SEND_LOOP,
+        &["--follow", "send:1/10"],
+        &file,
+        &[],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(server.wait().unwrap().success());
+    perf_script_clean(&file);
+    let rows = csv_rows(&file);
+    let requests = by_request(&rows);
+    eprintln!("{} sampled sends of 200", requests.len());
+    within_binomial(requests.len(), 200, 10);
+    for (id, rows) in &requests {
+        let seen: Vec<&str> = rows.iter().map(|r| r.layer.as_str()).collect();
+        for layer in ["call", "tcp", "qdisc", "driver", "device"] {
+            assert!(seen.contains(&layer), "S{id}: no {layer} in {seen:?}");
+        }
+        let call = rows.iter().find(|r| r.layer == "call").unwrap();
+        // One send() of sendall()'s 16 KiB (a short one leaves the rest to the next).
+        assert_eq!(call.kind, "send", "S{id}");
+        assert!(
+            (1..=16384).contains(&call.bytes),
+            "S{id}: {} bytes",
+            call.bytes
+        );
+        let at = |layer: &str| rows.iter().find(|r| r.layer == layer).unwrap().offset_ns;
+        assert!(
+            at("tcp") <= at("qdisc") && at("qdisc") <= at("driver"),
+            "S{id}: {rows:?}"
+        );
+        assert!(at("driver") <= at("device"), "S{id}: {rows:?}");
+        // At most REQ_MAX_REQUESTS skbs, three records each, besides call and tcp.
+        assert!(rows.len() <= 2 + 3 * 4, "S{id}: {rows:?}");
+    }
+}
