@@ -77,7 +77,9 @@ mod tests {
         let plain: Vec<u8> = TRAMPOLINE.iter().chain(&TRAMPOLINE[..4]).copied().collect();
         assert!(is_arena(&plain));
         // V8 or HotSpot code, or a short read.
-        assert!(!is_arena(&[0x55, 0x48, 0x89, 0xe5, 0xff, 0xd1, 0, 0, 0, 0, 0, 0]));
+        assert!(!is_arena(&[
+            0x55, 0x48, 0x89, 0xe5, 0xff, 0xd1, 0, 0, 0, 0, 0, 0
+        ]));
         assert!(!is_arena(&TRAMPOLINE[..6]));
         let t = table();
         assert_eq!(t.rows.len(), 1);

@@ -738,9 +738,9 @@ pub fn perf_support_leaves_one_frame_per_function(python: &str) {
         kernel > 0 && reached * 10 >= kernel * 9,
         "{reached} of {named} samples with Python frames ({copied} copied) reach Py_RunMain \
          or start_thread, e.g. {:?}",
-        folded
-            .keys()
-            .find(|k| k.contains(".py:") && !k.contains("Py_RunMain") && !k.contains("start_thread"))
+        folded.keys().find(|k| k.contains(".py:")
+            && !k.contains("Py_RunMain")
+            && !k.contains("start_thread"))
     );
     let map = stderr
         .split("names in ")
