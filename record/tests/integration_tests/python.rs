@@ -604,6 +604,50 @@ pub fn shares_hold(
     (folded, data, stderr)
 }
 
+/// `-X perf` in the first second: the stacks copied before the process's tables are in
+/// (held back 2 s: the first second is copies by construction) are unwound by analyze, which
+/// gives the trampolines the perf map names their rule: they reach Py_RunMain or
+/// start_thread as the kernel's do.
+pub fn perf_support_copies_reach_the_root(python: &str) {
+    let dir = TempDir::new("python-x-perf-copied");
+    let (_, data, stderr) = shares_hold(
+        &dir,
+        python,
+        &["-X", "perf"],
+        &[("BPFPERF_TABLES_AFTER_MS", "2000")],
+    );
+    let first = analyze_folded(&data, &["--event", "cpu", "--time", ",1"]);
+    let (named, _) = eval_frames_left(&first);
+    let reached: u64 = first
+        .iter()
+        .filter(|(k, _)| k.contains(".py:"))
+        .filter(|(k, _)| {
+            k.split(';')
+                .any(|f| f == "Py_RunMain" || f == "start_thread")
+        })
+        .map(|(_, v)| *v)
+        .sum();
+    eprintln!(
+        "first second (copies): {reached} of {named} samples with Python frames reach \
+         Py_RunMain or start_thread"
+    );
+    if let Some(map) = stderr
+        .split("names in ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+    {
+        let _ = std::fs::remove_file(map);
+    }
+    assert!(
+        named >= 50 && reached * 10 >= named * 9,
+        "first second: {reached} of {named} samples with Python frames reach Py_RunMain or \
+         start_thread, e.g. {:?}",
+        first.keys().find(|k| k.contains(".py:")
+            && !k.contains("Py_RunMain")
+            && !k.contains("start_thread"))
+    );
+}
+
 /// How many samples record -v says it copied (DWARF mode: "user stacks of U of N samples
 /// unwound in the kernel, C copied (...)").
 fn copied_samples(stderr: &str) -> u64 {
