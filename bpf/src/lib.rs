@@ -67,6 +67,8 @@ pub const MAX_STACK_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_COPY.
 pub const MAX_OFFCPU_COPY: u32 = skel::types::bpfperf_limits::BPFPERF_OFFCPU_COPY.0;
 /// Most frames of a kernel or user stack (bpfperf.h's MAX_STACK_DEPTH).
 pub const MAX_STACK_DEPTH: u32 = skel::types::bpfperf_limits::BPFPERF_STACK_DEPTH.0;
+/// The most bytes of a Python frame python.bpf.h reads at once (`PY_FRAME_SPAN`).
+pub const PY_FRAME_SPAN: u16 = skel::types::bpfperf_limits::BPFPERF_PY_FRAME_SPAN.0 as u16;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/bpfperf.skel.rs"));

@@ -185,6 +185,7 @@ pub fn elf(data: &[u8], scratch: &Path) {
         pgoff: 0,
         path: path.clone(),
         build_id: None,
+        py_trampolines: false,
     }];
     let mut elves = ElfUnwindCache::new(&loader);
     let unwinder = ProcessUnwinder::new(&maps, &mut elves);

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""What reading Python frames costs: a CPython 3.11 program 41 Python frames deep (a
-recursion with a hot leaf) run bare, under `record --no-python` and under `record` (Python
+"""What reading Python frames costs: a CPython program (Debian's 3.11 unless PYTHON says) 41
+Python frames deep (a recursion with a hot leaf) run bare, under `record --no-python` and under `record` (Python
 frames read at each sample), in an order that rotates from round to round. The program times
 its own work (its CPU time, time.process_time, around a fixed amount of it: this shared
 machine's run-queue waits stay out, the sampling interrupt and its BPF program, which run on
-the program's time, stay in; start-up and record's finishing are left out). Per recorder, medians over rounds of: the work's time over the same
-round's bare run (median of the paired ratios), bytes per cpu-clock sample (the file's size
+the program's time, stay in; start-up and record's finishing are left out). Per recorder,
+medians (and ranges) over rounds of: the work's time over the same round's bare run (median of the paired ratios), bytes per cpu-clock sample (the file's size
 over its samples), the cost of the sampling program per run as the kernel measures it
 and of the sched_switch program, which reads them where a thread blocks (record -v:
-BPF_STATS_RUN_TIME), and the perf map's bytes.
+BPF_STATS_RUN_TIME), and the perf map's bytes; then what the Python frames add to each
+program's run (record's us less the same round's --no-python's: the rest is the native
+unwinding, which grows with the interpreter's C stack).
 
 Usage: python_cost.py RUNS RECORD"""
 import os
@@ -87,15 +89,23 @@ def main():
         print(f"round {r + 1}: " + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in names),
               file=sys.stderr)
     med = statistics.median
-    print(f"{runs} rounds, a CPython 3.11 program 41 Python frames deep; bare work "
-          f"{med(times['bare']):.3f} s of CPU")
+    version = subprocess.run([PYTHON, "-c", "import platform; print(platform.python_version())"],
+                             stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+
+    def spread(xs):
+        return f"{med(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})" if xs else "nan"
+
+    print(f"{runs} rounds, a CPython {version} program ({PYTHON}) 41 Python frames deep; "
+          f"bare work {med(times['bare']):.3f} s of CPU")
     for n in names[1:]:
         ratios = [a / b for a, b in zip(times[n], times["bare"])]
         print(f"  {n:20} work x{med(ratios):.3f} the bare run's, "
               f"{med(bytes_per[n]):.0f} bytes per sample, sampling program "
-              f"{med(us_each[n]) if us_each[n] else float('nan'):.2f} us per run, "
-              f"sched_switch program "
-              f"{med(switch_us[n]) if switch_us[n] else float('nan'):.2f} us per run")
+              f"{spread(us_each[n])} us per run, "
+              f"sched_switch program {spread(switch_us[n])} us per run")
+    for name, us in (("sampling", us_each), ("sched_switch", switch_us)):
+        added = [a - b for a, b in zip(us["record"], us["record --no-python"])]
+        print(f"  Python frames add {spread(added)} us per {name} run (paired)")
     paired = [a / b for a, b in zip(times["record"], times["record --no-python"])]
     print(f"  Python frames: work x{med(paired):.3f} the --no-python run's (paired), "
           f"perf map {med(map_bytes) if map_bytes else 0:.0f} bytes")

@@ -20,17 +20,36 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use crate::files::{eh_frame_hdr_fits, ElfData, Loader};
 pub use crate::read::UserRegs;
 
-/// Bytes of a file the loader opened, shared, as framehop's section data.
+/// Bytes of a file the loader opened, shared, as framehop's section data; or bytes made here
+/// (the CFI of CPython's trampolines, `py_trampolines`).
 #[derive(Clone)]
 pub struct MappedBytes {
-    elf: Arc<ElfData>,
+    source: Source,
     range: Range<usize>,
+}
+
+#[derive(Clone)]
+enum Source {
+    File(Arc<ElfData>),
+    Built(Arc<[u8]>),
+}
+
+impl MappedBytes {
+    fn built(bytes: Arc<[u8]>) -> MappedBytes {
+        MappedBytes {
+            range: 0..bytes.len(),
+            source: Source::Built(bytes),
+        }
+    }
 }
 
 impl Deref for MappedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.elf.bytes[self.range.clone()]
+        match &self.source {
+            Source::File(elf) => &elf.bytes[self.range.clone()],
+            Source::Built(b) => &b[self.range.clone()],
+        }
     }
 }
 
@@ -112,7 +131,7 @@ impl ElfUnwindData {
 
     fn bytes(&self, range: &Range<usize>) -> MappedBytes {
         MappedBytes {
-            elf: self.elf.clone(),
+            source: Source::File(self.elf.clone()),
             range: range.clone(),
         }
     }
@@ -192,6 +211,8 @@ pub struct ExecMapping {
     pub path: PathBuf,
     /// The build id the recording gives for the file.
     pub build_id: Option<Vec<u8>>,
+    /// Anonymous memory holding CPython's perf trampolines (`py_trampolines`).
+    pub py_trampolines: bool,
 }
 
 /// Why a stack ended.
@@ -304,6 +325,13 @@ impl ProcessUnwinder {
         let mut code = Vec::new();
         let mut eval = Vec::new();
         for m in mappings {
+            if m.py_trampolines {
+                let hold = |b: Vec<u8>| MappedBytes::built(Arc::from(b));
+                unwinder.add_module(super::py_trampolines::module(m.start..m.end, hold));
+                code.push(m.start..m.end);
+                modules += 1;
+                continue;
+            }
             // Anonymous memory (JIT code: named from perf maps later) is no file to ask for:
             // frame pointers unwind through it.
             let elf = if is_file(&m.path) {
@@ -437,6 +465,7 @@ mod tests {
             pgoff: 0,
             path: exe,
             build_id: None,
+            py_trampolines: false,
         };
         let regs = UserRegs {
             ip: start + text.start as u64 + 16,

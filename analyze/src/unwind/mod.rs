@@ -10,6 +10,7 @@
 //! over samples in parallel.
 
 pub mod dwarf;
+mod py_trampolines;
 
 use std::collections::HashMap;
 
@@ -101,6 +102,16 @@ impl<'r> Unwinder<'r> {
         let processes = pids
             .into_iter()
             .map(|pid| {
+                // CPython's perf trampolines, by the process's perf map (its own, -X perf).
+                let jit = rec
+                    .process_maps
+                    .get(&pid)
+                    .is_some_and(|v| {
+                        v.iter()
+                            .any(|p| crate::read::is_anonymous(&rec.mappings[p.id as usize].path))
+                    })
+                    .then(|| loader.jit_map(pid, None))
+                    .flatten();
                 let maps: Vec<ExecMapping> = rec
                     .process_maps
                     .get(&pid)
@@ -118,6 +129,10 @@ impl<'r> Unwinder<'r> {
                                 .build_id
                                 .clone()
                                 .or_else(|| rec.build_ids.get(&m.path).cloned()),
+                            py_trampolines: crate::read::is_anonymous(&m.path)
+                                && jit
+                                    .as_ref()
+                                    .is_some_and(|j| py_trampolines::is_arena(j, piece.start)),
                         }
                     })
                     .collect();

@@ -81,6 +81,7 @@ fn dwarf_unwinding_matches_perf_on_perf_recording() {
                     pgoff: m.page_offset,
                     path: PathBuf::from(String::from_utf8_lossy(&m.path.as_slice()).into_owned()),
                     build_id: None,
+                    py_trampolines: false,
                 });
             }
             EventRecord::Sample(s) => {

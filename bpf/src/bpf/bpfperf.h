@@ -54,6 +54,8 @@
 /* Python frames read per sample (python.bpf.h), innermost first; processes and threads with
  * an interpreter known at once. */
 #define MAX_PY_FRAMES 64
+/* At most this many bytes of a Python frame are read (py_offsets.frame_span_len). */
+#define PY_FRAME_SPAN 128
 #define PY_PROCS 4096
 #define PY_THREADS 16384
 /* Thread states looked at while looking for the sampled thread's. */
@@ -85,6 +87,7 @@ enum bpfperf_limits {
 	BPFPERF_AGG_COUNTS = AGG_COUNTS,
 	BPFPERF_AGG_STACKS = AGG_STACKS,
 	BPFPERF_MAX_PY_FRAMES = MAX_PY_FRAMES,
+	BPFPERF_PY_FRAME_SPAN = PY_FRAME_SPAN,
 };
 
 /* The first field of every ring buffer record (Rust: `types::event_kind`). */
@@ -702,7 +705,11 @@ struct py_offsets {
 	__u16 code_code_adaptive;      /* PyCodeObject.co_code_adaptive */
 	__u16 frame_owner;	       /* _PyInterpreterFrame.owner (3.12 on) */
 	__u16 flags;		       /* PY_ENTRY_BY_OWNER, PY_NO_CFRAME, ... below */
-	__u16 _pad[3];
+	/* The bytes of a frame that hold the fields above (frame_code to frame_owner), read
+	 * at once: from frame_span_start, frame_span_len (at most PY_FRAME_SPAN) of them. */
+	__u16 frame_span_start;
+	__u16 frame_span_len;
+	__u16 _pad;
 };
 
 /* py_offsets.flags. 3.12 on: no is_entry; each eval call links a frame of its own, owned by

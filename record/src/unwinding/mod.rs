@@ -4,6 +4,7 @@
 //! a fork copies the parent's, an exec clears them, an exit forgets the process. Until a
 //! process's tables are in, its stacks are copied as before (the kernel says so per event).
 
+mod py_trampolines;
 mod tables;
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +30,9 @@ enum FileKey {
     /// with -XX:+PreserveFramePointer (else the walk skips the compiled method's caller or
     /// ends: a read that fails or a frame that does not go up stops it).
     Jit,
+    /// CPython's perf trampolines (`-X perf`, 3.12 on): anonymous executable memory whose
+    /// first bytes are a trampoline; one rule for all of it (`py_trampolines`).
+    PyTrampolines,
 }
 
 /// An executable mapping of a followed process.
@@ -241,7 +245,17 @@ impl Worker {
 
     fn apply(&mut self, job: Job, changed: &mut HashSet<u32>) {
         match job {
-            Job::Map { pid, path, mapped } => {
+            Job::Map {
+                pid,
+                path,
+                mut mapped,
+            } => {
+                if mapped.file == FileKey::Jit
+                    && py_trampolines::head(pid, mapped.start)
+                        .is_some_and(|h| py_trampolines::is_arena(&h))
+                {
+                    mapped.file = FileKey::PyTrampolines;
+                }
                 self.ensure_table(pid, &path, &mapped);
                 let maps = self.processes.entry(pid).or_default();
                 // A new mapping replaces what it overlaps.
@@ -274,7 +288,7 @@ impl Worker {
             return;
         }
         let started = Instant::now();
-        let bytes = match &mapped.file {
+        let built = match &mapped.file {
             FileKey::Jit => {
                 // Addresses are their own SVMAs: one segment, bias 0 (see `install`).
                 let t = FileTable::default();
@@ -282,7 +296,8 @@ impl Worker {
                 self.files.insert(FileKey::Jit, entry);
                 return;
             }
-            FileKey::Special(_) => vdso_image(),
+            FileKey::PyTrampolines => Ok(py_trampolines::table()),
+            FileKey::Special(_) => vdso_image().and_then(|b| tables::build(&b)),
             // The mapped file itself (whatever mount namespace it is in, even if replaced
             // on disk since), else its path.
             FileKey::Inode { .. } => std::fs::read(format!(
@@ -290,9 +305,9 @@ impl Worker {
                 mapped.start, mapped.end
             ))
             .or_else(|_| std::fs::read(path))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())
+            .and_then(|b| tables::build(&b)),
         };
-        let built = bytes.and_then(|b| tables::build(&b));
         let entry = match built {
             Ok(t) => {
                 let table = if t.rows.is_empty() {
@@ -334,6 +349,7 @@ impl Worker {
                 let (table, file) = self.files.get(&m.file)?.as_ref()?;
                 let bias = match m.file {
                     FileKey::Jit => 0,
+                    FileKey::PyTrampolines => m.start,
                     _ => file.bias(m.start, m.end, m.pgoff)?,
                 };
                 Some(bpf::UnwindMapping {

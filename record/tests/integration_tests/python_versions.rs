@@ -115,6 +115,17 @@ fn python_3_12_with_perf_support_keeps_one_frame_per_function() {
     crate::python::perf_support_leaves_one_frame_per_function(PYTHON_3_12);
 }
 
+/// `-X perf`, stacks copied before the tables are in: analyze unwinds through the
+/// trampolines too (python.rs).
+#[test]
+fn python_3_12_with_perf_support_copied_stacks_reach_the_root() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    crate::python::perf_support_copies_reach_the_root(PYTHON_3_12);
+}
+
 #[test]
 fn python_3_13_with_perf_support_keeps_one_frame_per_function() {
     if !can_record() {

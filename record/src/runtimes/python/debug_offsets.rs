@@ -140,7 +140,7 @@ pub fn read(runtime: &[u8]) -> Result<Offsets, String> {
     };
     // sizeof(PyASCIIObject), less than the group's sizeof(PyUnicodeObject).
     let ascii = off("unicode_object.asciiobject_size")?;
-    Ok(Offsets {
+    let offsets = Offsets {
         runtime_interp_head: off("runtime_state.interpreters_head")?,
         interp_threads_head: off("interpreter_state.threads_head")?,
         tstate_next: off("thread_state.next")?,
@@ -168,7 +168,14 @@ pub fn read(runtime: &[u8]) -> Result<Offsets, String> {
         unicode_ascii_data: ascii,
         // PyCompactUnicodeObject: PyASCIIObject, then utf8_length and utf8 (8 bytes each).
         unicode_compact_data: ascii + 16,
-    })
+    };
+    if offsets.frame_span().is_none() {
+        return Err(format!(
+            "its _Py_DebugOffsets ({found}) puts the frame fields read more than {} bytes apart",
+            super::offsets::FRAME_SPAN
+        ));
+    }
+    Ok(offsets)
 }
 
 /// How many bytes of `_PyRuntime` [`read`] is given (more than any layout listed needs).

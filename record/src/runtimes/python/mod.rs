@@ -698,6 +698,25 @@ mod tests {
         }
     }
 
+    /// Each table's frame fields lie in one span python.bpf.h reads at once: 3.8-3.9 f_back
+    /// (24) to f_lasti (104, read as 8 bytes), 3.10 to f_lasti at 96, 3.11 f_code (32) to
+    /// is_entry (68), 3.12 f_code (0) to owner (70).
+    #[test]
+    fn each_table_reads_a_frame_in_one_span() {
+        let span = |minor| for_version(minor).unwrap().frame_span();
+        assert_eq!(span(8), Some((24, 88)));
+        assert_eq!(span(9), Some((24, 88)));
+        assert_eq!(span(10), Some((24, 80)));
+        assert_eq!(span(11), Some((32, 37)));
+        assert_eq!(span(12), Some((0, 71)));
+        let far = Offsets {
+            frame_owner: 200,
+            ..*for_version(12).unwrap()
+        };
+        assert_eq!(far.frame_span(), None);
+        assert_eq!(far.for_bpf().frame_span_len, u16::MAX);
+    }
+
     #[test]
     fn a_perf_map_is_never_written_through_a_link() {
         let dir = std::env::temp_dir().join(format!("bpfperf-pymap-{}", std::process::id()));

@@ -100,9 +100,33 @@ const PY_NO_CFRAME: u16 = 2;
 const PY_FRAME_OBJECTS: u16 = 4;
 const PY_THREAD_BY_PTHREAD: u16 = 8;
 
+/// The most bytes of a frame the BPF program reads (`PY_FRAME_SPAN`).
+pub const FRAME_SPAN: u16 = bpf::PY_FRAME_SPAN;
+
 impl Offsets {
+    /// Where the frame fields the BPF program reads lie, as one span it reads at once:
+    /// (start, length), or `None` where they span more than [`FRAME_SPAN`] bytes or a
+    /// pointer field is not 8-aligned from the start (python.bpf.h reads them as u64s).
+    pub fn frame_span(&self) -> Option<(u16, u16)> {
+        let mut fields = vec![
+            (self.frame_code, 8),
+            (self.frame_previous, 8),
+            (self.frame_prev_instr, 8),
+        ];
+        if self.entry_by_owner {
+            fields.push((self.frame_owner, 1));
+        } else if !self.frame_objects {
+            fields.push((self.frame_is_entry, 1));
+        }
+        let start = fields.iter().map(|f| f.0).min()?;
+        let end = fields.iter().map(|f| f.0 + f.1).max()?;
+        let aligned = fields.iter().all(|f| f.1 == 1 || (f.0 - start) % 8 == 0);
+        (aligned && end - start <= FRAME_SPAN).then_some((start, end - start))
+    }
+
     /// What the BPF program is given.
     pub fn for_bpf(&self) -> bpf::PyOffsets {
+        let (frame_span_start, frame_span_len) = self.frame_span().unwrap_or((0, u16::MAX));
         bpf::PyOffsets {
             runtime_interp_head: self.runtime_interp_head,
             interp_threads_head: self.interp_threads_head,
@@ -119,6 +143,8 @@ impl Offsets {
             flags: (self.entry_by_owner as u16 * PY_ENTRY_BY_OWNER)
                 | (self.no_cframe as u16 * PY_NO_CFRAME)
                 | (self.frame_objects as u16 * (PY_FRAME_OBJECTS | PY_THREAD_BY_PTHREAD)),
+            frame_span_start,
+            frame_span_len,
             ..Default::default()
         }
     }
