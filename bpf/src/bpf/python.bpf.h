@@ -60,7 +60,27 @@ static __always_inline bool py_is_thread(struct py_proc *p, __u64 tstate, __u64 
 	return native == key;
 }
 
-/* The sampled thread's PyThreadState, 0 if it has none (yet). */
+struct py_thread_search {
+	struct py_proc *p;
+	__u64 key;
+	__u64 t;
+	__u64 found;
+};
+
+static long py_thread_step(__u32 i, struct py_thread_search *s)
+{
+	if (!s->t)
+		return 1;
+	if (py_is_thread(s->p, s->t, s->key)) {
+		s->found = s->t;
+		return 1;
+	}
+	s->t = py_read_ptr(s->t + s->p->off.tstate_next);
+	return 0;
+}
+
+/* The sampled thread's PyThreadState, 0 if it has none (yet). The interpreter's threads are
+ * searched one at a time (bpf_loop: the verifier checks one step, not PY_MAX_THREADS). */
 static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 {
 	__u64 key = py_thread_key(p, tid);
@@ -70,15 +90,15 @@ static __always_inline __u64 py_thread_state(struct py_proc *p, __u32 tid)
 	__u64 interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
 	if (!interp)
 		return 0;
-	__u64 t = py_read_ptr(interp + p->off.interp_threads_head);
-	for (int i = 0; i < PY_MAX_THREADS && t; i++) {
-		if (py_is_thread(p, t, key)) {
-			bpf_map_update_elem(&py_threads, &tid, &t, BPF_ANY);
-			return t;
-		}
-		t = py_read_ptr(t + p->off.tstate_next);
-	}
-	return 0;
+	struct py_thread_search s = {
+		.p = p,
+		.key = key,
+		.t = py_read_ptr(interp + p->off.interp_threads_head),
+	};
+	bpf_loop(PY_MAX_THREADS, py_thread_step, &s, 0);
+	if (s.found)
+		bpf_map_update_elem(&py_threads, &tid, &s.found, BPF_ANY);
+	return s.found;
 }
 
 /* A u64 (8-aligned in the span, as pointer fields and 3.8-3.10's f_lasti are) and a byte at
@@ -93,10 +113,56 @@ static __always_inline __u8 py_span_u8(const __u64 *span, __u16 at)
 	return ((const __u8 *)span)[at & (PY_FRAME_SPAN - 1)];
 }
 
+/* The walk of a thread's frames, one bpf_loop step per frame: the frame to read next, where
+ * its fields lie in its span (the bytes read at once), what was read. */
+struct py_walk {
+	struct py_proc *p;
+	__u64 *code_out;
+	__u32 *lasti_out;
+	__u64 frame;
+	__u32 n;
+	__u32 len;
+	__u16 start, at_code, at_prev, at_instr, at_owner, at_entry;
+	__u64 span[PY_FRAME_SPAN / 8];
+};
+
+static long py_walk_step(__u32 i, struct py_walk *w)
+{
+	__u32 len = w->len;
+	if (!w->frame || len == 0 || len > PY_FRAME_SPAN)
+		return 1;
+	if (bpf_probe_read_user(w->span, len, (void *)(w->frame + w->start)))
+		return 1;
+	struct py_proc *p = w->p;
+	/* (3.14's f_executable is a tagged reference: its low bits are no address.) */
+	__u64 code = py_span_u64(w->span, w->at_code) & ~7ULL;
+	__u64 instr = py_span_u64(w->span, w->at_instr);
+	__u8 entry = 0, owner = 0;
+	__u32 lasti = (__u32)(instr - code - p->off.code_code_adaptive);
+	if (p->off.flags & PY_ENTRY_BY_OWNER) {
+		owner = py_span_u8(w->span, w->at_owner);
+	} else if (p->off.flags & PY_FRAME_OBJECTS) {
+		entry = 1;
+		lasti = (__u32)instr;
+	} else {
+		entry = py_span_u8(w->span, w->at_entry);
+	}
+	if (!code)
+		return 1;
+	w->code_out[i & (MAX_PY_FRAMES - 1)] =
+		code | (entry ? 1 : 0) | (owner == PY_FRAME_OWNED_BY_CSTACK ? 2 : 0);
+	w->lasti_out[i & (MAX_PY_FRAMES - 1)] = lasti;
+	w->n = i + 1;
+	w->frame = py_span_u64(w->span, w->at_prev);
+	return 0;
+}
+
 /* Reads into code_out[] and lasti_out[] (MAX_PY_FRAMES each) the Python frames of the current
  * thread `tid` of process `p`; returns how many (0: a thread that runs no Python). Each
  * frame's fields are read in one bpf_probe_read_user of the bytes that hold them all (its
- * span): one read per frame, where a read per field cost four (3.11) or three (3.8-3.10). */
+ * span): one read per frame, where a read per field cost four (3.11) or three (3.8-3.10).
+ * One frame a bpf_loop step: the verifier checks one, not MAX_PY_FRAMES (it took half of
+ * record's start-up). */
 static __always_inline __u32 py_read_frames(struct py_proc *p, __u64 *code_out, __u32 *lasti_out,
 					    __u32 tid)
 {
@@ -107,40 +173,22 @@ static __always_inline __u32 py_read_frames(struct py_proc *p, __u64 *code_out, 
 	if (!(p->off.flags & PY_NO_CFRAME) && frame)
 		frame = py_read_ptr(frame + p->off.cframe_current_frame);
 	__u16 start = p->off.frame_span_start;
-	__u32 len = p->off.frame_span_len;
-	if (len > PY_FRAME_SPAN)
-		return 0;
-	/* Each field's place in the span. */
-	__u16 at_code = p->off.frame_code - start, at_prev = p->off.frame_previous - start;
-	__u16 at_instr = p->off.frame_prev_instr - start;
-	__u16 at_owner = p->off.frame_owner - start, at_entry = p->off.frame_is_entry - start;
-	__u64 span[PY_FRAME_SPAN / 8] = {};
-	__u32 n = 0;
-	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
-		if (bpf_probe_read_user(span, len, (void *)(frame + start)))
-			break;
-		/* (3.14's f_executable is a tagged reference: its low bits are no address.) */
-		__u64 code = py_span_u64(span, at_code) & ~7ULL;
-		__u64 instr = py_span_u64(span, at_instr);
-		__u8 entry = 0, owner = 0;
-		__u32 lasti = (__u32)(instr - code - p->off.code_code_adaptive);
-		if (p->off.flags & PY_ENTRY_BY_OWNER) {
-			owner = py_span_u8(span, at_owner);
-		} else if (p->off.flags & PY_FRAME_OBJECTS) {
-			entry = 1;
-			lasti = (__u32)instr;
-		} else {
-			entry = py_span_u8(span, at_entry);
-		}
-		if (!code)
-			break;
-		code_out[i & (MAX_PY_FRAMES - 1)] =
-			code | (entry ? 1 : 0) | (owner == PY_FRAME_OWNED_BY_CSTACK ? 2 : 0);
-		lasti_out[i & (MAX_PY_FRAMES - 1)] = lasti;
-		n = i + 1;
-		frame = py_span_u64(span, at_prev);
-	}
-	return n;
+	struct py_walk w = {
+		.p = p,
+		.code_out = code_out,
+		.lasti_out = lasti_out,
+		.frame = frame,
+		.len = p->off.frame_span_len,
+		.start = start,
+		/* Each field's place in the span. */
+		.at_code = p->off.frame_code - start,
+		.at_prev = p->off.frame_previous - start,
+		.at_instr = p->off.frame_prev_instr - start,
+		.at_owner = p->off.frame_owner - start,
+		.at_entry = p->off.frame_is_entry - start,
+	};
+	bpf_loop(MAX_PY_FRAMES, py_walk_step, &w, 0);
+	return w.n;
 }
 
 /* Fills *frames, code[] and lasti[] (MAX_PY_FRAMES each) with the current thread's Python
