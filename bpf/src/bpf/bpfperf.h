@@ -24,10 +24,12 @@
 #define MAX_IO_PREALLOC 1024
 
 /* Unwinding in the kernel (unwind.bpf.h): rows of all tables together, and entries of their
- * page index (fixed arrays in .bss that user space fills through the mapped section);
+ * page index (mappable array maps of blocks that user space fills as one flat array each);
  * executable mappings with a table per process; processes with tables at once. */
 #define UNWIND_ROWS (1 << 21)
 #define UNWIND_PAGES (1 << 20)
+#define UNWIND_ROWS_PER_BLOCK 512
+#define UNWIND_PAGES_PER_BLOCK 1024
 #define UNWIND_MAPPINGS 128
 #define UNWIND_PROCS 8192
 
@@ -323,6 +325,16 @@ struct unwind_row {
 	__u8 rbp_saved;
 	__s16 rbp_off;
 	__s32 cfa_off;
+};
+
+/* The arrays' elements: blocks whose size is a multiple of 8, so that the map's mapping
+ * holds them back to back (an array map pads each element to 8 bytes). */
+struct unwind_row_block {
+	struct unwind_row rows[UNWIND_ROWS_PER_BLOCK];
+};
+
+struct unwind_page_block {
+	__u32 pages[UNWIND_PAGES_PER_BLOCK];
 };
 
 /* A mapping of a file with a table: [start, end) in the process, bias = AVMA - SVMA; its

@@ -15,10 +15,48 @@
 /* DWARF mode: unwind where tables are, copy stacks where not (else: always copy). */
 const volatile bool unwind_enabled __weak = false;
 
-/* The tables, written by user space through the mapped .bss (defined once, in
- * unwind.bpf.c: a __weak definition in each file would leave a copy of their room behind). */
-extern struct unwind_row unwind_rows[UNWIND_ROWS];
-extern __u32 unwind_pages[UNWIND_PAGES];
+/* The tables, written by user space through the maps' mappings. Maps, not arrays in .bss:
+ * libbpf copies a section's 29 MiB initial image into the kernel on every start (50 ms), and
+ * a map's size can follow the mode (one block when nothing unwinds). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, UNWIND_ROWS / UNWIND_ROWS_PER_BLOCK);
+	__type(key, __u32);
+	__type(value, struct unwind_row_block);
+} unwind_rows SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, UNWIND_PAGES / UNWIND_PAGES_PER_BLOCK);
+	__type(key, __u32);
+	__type(value, struct unwind_page_block);
+} unwind_pages SEC(".maps") __weak;
+
+/* Row `idx` of the tables, or NULL past them. */
+static __always_inline struct unwind_row *unwind_row(__u64 idx)
+{
+	if (idx >= UNWIND_ROWS)
+		return NULL;
+	__u32 block = idx / UNWIND_ROWS_PER_BLOCK;
+	struct unwind_row_block *b = bpf_map_lookup_elem(&unwind_rows, &block);
+	if (!b)
+		return NULL;
+	return &b->rows[idx & (UNWIND_ROWS_PER_BLOCK - 1)];
+}
+
+/* Entry `idx` of the page indexes, or NULL past them. */
+static __always_inline __u32 *unwind_page(__u64 idx)
+{
+	if (idx >= UNWIND_PAGES)
+		return NULL;
+	__u32 block = idx / UNWIND_PAGES_PER_BLOCK;
+	struct unwind_page_block *b = bpf_map_lookup_elem(&unwind_pages, &block);
+	if (!b)
+		return NULL;
+	return &b->pages[idx & (UNWIND_PAGES_PER_BLOCK - 1)];
+}
 
 /* tgid -> the mappings of the process that have tables. */
 struct {
@@ -93,9 +131,10 @@ static long row_search_step(__u64 i, void *ctx)
 	__u32 mid = (s->lo + s->hi) / 2;
 	__u64 idx = (__u64)s->first_row + mid;
 	barrier_var(idx);
-	if (idx >= UNWIND_ROWS)
+	struct unwind_row *r = unwind_row(idx);
+	if (!r)
 		return 1;
-	if (unwind_rows[idx].pc <= (__u32)s->key)
+	if (r->pc <= (__u32)s->key)
 		s->lo = mid + 1;
 	else
 		s->hi = mid;
@@ -126,19 +165,14 @@ static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m
 	 * from reusing a check made on another copy of the value, which the verifier would not
 	 * see). */
 	__u64 at = m->first_page + (page - m->base_page);
-	barrier_var(at);
-	if (at >= UNWIND_PAGES)
-		return NULL;
-	__u32 lo = unwind_pages[at];
-	__u64 next = at + 1;
-	barrier_var(next);
-	if (next >= UNWIND_PAGES)
+	__u32 *lo = unwind_page(at), *hi = unwind_page(at + 1);
+	if (!lo || !hi)
 		return NULL;
 	/* The answer lies between the rows in effect at this page's start and the next's. */
 	struct search s = {
 		.key = svma,
-		.lo = lo,
-		.hi = unwind_pages[next] + 1,
+		.lo = *lo,
+		.hi = *hi + 1,
 		.first_row = m->first_row,
 	};
 	if (s.hi > m->n_rows)
@@ -147,12 +181,8 @@ static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m
 	bpf_loop(SEARCH_STEPS, row_search_step, &s, 0);
 	if (s.lo == 0)
 		return NULL;
-	__u64 idx = (__u64)m->first_row + s.lo - 1;
-	barrier_var(idx);
-	if (idx >= UNWIND_ROWS)
-		return NULL;
-	struct unwind_row *r = &unwind_rows[idx];
-	return r->pc <= (__u32)svma ? r : NULL;
+	struct unwind_row *r = unwind_row((__u64)m->first_row + s.lo - 1);
+	return r && r->pc <= (__u32)svma ? r : NULL;
 }
 
 /* What a walk's steps share: its state, the process's mappings (looked up once), and the

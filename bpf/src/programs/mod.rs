@@ -24,7 +24,7 @@ use crate::{Error, Options};
 /// highest online CPU + 1 (maps indexed by CPU number).
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) -> Result<(), Error> {
     follow::configure(open, o);
-    unwind::configure(open, o);
+    unwind::configure(open, o)?;
     sampling::configure(open, o, cpu_slots)?;
     fault::configure(open, o);
     offcpu::configure(open, o, cpu_slots)?;

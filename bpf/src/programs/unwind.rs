@@ -1,6 +1,6 @@
 //! unwind.bpf.c / unwind.bpf.h: the tables the kernel unwinds user stacks with. User space
-//! appends each file's rows and page index to the arrays in the mapped `.bss` (no system
-//! call per row) and installs each process's mappings in `unwind_procs`.
+//! appends each file's rows and page index to the arrays through the maps' mappings (no
+//! system call per row) and installs each process's mappings in `unwind_procs`.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
@@ -9,15 +9,20 @@ use libbpf_rs::MapCore;
 use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
 use crate::{Error, Options};
 
-/// Rows of all tables together (bpfperf.h's UNWIND_ROWS).
-pub const ROWS: u32 = types::bpfperf_limits::BPFPERF_UNWIND_ROWS.0;
-/// Entries of the page indexes together (UNWIND_PAGES).
-pub const PAGES: u32 = types::bpfperf_limits::BPFPERF_UNWIND_PAGES.0;
 /// Mappings with a table per process (UNWIND_MAPPINGS).
 pub const MAPPINGS: usize = types::bpfperf_limits::BPFPERF_UNWIND_MAPPINGS.0 as usize;
 
-pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
-    super::rodata(open).unwind_enabled = o.stack_copy_bytes > 0 && o.unwind_in_kernel;
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
+    let on = o.stack_copy_bytes > 0 && o.unwind_in_kernel;
+    super::rodata(open).unwind_enabled = on;
+    if !on {
+        // One block each: nothing unwinds in the kernel (29 MiB otherwise).
+        for map in [&mut open.maps.unwind_rows, &mut open.maps.unwind_pages] {
+            map.set_max_entries(1)
+                .map_err(Error::bpf("size the unwind tables"))?;
+        }
+    }
+    Ok(())
 }
 
 /// How a row finds the CFA (the caller's stack pointer).
@@ -83,26 +88,70 @@ pub struct Mapping {
     pub table: Table,
 }
 
+/// A mappable array map's elements as one flat array of `T`: blocks whose size is a
+/// multiple of 8 lie back to back in the map's mapping.
+struct Mapped<T> {
+    ptr: *mut T,
+    len: usize,
+    bytes: usize,
+}
+
+impl<T> Mapped<T> {
+    fn new(map: &libbpf_rs::Map<'_>, step: &'static str) -> Result<Mapped<T>, Error> {
+        let bytes = map.value_size() as usize * map.max_entries() as usize;
+        // SAFETY: a shared mapping of the map's own memory (the mapping keeps the map alive),
+        // unmapped once on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::bpf(step)(std::io::Error::last_os_error().into()));
+        }
+        Ok(Mapped {
+            ptr: ptr.cast(),
+            len: bytes / std::mem::size_of::<T>(),
+            bytes,
+        })
+    }
+
+    fn slice(&mut self) -> &mut [T] {
+        // SAFETY: `len` elements of `T` in the mapping, which lives as long as self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T> Drop for Mapped<T> {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new`, not used after this.
+        unsafe { libc::munmap(self.ptr.cast(), self.bytes) };
+    }
+}
+
 /// The unwinder's tables, for filling from another thread than the profiler's: the arrays
-/// through their mapping, the process map through its own descriptor. Valid while the
-/// [`crate::Profiler`] it came from lives (its `.bss` mapping).
+/// through their maps' mappings, the process map through its own descriptor.
 pub struct Tables {
-    bss: *mut types::bss,
+    rows: Mapped<types::unwind_row>,
+    pages: Mapped<u32>,
     procs: OwnedFd,
     next_row: u32,
     next_page: u32,
 }
 
-// SAFETY: the .bss mapping is plain shared memory that the programs only read; this handle is
-// its one writer, and the profiler outlives it (the caller's duty, see `Profiler::tables`).
+// SAFETY: the mappings are plain shared memory that the programs only read; this handle is
+// their one writer.
 unsafe impl Send for Tables {}
 
 impl Tables {
     pub(crate) fn new(skel: &BpfperfSkel<'_>) -> Result<Tables, Error> {
-        let bss = skel.maps.bss_data.as_deref().ok_or(Error::Bpf {
-            step: "map the unwind tables",
-            source: libbpf_rs::Error::from(std::io::Error::other(".bss is not mapped")),
-        })?;
+        let rows = Mapped::new(&skel.maps.unwind_rows, "map the unwind rows")?;
+        let pages = Mapped::new(&skel.maps.unwind_pages, "map the unwind page index")?;
         let procs = skel
             .maps
             .unwind_procs
@@ -110,7 +159,8 @@ impl Tables {
             .try_clone_to_owned()
             .map_err(|e| Error::bpf("unwind process map")(e.into()))?;
         Ok(Tables {
-            bss: bss as *const types::bss as *mut types::bss,
+            rows,
+            pages,
             procs,
             next_row: 0,
             next_page: 0,
@@ -119,7 +169,10 @@ impl Tables {
 
     /// Rows and page-index entries still free.
     pub fn room(&self) -> (u32, u32) {
-        (ROWS - self.next_row, PAGES - self.next_page)
+        (
+            self.rows.len as u32 - self.next_row,
+            self.pages.len as u32 - self.next_page,
+        )
     }
 
     /// Appends a file's rows (sorted by pc) and its page index (`pages[p]`: the row in effect
@@ -128,7 +181,8 @@ impl Tables {
     pub fn add(&mut self, rows: &[Row], pages: &[u32], base_page: u32) -> Option<Table> {
         let n_rows = u32::try_from(rows.len()).ok()?;
         let n_pages = u32::try_from(pages.len().checked_sub(1)?).ok()?;
-        if n_rows > ROWS - self.next_row || n_pages + 1 > PAGES - self.next_page {
+        let (rows_free, pages_free) = self.room();
+        if n_rows > rows_free || n_pages + 1 > pages_free {
             return None;
         }
         let table = Table {
@@ -138,14 +192,12 @@ impl Tables {
             n_pages,
             base_page,
         };
-        // SAFETY: the .bss mapping lives as long as the profiler (this handle's contract);
-        // these slots are past every table installed so far, so no program reads them yet.
-        let bss = unsafe { &mut *self.bss };
-        let row_slots = &mut bss.unwind_rows[table.first_row as usize..][..rows.len()];
+        // These slots are past every table installed so far: no program reads them yet.
+        let row_slots = &mut self.rows.slice()[table.first_row as usize..][..rows.len()];
         for (slot, row) in row_slots.iter_mut().zip(rows) {
             *slot = row.encode();
         }
-        bss.unwind_pages[table.first_page as usize..][..pages.len()].copy_from_slice(pages);
+        self.pages.slice()[table.first_page as usize..][..pages.len()].copy_from_slice(pages);
         self.next_row += n_rows;
         self.next_page += n_pages + 1;
         Some(table)
