@@ -540,8 +540,11 @@ impl Loader {
         }
     }
 
-    /// The names of a process's JIT code: /tmp/perf-PID.map if it wrote one, else the
-    /// jitdump file it mapped (`jitdump`, the path its mapping gives), read directly.
+    /// The names of a process's JIT code: the jitdump file it mapped (`jitdump`, the path its
+    /// mapping gives), read directly, else /tmp/perf-PID.map. The jitdump first: the process
+    /// itself said it writes one, while a perf map at its pid may be another's, an earlier
+    /// process's with the same pid (pids wrap at 32768 here: a test suite's Python processes
+    /// left 382 maps, and node's JIT frames were named from one of them once).
     pub fn jit_map(&self, pid: i32, jitdump: Option<&str>) -> Option<Arc<JitMap>> {
         // The archive's copy first, then the file.
         let read = |path: &str| -> Option<Vec<u8>> {
@@ -550,22 +553,21 @@ impl Loader {
                 None => read_regular(Path::new(path)).ok(),
             }
         };
-        let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
-        let map = cached(&self.jit, &path.to_string_lossy(), || {
-            let text = read(&path.to_string_lossy())?;
-            Some(JitMap::parse(path.clone(), &String::from_utf8_lossy(&text)))
-        });
-        map.or_else(|| {
-            let dump = jitdump?;
+        let dumped = jitdump.and_then(|dump| {
             cached(&self.jit, dump, || {
                 let bytes = read(dump)?;
                 let map = JitMap::parse_jitdump(PathBuf::from(dump), &bytes);
                 if map.is_none() {
-                    self.problem(format!(
-                        "{dump}: not a jitdump file; JIT frames are [unknown]"
-                    ));
+                    self.problem(format!("{dump}: not a jitdump file"));
                 }
                 map
+            })
+        });
+        dumped.or_else(|| {
+            let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+            cached(&self.jit, &path.to_string_lossy(), || {
+                let text = read(&path.to_string_lossy())?;
+                Some(JitMap::parse(path.clone(), &String::from_utf8_lossy(&text)))
             })
         })
     }

@@ -448,6 +448,28 @@ fn node_perf_maps_and_jitdump_name_js_functions_as_perf_does() {
             "node",
             "hotLoop",
         );
+        // A perf map another process left at node's pid (pids wrap: an earlier process's)
+        // does not take the place of the jitdump node wrote.
+        let dump = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find(|n| n.starts_with("jit-") && n.ends_with(".dump"))
+            .expect("node's jitdump");
+        let stale = format!(
+            "/tmp/perf-{}.map",
+            &dump["jit-".len()..dump.len() - ".dump".len()]
+        );
+        if !Path::new(&stale).exists() {
+            std::fs::write(&stale, "1000 10 an_earlier_process\n").unwrap();
+            check_jit_names(
+                &format!("node --perf-prof beside a stale perf map, {mode}"),
+                &data,
+                &injected,
+                "node",
+                "hotLoop",
+            );
+            std::fs::remove_file(&stale).unwrap();
+        }
     }
     remove_maps_of("node", "hotLoop");
 }
