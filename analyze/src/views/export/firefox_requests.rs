@@ -9,7 +9,7 @@ use fx::{
 };
 use fxprof_processed_profile as fx;
 
-use super::firefox::{Span, SpanKind};
+use super::spans::{Span, SpanKind};
 use crate::aggregate::requests::SampledRequest;
 use format::events::RequestLayer;
 

@@ -7,6 +7,7 @@ pub mod firefox;
 pub mod firefox_requests;
 pub mod pprof;
 mod pprof_proto;
+pub mod spans;
 pub mod speedscope;
 
 use std::collections::HashMap;
