@@ -489,14 +489,19 @@ mod tests {
         (sym, rec)
     }
 
-    #[test]
-    fn every_nanosecond_of_the_thread_is_charged_once() {
-        let (mut sym, rec) = two_threads();
-        let events = Events {
+    /// The events of [`two_threads`]: off-CPU 1, run queue 2, wakeups 3.
+    fn events() -> Events {
+        Events {
             offcpu: 1,
             runq: Some(2),
             wakeup: Some(3),
-        };
+        }
+    }
+
+    #[test]
+    fn every_nanosecond_of_the_thread_is_charged_once() {
+        let (mut sym, rec) = two_threads();
+        let events = events();
         assert_eq!(
             critical_path(&mut sym, &rec, &events, None, None),
             Some((1, 500))
@@ -521,11 +526,7 @@ mod tests {
     #[test]
     fn a_window_cuts_the_wall_time_waits_that_straddle_it_included() {
         let (mut sym, rec) = two_threads();
-        let events = Events {
-            offcpu: 1,
-            runq: Some(2),
-            wakeup: Some(3),
-        };
+        let events = events();
         // 50-100 and 400-450 on the CPU, the wait of 100-400 whole.
         let window = [(50, 450)];
         assert_eq!(
@@ -557,11 +558,7 @@ mod tests {
 
     #[test]
     fn another_thread_or_none() {
-        let events = Events {
-            offcpu: 1,
-            runq: Some(2),
-            wakeup: Some(3),
-        };
+        let events = events();
         let (mut sym, rec) = two_threads();
         // b: 0-50 before its first event is not its (its wait began at 50), 50-300 the timer,
         // 300-350-380 on the CPU (its sample at 350; the nearest for the rest).
