@@ -137,16 +137,37 @@ pub struct Options {
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
-    /// Follow about 1 in this many write calls (write, pwrite, writev on a file) of the
-    /// tracked processes through the page cache and the block layer ([`Event::Request`]);
-    /// 0: none.
-    pub follow_write_every: u32,
-    /// Follow about 1 in this many send calls (sendto, sendmsg; write on a socket) through
-    /// TCP, the qdisc, the driver and the device; 0: none.
-    pub follow_send_every: u32,
+    /// Which write calls (write, pwrite, writev on a file) of the tracked processes are
+    /// followed through the page cache and the block layer ([`Event::Request`]).
+    pub follow_write: FollowRate,
+    /// Which send calls (sendto, sendmsg; write on a socket) are followed through TCP, the
+    /// qdisc, the driver and the device.
+    pub follow_send: FollowRate,
     /// Any events to attach (tracepoints, probes): their records come as [`Event::Trace`],
     /// naming the event by its index here.
     pub trace: Vec<TraceEvent>,
+}
+
+/// How many calls of a kind `--follow` chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowRate {
+    /// None.
+    #[default]
+    Off,
+    /// 1 in N, at random.
+    OneIn(u32),
+    /// The first call at least 1/R s after the last one chosen: R a second at most.
+    PerSecond(u32),
+}
+
+impl FollowRate {
+    /// Whether any calls are chosen.
+    pub fn on(self) -> bool {
+        !matches!(
+            self,
+            FollowRate::Off | FollowRate::OneIn(0) | FollowRate::PerSecond(0)
+        )
+    }
 }
 
 /// Events lost so far by what they were (see [`Profiler::drops_by_event`]); their
@@ -206,8 +227,8 @@ impl Default for Options {
             io_prealloc: None,
             net_unseen_every: 0,
             ring_bytes: None,
-            follow_write_every: 0,
-            follow_send_every: 0,
+            follow_write: FollowRate::Off,
+            follow_send: FollowRate::Off,
             trace: Vec::new(),
         }
     }

@@ -34,10 +34,10 @@ pub struct Config {
     pub net_send_cap: u64,
     /// Time send calls by the kernel's TX timestamping (bpf::Options::net_send_calls).
     pub net_send_calls: bool,
-    /// `--follow write:1/N`: N (0: writes not followed).
-    pub follow_write_every: u32,
-    /// `--follow send:1/N`: N (0: sends not followed).
-    pub follow_send_every: u32,
+    /// `--follow write:1/N` or `write:R/s`.
+    pub follow_write: bpf::FollowRate,
+    /// `--follow send:1/N` or `send:R/s`.
+    pub follow_send: bpf::FollowRate,
     /// Record major page faults, timed.
     pub faults: bool,
     /// DWARF mode: bytes of user stack copied per sample (0: frame pointers).
@@ -75,7 +75,7 @@ pub struct Config {
 impl Config {
     /// Whether any calls are followed through the layers (`--follow`).
     pub fn follows_requests(&self) -> bool {
-        self.follow_write_every > 0 || self.follow_send_every > 0
+        self.follow_write.on() || self.follow_send.on()
     }
 }
 

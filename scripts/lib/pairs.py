@@ -8,8 +8,11 @@ wrapper in between).
 Usage: pairs.py RUNS NAME_A CMD_A NAME_B CMD_B   (commands as shell words, run without a shell;
 their output is discarded; a failing command stops the benchmark with its stderr).
 With EVICT=FILE in the environment, FILE's pages are dropped from the page cache before every
-run (written back, then POSIX_FADV_DONTNEED): each side reads it from disk."""
+run (written back, then POSIX_FADV_DONTNEED): each side reads it from disk.
+With MEASURE=REGEX, each run's time is the number REGEX's first group finds in its stderr
+(a workload's own clock, such as its CPU time) in place of the wall time."""
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -38,6 +41,12 @@ def run(cmd):
     if p.returncode != 0:
         sys.stderr.write(err.decode(errors="replace"))
         sys.exit(f"pairs: {shlex.join(cmd)} exited {p.returncode}")
+    measure = os.environ.get("MEASURE")
+    if measure:
+        found = re.search(measure, err.decode(errors="replace"))
+        if not found:
+            sys.exit(f"pairs: {shlex.join(cmd)}: MEASURE {measure!r} not found in its stderr")
+        wall = float(found.group(1))
     return wall, usage.ru_maxrss  # KiB on Linux
 
 
@@ -59,8 +68,8 @@ def main():
         ratios.append(got[1] / max(got[0], 1e-6))
     for side, name in ((0, name_a), (1, name_b)):
         print(f"  {name:<58} {statistics.median(times[side]):8.4f} s {peak[side] // 1024:6d} MiB")
-    print(f"  median of {runs} paired ratios: {statistics.median(ratios):.2f}x "
-          f"({name_a} faster when > 1; range {min(ratios):.2f}x..{max(ratios):.2f}x)")
+    print(f"  median of {runs} paired ratios: {statistics.median(ratios):.3f}x "
+          f"({name_a} faster when > 1; range {min(ratios):.3f}x..{max(ratios):.3f}x)")
 
 
 if __name__ == "__main__":

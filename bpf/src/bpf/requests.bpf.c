@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Sampled requests followed through the layers (record --follow write:1/N, send:1/N): 1 in N
- * write or send calls of the followed processes, chosen at random at the syscall's entry,
- * carry a mark down, and only marked requests send records, one per layer they pass.
+/* Sampled requests followed through the layers (record --follow write:1/N, send:1/N, or
+ * write:R/s): 1 in N write or send calls of the followed processes, chosen at random at the
+ * syscall's entry (or the first call at least 1/R s after the last one chosen), carry a mark down, and only marked requests send records, one per layer they pass.
  * Writes: the folios the call dirtied (writeback_dirty_folio while it runs), the block
  * request made of them (block_io_start: its bios' pages looked up), its issue and
  * completion; a request the call made itself (O_DIRECT) is its own. Sends: the call's entry
@@ -11,6 +11,12 @@
 
 const volatile __u32 follow_write_every = 0;
 const volatile __u32 follow_send_every = 0;
+/* write:R/s, send:R/s: at least this long between two calls chosen (0: by count). */
+const volatile __u64 follow_write_gap_ns = 0;
+const volatile __u64 follow_send_gap_ns = 0;
+
+/* When the last call of each kind was chosen (by time): [0] writes, [1] sends. */
+__u64 last_chosen_ns[2] = {};
 
 /* For the generated Rust types. */
 struct request_event _request_event = {};
@@ -49,6 +55,35 @@ struct {
 	__type(key, struct folio_key);
 	__type(value, struct request_mark);
 } marked_folios SEC(".maps");
+
+/* Marked folios not written back yet, by file (its page cache): a bio of a file with none
+ * is not walked. Counts, as marked_pending's, may stay above what is left (evictions). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __s64);
+} pending_by_file SEC(".maps");
+
+/* One more (`by` 1) or one less (-1) marked folio of file `mapping` pending. */
+static __always_inline void count_pending(__u64 mapping, __s64 by)
+{
+	__sync_fetch_and_add(&marked_pending, by);
+	__s64 *n = bpf_map_lookup_elem(&pending_by_file, &mapping);
+	if (!n && by > 0 && !bpf_map_update_elem(&pending_by_file, &mapping, &by, BPF_NOEXIST))
+		return;
+	if (!n)
+		n = bpf_map_lookup_elem(&pending_by_file, &mapping);
+	if (n)
+		__sync_fetch_and_add(n, by);
+}
+
+/* Whether file `mapping` has marked folios pending. */
+static __always_inline bool file_pending(__u64 mapping)
+{
+	__s64 *n = bpf_map_lookup_elem(&pending_by_file, &mapping);
+	return n && *n > 0;
+}
 
 /* The sampled calls a block request carries. */
 struct request_marks {
@@ -97,11 +132,39 @@ static __always_inline bool is_write_call(long nr)
 	       nr == NR_PWRITEV2 || nr == NR_SENDTO || nr == NR_SENDMSG;
 }
 
-/* A followed thread's write or send call: 1 in N is marked. */
+/* Whether a call of `kind` may be chosen, by draw `r` (1 in N) or by time `now` (R/s). */
+static __always_inline bool may_choose(__u32 kind, __u32 r, __u64 now)
+{
+	__u32 every = kind == REQ_KIND_WRITE ? follow_write_every : follow_send_every;
+	__u64 gap = kind == REQ_KIND_WRITE ? follow_write_gap_ns : follow_send_gap_ns;
+	if (every)
+		return r % every == 0;
+	if (gap)
+		return now - last_chosen_ns[kind == REQ_KIND_SEND] >= gap;
+	return false;
+}
+
+/* Chooses a call of `kind` that may be chosen: by time, only one of the CPUs that may. */
+static __always_inline bool choose(__u32 kind, __u64 now)
+{
+	__u64 gap = kind == REQ_KIND_WRITE ? follow_write_gap_ns : follow_send_gap_ns;
+	if (!gap)
+		return true;
+	__u64 *last = &last_chosen_ns[kind == REQ_KIND_SEND];
+	__u64 was = *last;
+	return now - was >= gap && __sync_val_compare_and_swap(last, was, now) == was;
+}
+
+/* A followed thread's write or send call: 1 in N (or R a second) is marked. The cheap
+ * tests first: every system call of the machine passes here. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_request_enter, struct pt_regs *regs, long nr)
 {
 	if (!is_write_call(nr))
+		return 0;
+	__u32 r = bpf_get_prandom_u32();
+	__u64 now = follow_write_gap_ns || follow_send_gap_ns ? bpf_ktime_get_ns() : 0;
+	if (!may_choose(REQ_KIND_WRITE, r, now) && !may_choose(REQ_KIND_SEND, r, now))
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
@@ -119,13 +182,14 @@ int BPF_PROG(on_request_enter, struct pt_regs *regs, long nr)
 		else
 			return 0;
 	}
-	__u32 every = kind == REQ_KIND_WRITE ? follow_write_every : follow_send_every;
-	if (!every || bpf_get_prandom_u32() % every)
+	/* The draw was made before the kind was known, and is the kind's own: 1 in N of
+	 * each kind's calls. */
+	if (!may_choose(kind, r, now) || !choose(kind, now))
 		return 0;
 	struct marked_call c = {
 		.m = {
 			.id = __sync_fetch_and_add(&request_ids, 1) + 1,
-			.call_ns = bpf_ktime_get_ns(),
+			.call_ns = now ?: bpf_ktime_get_ns(),
 			.call_pid = pid,
 			.call_tid = tid,
 			.kind = kind,
@@ -133,7 +197,10 @@ int BPF_PROG(on_request_enter, struct pt_regs *regs, long nr)
 		.asked = nr == NR_WRITE || nr == NR_PWRITE64 ? regs->dx : 0,
 		.mapping = mapping,
 	};
-	bpf_map_update_elem(&marked_calls, &tid, &c, BPF_ANY);
+	if (!bpf_map_update_elem(&marked_calls, &tid, &c, BPF_NOEXIST))
+		__sync_fetch_and_add(&calls_marked, 1);
+	else
+		bpf_map_update_elem(&marked_calls, &tid, &c, BPF_ANY);
 	return 0;
 }
 
@@ -141,14 +208,15 @@ int BPF_PROG(on_request_enter, struct pt_regs *regs, long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_request_exit, struct pt_regs *regs, long ret)
 {
-	if (!is_write_call(regs->orig_ax))
+	if (!calls_marked || !is_write_call(regs->orig_ax))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct marked_call *c = bpf_map_lookup_elem(&marked_calls, &tid);
 	if (!c)
 		return 0;
 	emit(&c->m, REQ_LAYER_CALL, ret > 0 ? ret : 0, 0);
-	bpf_map_delete_elem(&marked_calls, &tid);
+	if (!bpf_map_delete_elem(&marked_calls, &tid))
+		__sync_fetch_and_sub(&calls_marked, 1);
 	return 0;
 }
 
@@ -157,13 +225,15 @@ int BPF_PROG(on_request_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(on_request_dirty, struct folio *folio, struct address_space *mapping)
 {
+	if (!calls_marked)
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct marked_call *c = bpf_map_lookup_elem(&marked_calls, &tid);
 	if (!c || c->m.kind != REQ_KIND_WRITE || (__u64)mapping != c->mapping)
 		return 0;
 	struct folio_key k = { .mapping = (__u64)mapping, .index = BPF_CORE_READ(folio, index) };
 	if (!bpf_map_update_elem(&marked_folios, &k, &c->m, BPF_NOEXIST))
-		__sync_fetch_and_add(&marked_pending, 1);
+		count_pending(k.mapping, 1);
 	else
 		bpf_map_update_elem(&marked_folios, &k, &c->m, BPF_ANY);
 	if (!c->page_cache_sent) {
@@ -173,14 +243,56 @@ int BPF_PROG(on_request_dirty, struct folio *folio, struct address_space *mappin
 	return 0;
 }
 
+/* What emit_one sends: r's marks from `from` on passed `layer`. */
+struct emit_each {
+	struct request_marks *r;
+	__u64 bytes;
+	__u32 from;
+	__u32 layer;
+	__u32 dev;
+};
+
+static long emit_one(__u32 i, struct emit_each *e)
+{
+	struct request_marks *r = e->r;
+	if (i >= REQ_MARKS || i >= r->n)
+		return 1;
+	if (i >= e->from)
+		emit(&r->m[i], e->layer, e->bytes, e->dev);
+	return 0;
+}
+
+/* Each of r's marks from `from` on passed `layer` (a loop, verified once, not 16 copies
+ * of emit). */
+static __always_inline void emit_each(struct request_marks *r, __u32 from, __u32 layer,
+				      __u64 bytes, __u32 dev)
+{
+	struct emit_each e = { .r = r, .bytes = bytes, .from = from, .layer = layer, .dev = dev };
+	bpf_loop(REQ_MARKS, emit_one, &e, 0);
+}
+
+/* Whether r holds a mark of call `id` (found: set). */
+struct find_mark {
+	struct request_marks *r;
+	__u64 id;
+	bool found;
+};
+
+static long find_one(__u32 i, struct find_mark *f)
+{
+	struct request_marks *r = f->r;
+	if (i >= REQ_MARKS || i >= r->n)
+		return 1;
+	f->found = r->m[i].id == f->id;
+	return f->found;
+}
+
 static __always_inline void add_mark(struct request_marks *r, const struct request_mark *m)
 {
-	for (int i = 0; i < REQ_MARKS; i++) {
-		if (i >= r->n)
-			break;
-		if (r->m[i].id == m->id)
-			return;
-	}
+	struct find_mark f = { .r = r, .id = m->id };
+	bpf_loop(REQ_MARKS, find_one, &f, 0);
+	if (f.found)
+		return;
 	__u32 n = r->n;
 	if (n < REQ_MARKS && take_part(m->id)) {
 		r->m[n] = *m;
@@ -204,6 +316,39 @@ struct vec_walk {
 	bool consume; /* at issue: the folios found are forgotten */
 };
 
+/* A kernel pointer computed as a number, readable directly (6.2; the block layers' programs,
+ * the only ones to use it, need 6.5): a load, where BPF_CORE_READ is a helper call. */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
+
+/* The 64-bit word at kernel address `addr`, by a load. It goes through a type whose first
+ * member is a 64-bit number (timespec64's tv_sec), so that the verifier takes it as a
+ * number, as it would not a union's field that may hold a pointer (a page's compound_head). */
+static __always_inline __u64 kernel_word(const void *addr)
+{
+	return ((struct timespec64 *)bpf_rdonly_cast(addr,
+						     bpf_core_type_id_kernel(struct timespec64)))
+		->tv_sec;
+}
+
+/* The folio `page` belongs to. */
+static __always_inline struct folio *folio_of(struct page *page)
+{
+	__u64 head =
+		kernel_word((void *)page + bpf_core_field_offset(struct page, compound_head));
+	return (struct folio *)((head & 1) ? head - 1 : (__u64)page);
+}
+
+/* Folio `f`'s key: its file and its index there. */
+static __always_inline struct folio_key key_of(struct folio *f)
+{
+	return (struct folio_key){
+		.mapping = kernel_word((void *)f + bpf_core_field_offset(struct folio, mapping)),
+		.index = kernel_word((void *)f + bpf_core_field_offset(struct folio, index)),
+	};
+}
+
+/* Begins bio `bio`; one of a file with no marked folios pending (most, or a direct
+ * write's, whose pages are the caller's) is passed over whole. */
 static __always_inline void walk_bio(struct vec_walk *w, struct bio *bio)
 {
 	w->bio = bio;
@@ -212,22 +357,27 @@ static __always_inline void walk_bio(struct vec_walk *w, struct bio *bio)
 	w->skip = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
 	w->left = (__s64)BPF_CORE_READ(bio, bi_iter.bi_size) + w->skip;
 	w->vec_left = 0;
+	if (!w->vec)
+		return;
+	struct bio_vec *bv = (void *)w->vec + (__u64)w->idx * bpf_core_type_size(struct bio_vec);
+	struct page *first = BPF_CORE_READ(bv, bv_page);
+	if (!first || !file_pending(key_of(folio_of(first)).mapping))
+		w->left = 0;
 }
 
-/* Begins the next vector entry (of the next bio past this one's end); false at the end. */
-static __always_inline bool next_entry(struct vec_walk *w)
+/* Begins the next vector entry: 1; or the next bio past this one's end: 0; -1 at the end. */
+static __always_inline int next_entry(struct vec_walk *w)
 {
 	if (w->left <= 0) {
 		struct bio *cur = w->bio; /* (a local: CO-RE would relocate w->bio too) */
 		struct bio *next = cur ? BPF_CORE_READ(cur, bi_next) : NULL;
 		if (!next)
-			return false;
+			return -1;
 		walk_bio(w, next);
-		if (w->left <= 0)
-			return false;
+		return 0;
 	}
 	if (!w->vec)
-		return false;
+		return -1;
 	struct bio_vec *bv = (void *)w->vec + (__u64)w->idx * bpf_core_type_size(struct bio_vec);
 	w->idx++;
 	__u32 len = BPF_CORE_READ(bv, bv_len);
@@ -238,30 +388,25 @@ static __always_inline bool next_entry(struct vec_walk *w)
 	w->skip = 0;
 	if (!w->page)
 		w->vec_left = 0;
-	return true;
+	return 1;
 }
 
 /* One page of the walk: its folio's mark, if a sampled write dirtied it. */
 static long walk_step(__u32 i, struct vec_walk *w)
 {
 	if (!w->vec_left)
-		return next_entry(w) ? 0 : 1;
+		return next_entry(w) < 0 ? 1 : 0;
 	struct page *page = (void *)w->page + (w->pos >> PAGE_SHIFT) *
 						      bpf_core_type_size(struct page);
 	__u32 in_page = PAGE_SIZE - (w->pos & (PAGE_SIZE - 1));
 	__u32 step = in_page < w->vec_left ? in_page : w->vec_left;
 	w->pos += step;
 	w->vec_left -= step;
-	unsigned long head = BPF_CORE_READ(page, compound_head);
-	__u64 folio = (head & 1) ? head - 1 : (__u64)page;
-	if (folio == w->last_folio)
+	struct folio *f = folio_of(page);
+	if ((__u64)f == w->last_folio)
 		return 0;
-	w->last_folio = folio;
-	struct folio *f = (struct folio *)folio;
-	struct folio_key k = {
-		.mapping = (__u64)BPF_CORE_READ(f, mapping),
-		.index = BPF_CORE_READ(f, index),
-	};
+	w->last_folio = (__u64)f;
+	struct folio_key k = key_of(f);
 	struct request_mark *m = bpf_map_lookup_elem(&marked_folios, &k);
 	if (!m)
 		return 0;
@@ -270,7 +415,7 @@ static long walk_step(__u32 i, struct vec_walk *w)
 		add_mark(r, m);
 	/* Kept until the issue: a request made may yet be merged into another before it. */
 	if (w->consume && !bpf_map_delete_elem(&marked_folios, &k))
-		__sync_fetch_and_sub(&marked_pending, 1);
+		count_pending(k.mapping, -1);
 	return 0;
 }
 
@@ -287,13 +432,8 @@ static __always_inline void mark_from_pages(struct request *rq, struct request_m
 	struct vec_walk w = { .slot = slot, .consume = slot == SCRATCH_ISSUED };
 	walk_bio(&w, bio);
 	bpf_loop(REQ_MAX_PAGES, walk_step, &w, 0);
-	__u64 bytes = BPF_CORE_READ(rq, __data_len);
-	for (int i = 0; i < REQ_MARKS; i++) {
-		if (i >= r->n)
-			break;
-		if (i >= before)
-			emit(&r->m[i], REQ_LAYER_WRITEBACK, bytes, 0);
-	}
+	if (r->n > before)
+		emit_each(r, before, REQ_LAYER_WRITEBACK, BPF_CORE_READ(rq, __data_len), 0);
 }
 
 static __always_inline bool is_write(struct request *rq)
@@ -318,7 +458,8 @@ int BPF_PROG(on_request_start, struct request *rq)
 	/* None of its pages marked (a direct write's are the caller's own): made by the
 	 * marked write itself (O_DIRECT; an O_DSYNC write's writeback has marked pages). */
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct marked_call *c = r->n ? NULL : bpf_map_lookup_elem(&marked_calls, &tid);
+	struct marked_call *c =
+		r->n || !calls_marked ? NULL : bpf_map_lookup_elem(&marked_calls, &tid);
 	if (c && c->m.kind == REQ_KIND_WRITE) {
 		struct request_mark m = c->m;
 		m.flags |= REQ_FLAG_DIRECT;
@@ -347,12 +488,7 @@ static __always_inline void emit_marks(struct request *rq, __u32 layer, __u64 by
 	struct request_marks *r = bpf_map_lookup_elem(&marked_requests, &key);
 	if (!r)
 		return;
-	__u32 dev = disk_of(rq);
-	for (int i = 0; i < REQ_MARKS; i++) {
-		if (i >= r->n)
-			break;
-		emit(&r->m[i], layer, bytes, dev);
-	}
+	emit_each(r, 0, layer, bytes, disk_of(rq));
 	if (layer == REQ_LAYER_BLOCK_COMPLETE)
 		bpf_map_delete_elem(&marked_requests, &key);
 }

@@ -33,6 +33,10 @@ struct {
 	__type(value, struct marked_call);
 } marked_calls SEC(".maps") __weak;
 
+/* Sampled calls under way now (entries of marked_calls): while 0, as almost always at a
+ * rate of 1 in 1000, the layers' programs return at once, with no lookup. */
+__u64 calls_marked __weak = 0;
+
 /* Block requests or skbs followed so far per sampled call (REQ_MAX_REQUESTS at most). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -39,6 +39,8 @@ SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_request_tcp, const struct sock *sk, const struct msghdr *msg,
 	     const struct sk_buff *skb, int size_goal)
 {
+	if (!calls_marked)
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct marked_call *c = bpf_map_lookup_elem(&marked_calls, &tid);
 	if (!c || c->m.kind != REQ_KIND_SEND || c->tcp_sent)

@@ -5,19 +5,29 @@ use libbpf_rs::Link;
 
 use super::attach_one;
 use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
-use crate::{Error, Options};
+use crate::{Error, FollowRate, Options};
 
 /// Whether any calls are followed.
 fn following(o: &Options) -> bool {
-    o.follow_write_every > 0 || o.follow_send_every > 0
+    o.follow_write.on() || o.follow_send.on()
+}
+
+/// The rate as the programs take it: (1 in N, or 0; the time between two chosen calls, or 0).
+fn every_and_gap(rate: FollowRate) -> (u32, u64) {
+    match rate {
+        FollowRate::Off => (0, 0),
+        FollowRate::OneIn(n) => (n, 0),
+        FollowRate::PerSecond(0) => (0, 0),
+        FollowRate::PerSecond(r) => (0, (1_000_000_000 / u64::from(r)).max(1)),
+    }
 }
 
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     let rodata = super::rodata(open);
-    rodata.follow_write_every = o.follow_write_every;
-    rodata.follow_send_every = o.follow_send_every;
-    let writes = o.follow_write_every > 0;
-    let sends = o.follow_send_every > 0;
+    (rodata.follow_write_every, rodata.follow_write_gap_ns) = every_and_gap(o.follow_write);
+    (rodata.follow_send_every, rodata.follow_send_gap_ns) = every_and_gap(o.follow_send);
+    let writes = o.follow_write.on();
+    let sends = o.follow_send.on();
     // Block requests are taken where they are made (6.5+); without it writes are followed
     // to the page cache only.
     let block = writes && super::kernel_has_function("btf_trace_block_io_start");

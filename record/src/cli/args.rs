@@ -121,9 +121,10 @@ pub struct Args {
     /// Follow 1 in N calls through the layers: `write:1/N` (write, pwrite, writev on a
     /// file: page cache, writeback request, issue, completion; or the request an O_DIRECT
     /// write makes) or `send:1/N` (sendto, sendmsg, write on a socket: TCP, qdisc, driver,
-    /// device). Chosen at random in the kernel; only those calls write records
-    /// (`analyze requests`). Repeat for both.
-    #[arg(long, value_name = "KIND:1/N", value_parser = parse_follow)]
+    /// device). Chosen at random in the kernel; or by time, `write:R/s`: the first call at
+    /// least 1/R s after the last one chosen (R a second at most, however busy). Only those
+    /// calls write records (`analyze requests`). Repeat for both kinds.
+    #[arg(long, value_name = "KIND:1/N|KIND:R/s", value_parser = parse_follow)]
     pub follow: Vec<Follow>,
     /// With -e net: how sends are timed to the device. `calls` (the default for a command
     /// record starts, where the kernel has BPF TX timestamping, 6.15+): per send call, by the
@@ -242,17 +243,17 @@ fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
     }
 }
 
-/// `--follow`: which calls, 1 in how many.
+/// `--follow`: which calls, how many.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Follow {
     pub send: bool,
-    pub every: u32,
+    pub rate: bpf::FollowRate,
 }
 
 fn parse_follow(s: &str) -> Result<Follow, String> {
     let (kind, rate) = s
         .split_once(':')
-        .ok_or_else(|| format!("{s}: expected write:1/N or send:1/N"))?;
+        .ok_or_else(|| format!("{s}: expected write:1/N, send:1/N, write:R/s or send:R/s"))?;
     let send = match kind {
         "write" => false,
         "send" => true,
@@ -262,14 +263,19 @@ fn parse_follow(s: &str) -> Result<Follow, String> {
             ))
         }
     };
-    let every = match rate.split_once('/') {
-        Some(("1", n)) => n.parse::<u32>().ok().filter(|&n| n >= 1),
+    let whole = |n: &str| n.parse::<u32>().ok().filter(|&n| n >= 1);
+    let parsed = match rate.split_once('/') {
+        Some(("1", n)) => whole(n).map(bpf::FollowRate::OneIn),
+        Some((r, "s")) => whole(r).map(bpf::FollowRate::PerSecond),
         _ => None,
     };
-    let every = every.ok_or_else(|| {
-        format!("{rate}: expected a rate 1/N with N a whole number from 1 to 4294967295")
+    let rate = parsed.ok_or_else(|| {
+        format!(
+            "{rate}: expected 1/N (1 in N calls) or R/s (R calls a second at most), \
+             N and R whole numbers from 1 to 4294967295"
+        )
     })?;
-    Ok(Follow { send, every })
+    Ok(Follow { send, rate })
 }
 
 /// CPUs by number, sorted.

@@ -111,8 +111,8 @@ impl Args {
             net,
             net_send_rate: self.net_send_rate,
             net_send_cap: self.net_send_cap,
-            follow_write_every: follow_every(&self.follow, false)?,
-            follow_send_every: follow_every(&self.follow, true)?,
+            follow_write: follow_rate(&self.follow, false)?,
+            follow_send: follow_rate(&self.follow, true)?,
             net_send_calls,
             verbose: self.verbose,
             status_line: !self.quiet,
@@ -144,12 +144,12 @@ impl Args {
 }
 
 /// The rate `--follow` gives one kind of call (0: not followed); given twice, an error.
-fn follow_every(follow: &[super::args::Follow], send: bool) -> anyhow::Result<u32> {
+fn follow_rate(follow: &[super::args::Follow], send: bool) -> anyhow::Result<bpf::FollowRate> {
     let mut of_kind = follow.iter().filter(|f| f.send == send);
-    let every = of_kind.next().map_or(0, |f| f.every);
+    let rate = of_kind.next().map_or(bpf::FollowRate::Off, |f| f.rate);
     if of_kind.next().is_some() {
         let kind = if send { "send" } else { "write" };
         anyhow::bail!("--follow {kind}: given twice");
     }
-    Ok(every)
+    Ok(rate)
 }

@@ -76,9 +76,15 @@ fn switch_options_refuse_what_perf_would_misread() {
 #[test]
 fn follow_takes_a_kind_and_a_rate() {
     let a = parse(&["--follow", "write:1/1000", "--follow", "send:1/3", "true"]).unwrap();
-    let f = |send, every| super::args::Follow { send, every };
-    assert_eq!(a.follow, [f(false, 1000), f(true, 3)]);
+    let f = |send, rate| super::args::Follow { send, rate };
+    use bpf::FollowRate::{OneIn, PerSecond};
+    assert_eq!(a.follow, [f(false, OneIn(1000)), f(true, OneIn(3))]);
+    let a = parse(&["--follow", "write:50/s", "true"]).unwrap();
+    assert_eq!(a.follow, [f(false, PerSecond(50))]);
     for bad in [
+        "write:0/s",
+        "write:50/m",
+        "write:/s",
         "write:1/0",
         "foo:1/10",
         "write",

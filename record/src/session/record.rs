@@ -81,8 +81,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         io_prealloc: test_setting("BPFPERF_IO_PREALLOC", "requests")?,
         net_unseen_every: net_unseen_every()?,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
-        follow_write_every: cfg.follow_write_every,
-        follow_send_every: cfg.follow_send_every,
+        follow_write: cfg.follow_write,
+        follow_send: cfg.follow_send,
         trace: traced.iter().map(|t| t.bpf.clone()).collect(),
     };
     let mut profiler = bpf::Profiler::start(&options)?;

@@ -102,8 +102,9 @@ const WRITES: usize = 400;
 const WRITE_BYTES: u64 = 64 << 10;
 const EVERY: usize = 8;
 
-/// Records the writer (`extra`: its mode) with --follow write:1/EVERY; returns its file.
-fn record_writer(dir: &TempDir, extra: &[&str]) -> std::path::PathBuf {
+/// Records the writer (`extra`: its mode) with `--follow RATE`; returns its file and the
+/// writer's own wall time (seconds).
+fn record_writer(dir: &TempDir, rate: &str, extra: &[&str]) -> (std::path::PathBuf, f64) {
     let file = dir.path("req.data");
     // The written file on the disk (/var/tmp), not a tmpfs: its requests reach a device.
     let target = Path::new("/var/tmp").join(format!("bpfperf-req-{}", std::process::id()));
@@ -112,8 +113,7 @@ fn record_writer(dir: &TempDir, extra: &[&str]) -> std::path::PathBuf {
     cmd.extend([target.to_str().unwrap(), &count, &bytes, "16"].map(String::from));
     cmd.extend(extra.iter().map(|s| s.to_string()));
     let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    let rate = format!("write:1/{EVERY}");
-    let out = record(&["-o", file.to_str().unwrap(), "--follow", &rate], &cmd);
+    let out = record(&["-o", file.to_str().unwrap(), "--follow", rate], &cmd);
     let _ = std::fs::remove_file(&target);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let printed = String::from_utf8_lossy(&out.stdout);
@@ -122,16 +122,25 @@ fn record_writer(dir: &TempDir, extra: &[&str]) -> std::path::PathBuf {
         format!("writes {WRITES} bytes {WRITE_BYTES}")
     );
     perf_script_clean(&file);
-    file
+    let err = stderr_of(&out);
+    let wall = err
+        .split_once("wall ")
+        .and_then(|(_, w)| w.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no wall time from the writer: {err}"));
+    (file, wall)
+}
+
+/// 1 in EVERY writes.
+fn one_in_every() -> String {
+    format!("write:1/{EVERY}")
 }
 
 /// Each sampled write: its layers in order, its bytes the program's, its completions
-/// inside the disk's own requests; 1 in EVERY writes sampled.
-fn check_writes(file: &Path, layers: &[&str]) {
+/// inside the disk's own requests. Returns how many were sampled.
+fn check_writes(file: &Path, layers: &[&str]) -> usize {
     let rows = csv_rows(file);
     let requests = by_request(&rows);
     eprintln!("{} sampled writes of {WRITES}", requests.len());
-    within_binomial(requests.len(), WRITES, EVERY);
     for (id, rows) in &requests {
         let seen: Vec<&str> = rows.iter().map(|r| r.layer.as_str()).collect();
         for layer in layers {
@@ -168,6 +177,7 @@ fn check_writes(file: &Path, layers: &[&str]) {
             r.id
         );
     }
+    requests.len()
 }
 
 #[test]
@@ -177,8 +187,8 @@ fn sampled_writes_pass_every_layer_to_the_disk() {
     }
     let _guard = exclusive();
     let dir = TempDir::new("requests-write");
-    let file = record_writer(&dir, &[]);
-    check_writes(
+    let (file, _) = record_writer(&dir, &one_in_every(), &[]);
+    let sampled = check_writes(
         &file,
         &[
             "call",
@@ -188,6 +198,7 @@ fn sampled_writes_pass_every_layer_to_the_disk() {
             "block_complete",
         ],
     );
+    within_binomial(sampled, WRITES, EVERY);
     let out = analyze(&["requests"], &file);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(" write 64 KiB (syncwriter-fp "), "{text}");
@@ -249,12 +260,60 @@ fn sampled_direct_writes_own_their_request() {
     }
     let _guard = exclusive();
     let dir = TempDir::new("requests-direct");
-    let file = record_writer(&dir, &["direct"]);
-    check_writes(
+    let (file, _) = record_writer(&dir, &one_in_every(), &["direct"]);
+    let sampled = check_writes(
         &file,
         &["call", "writeback", "block_issue", "block_complete"],
     );
+    within_binomial(sampled, WRITES, EVERY);
     assert!(csv_rows(&file).iter().all(|r| r.layer != "page_cache"));
+}
+
+/// `write:R/s`: the first write, then the first one at least 1/R s after the last one
+/// chosen. No two sampled calls are closer than 1/R s (so no more than R a second of the
+/// writer's time), and each passes every layer as a call sampled 1 in N does.
+#[test]
+fn writes_chosen_by_time_are_spaced_by_the_rate() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    const PER_SECOND: u64 = 500;
+    let dir = TempDir::new("requests-time");
+    let (file, wall) = record_writer(&dir, &format!("write:{PER_SECOND}/s"), &[]);
+    let sampled = check_writes(
+        &file,
+        &[
+            "call",
+            "page_cache",
+            "writeback",
+            "block_issue",
+            "block_complete",
+        ],
+    );
+    let (steps, _) = read_file(&file);
+    let mut calls: Vec<u64> = steps
+        .iter()
+        .filter(|(_, r)| r.layer.name() == "call")
+        .map(|(_, r)| r.call_ns)
+        .collect();
+    calls.sort_unstable();
+    assert_eq!(calls.len(), sampled);
+    let gap = 1_000_000_000 / PER_SECOND;
+    for w in calls.windows(2) {
+        assert!(
+            w[1] - w[0] >= gap,
+            "two sampled calls {} ns apart: {calls:?}",
+            w[1] - w[0]
+        );
+    }
+    // The first write is always chosen; at most one a gap after it.
+    let most = (wall * PER_SECOND as f64).floor() as usize + 1;
+    eprintln!("{sampled} sampled of {WRITES} writes in {wall:.3} s (at most {most})");
+    assert!(
+        (1..=most).contains(&sampled),
+        "{sampled} sampled, at most {most}"
+    );
 }
 
 #[test]
