@@ -501,10 +501,7 @@ fn chains_follow_a_wait_through_its_wakers_own_waits() {
             }
             Some(parts.len().div_ceil(2))
         };
-        // DWARF mode: to the second level (deeper, the wakers' stacks unwound in the kernel
-        // were cut short in some runs: a note for later).
-        let deepest = if mode == "fp" { 4 } else { 2 };
-        for depth in 1..=deepest {
+        for depth in 1..=4 {
             let chains = analyze_folded(
                 &file,
                 &[
