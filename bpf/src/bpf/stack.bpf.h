@@ -49,9 +49,11 @@ static __always_inline __u64 stack_copy_len(struct task_struct *task, __u64 sp, 
 	__u64 end = sp + cap;
 	if (fsbase > sp && fsbase < end)
 		end = fsbase;
-	struct mm_struct *mm = task->mm;
+	/* Read, not loaded: the verifier looks a pointer loaded from a trusted one up in the
+	 * kernel's BTF by name, a scan of every type, at each visit (10% of start-up). */
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	if (mm) {
-		__u64 start_stack = mm->start_stack + 16;
+		__u64 start_stack = BPF_CORE_READ(mm, start_stack) + 16;
 		if (start_stack > sp && start_stack < end)
 			end = start_stack;
 	}

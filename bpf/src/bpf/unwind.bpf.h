@@ -332,7 +332,7 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	st->ri = 0;
 	if (bpf_core_field_exists(struct task_struct, utask)) {
 		struct task_struct *task = bpf_get_current_task_btf();
-		struct uprobe_task *ut = task->utask;
+		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
 		struct xol_area *xol = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
 		if (ut && xol) {
 			st->tramp = BPF_CORE_READ(xol, vaddr);
