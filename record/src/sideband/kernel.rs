@@ -20,9 +20,9 @@ pub struct Symbols {
 /// The functions a socket call blocks in, under schedule(): TCP receive, TCP send (no
 /// room in the send buffer), datagram receive (UDP, unix datagrams).
 const SOCK_WAIT_FNS: &[&[u8]] = &[
-    b" T sk_wait_data",
-    b" T sk_stream_wait_memory",
-    b" T __skb_wait_for_more_packets",
+    b"sk_wait_data",
+    b"sk_stream_wait_memory",
+    b"__skb_wait_for_more_packets",
 ];
 
 /// Names of the functions that run tracepoint programs: tp_btf's (`__traceiter_*`,
@@ -63,64 +63,87 @@ impl Symbols {
     }
 }
 
-/// Reads /proc/kallsyms once.
+/// What record needs of /proc/kallsyms: kept from an earlier start in this boot
+/// ([`super::kallsyms_cache`]), or read in one pass over its lines (and kept).
 pub fn symbols() -> Symbols {
+    if let Some(kept) = super::kallsyms_cache::load() {
+        return kept;
+    }
     let Ok(text) = std::fs::read("/proc/kallsyms") else {
         return Symbols::default();
     };
-    // Lines are "ADDRESS TYPE NAME[\t[MODULE]]": compare names as bytes, parse addresses only
-    // where needed.
-    let lines = || text.split(|&b| b == b'\n');
-    let address = |line: &[u8]| {
-        line.split(|&b| b == b' ')
-            .next()
-            .and_then(|addr| u64::from_str_radix(std::str::from_utf8(addr).ok()?, 16).ok())
-    };
-    let address_of = |name: &[u8]| {
-        lines()
-            .find(|line| line.ends_with(name) && line.len() > name.len() + 2)
-            .and_then(address)
-            .filter(|&a| a != 0)
-    };
-    let text_range = match (address_of(b" _text"), address_of(b" _etext")) {
-        (Some(s), Some(e)) if e > s => Some((s, e)),
-        _ => None,
-    };
-    // The function ends where the next symbol starts (kallsyms lists no sizes).
-    let function = |name: &[u8]| {
-        address_of(name).and_then(|start| {
-            let end = lines().filter_map(address).filter(|&a| a > start).min()?;
-            Some((start, end))
-        })
-    };
-    let fault_fn = function(b" T handle_mm_fault");
-    let sock_wait_fns = SOCK_WAIT_FNS.iter().filter_map(|n| function(n)).collect();
-    // Every symbol's address, sorted: where each glue function ends.
-    let mut addresses: Vec<u64> = lines().filter_map(address).filter(|&a| a != 0).collect();
+    let symbols = parse_symbols(&text);
+    if symbols.text.is_some() {
+        super::kallsyms_cache::store(&symbols);
+    }
+    symbols
+}
+
+/// [`symbols`] from kallsyms' text: lines "ADDRESS TYPE NAME[\t[MODULE]]".
+fn parse_symbols(text: &[u8]) -> Symbols {
+    let (mut text_start, mut text_end, mut fault_start) = (None, None, None);
+    let mut sock_starts = Vec::new();
+    let mut glue_starts = Vec::new();
+    // Every symbol's address: where each function ends (the next symbol's start; kallsyms
+    // lists no sizes).
+    let mut addresses = Vec::with_capacity(text.len() / 40);
+    for line in text.split(|&b| b == b'\n') {
+        let mut fields = line.splitn(3, |&b| b == b' ');
+        let (Some(addr), Some(kind), Some(rest)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Some(addr) = parse_hex(addr).filter(|&a| a != 0) else {
+            continue;
+        };
+        addresses.push(addr);
+        // A module's symbol: "NAME\t[MODULE]".
+        let (name, in_module) = match rest.iter().position(|&b| b == b'\t') {
+            Some(i) => (&rest[..i], true),
+            None => (rest, false),
+        };
+        if GLUE_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            glue_starts.push(addr);
+        }
+        if in_module {
+            continue;
+        }
+        match (kind, name) {
+            (_, b"_text") => text_start = Some(addr),
+            (_, b"_etext") => text_end = Some(addr),
+            (b"T", b"handle_mm_fault") => fault_start = Some(addr),
+            (b"T", name) if SOCK_WAIT_FNS.contains(&name) => sock_starts.push(addr),
+            _ => {}
+        }
+    }
     addresses.sort_unstable();
     addresses.dedup();
-    let end_of = |start: u64| {
+    let span = |start: u64| {
         let i = addresses.partition_point(|&a| a <= start);
-        addresses.get(i).copied()
+        Some((start, *addresses.get(i)?))
     };
-    let mut glue: Vec<(u64, u64)> = lines()
-        .filter(|line| {
-            let name = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
-            let name = name.split(|&b| b == b'\t').next().unwrap_or(b"");
-            GLUE_PREFIXES.iter().any(|p| name.starts_with(p))
-        })
-        .filter_map(|line| {
-            let start = address(line).filter(|&a| a != 0)?;
-            Some((start, end_of(start)?))
-        })
-        .collect();
+    let mut glue: Vec<(u64, u64)> = glue_starts.into_iter().filter_map(span).collect();
     glue.sort_unstable();
     Symbols {
-        text: text_range,
-        fault_fn,
-        sock_wait_fns,
+        text: match (text_start, text_end) {
+            (Some(s), Some(e)) if e > s => Some((s, e)),
+            _ => None,
+        },
+        fault_fn: fault_start.and_then(span),
+        sock_wait_fns: sock_starts.into_iter().filter_map(span).collect(),
         glue,
     }
+}
+
+/// A hexadecimal number, as kallsyms writes addresses.
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        let v = (d as char).to_digit(16)?;
+        Some(n << 4 | u64::from(v))
+    })
 }
 
 /// The running kernel's GNU build id, from the ELF notes in /sys/kernel/notes.
@@ -182,6 +205,47 @@ mod tests {
         assert_eq!(s.glue_frames(&stack[..3]), 3);
         // Symbols unknown: the three frames seen on this kernel.
         assert_eq!(Symbols::default().glue_frames(&stack), 3);
+    }
+
+    #[test]
+    fn kallsyms_lines_give_each_function_its_span() {
+        let text = b"ffffffff81000000 T _text
+ffffffff81000100 T handle_mm_fault
+ffffffff81000180 t helper
+ffffffff81000200 T sk_wait_data
+ffffffff81000200 T sk_wait_data_alias
+ffffffff81000300 T bpf_trace_run2
+ffffffff81000340 T __traceiter_sched_switch
+ffffffff81000400 T _etext
+0000000000000000 T hidden
+ffffffffc0000000 t __bpf_trace_mod_event\t[some_mod]
+ffffffffc0000040 t sk_stream_wait_memory\t[some_mod]
+ffffffffc0000080 t mod_end\t[some_mod]
+garbage line
+";
+        let s = parse_symbols(text);
+        assert_eq!(s.text, Some((0xffff_ffff_8100_0000, 0xffff_ffff_8100_0400)));
+        assert_eq!(
+            s.fault_fn,
+            Some((0xffff_ffff_8100_0100, 0xffff_ffff_8100_0180))
+        );
+        // The alias at the same address: the span ends at the next address, not at it.
+        assert_eq!(
+            s.sock_wait_fns,
+            [(0xffff_ffff_8100_0200, 0xffff_ffff_8100_0300)]
+        );
+        assert_eq!(
+            s.glue,
+            [
+                (0xffff_ffff_8100_0300, 0xffff_ffff_8100_0340),
+                (0xffff_ffff_8100_0340, 0xffff_ffff_8100_0400),
+                (0xffff_ffff_c000_0000, 0xffff_ffff_c000_0040),
+            ]
+        );
+        // kptr_restrict: every address zero.
+        let hidden = parse_symbols(b"0000000000000000 T _text\n0000000000000000 T _etext\n");
+        assert_eq!(hidden.text, None);
+        assert!(hidden.glue.is_empty());
     }
 
     #[test]
