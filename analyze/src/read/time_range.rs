@@ -1,8 +1,9 @@
 //! perf's `--time`: which stretch of the recording a view covers.
 //!
 //! - `START,END` in seconds, either side may be empty: absolute timestamps as perf script
-//!   prints them (`17804.498246419`), or, below the recording's first timestamp, seconds from
-//!   its start (`2.5,3`). Parsed to the nanosecond, so that a range a heatmap prints selects
+//!   prints them (`17804.498246419`), or, below the recording's first timestamp and no later
+//!   than its length, seconds from its start (`2.5,3`): an absolute time a little before the
+//!   first sample (a program's own clock read as it started) stays absolute. Parsed to the nanosecond, so that a range a heatmap prints selects
 //!   exactly the samples of its cell.
 //! - Percent ranges of the recording's span, as perf takes them: `10%-20%`, `10%/2` (the
 //!   second tenth), several separated by commas.
@@ -115,8 +116,8 @@ impl TimeRanges {
         let span = last.saturating_sub(first);
         let at = |b: Bound| -> u64 {
             match b {
-                // Below the first timestamp: seconds from the start.
-                Bound::Ns(ns) if ns < first => first.saturating_add(ns),
+                // Below the first timestamp and within the span: seconds from the start.
+                Bound::Ns(ns) if ns < first && ns <= span => first.saturating_add(ns),
                 Bound::Ns(ns) => ns,
                 // The end of the span is in its last range.
                 Bound::PerMillion(1_000_000) => last.saturating_add(1),
@@ -159,6 +160,13 @@ mod tests {
         assert_eq!(r.resolve(FIRST, LAST), vec![(0, FIRST + 1_000_000_000)]);
         let r = TimeRanges::parse("9,").unwrap().resolve(FIRST, LAST);
         assert!(contains(&r, LAST) && !contains(&r, FIRST));
+        // An absolute time a little before the first sample (a program's clock read as it
+        // started) is not taken for 17803.9 s after the start.
+        let r = TimeRanges::parse("17803.9,17805").unwrap();
+        assert_eq!(
+            r.resolve(FIRST, LAST),
+            vec![(FIRST - 100_000_000, FIRST + 1_000_000_000)]
+        );
     }
 
     #[test]
