@@ -1,9 +1,10 @@
 //! perf's `--time`: which stretch of the recording a view covers.
 //!
 //! - `START,END` in seconds, either side may be empty: absolute timestamps as perf script
-//!   prints them (`17804.498246419`), or, below the recording's first timestamp and no later
-//!   than its length, seconds from its start (`2.5,3`): an absolute time a little before the
-//!   first sample (a program's own clock read as it started) stays absolute. Parsed to the nanosecond, so that a range a heatmap prints selects
+//!   prints them (`17804.498246419`), or, below the recording's first timestamp, seconds from
+//!   its start (`2.5,3`) unless the time lies nearer the recording read as absolute: an
+//!   absolute time a little before the first sample (a program's clock read as it started)
+//!   stays absolute, `,1` of a half-second recording is its first second. Parsed to the nanosecond, so that a range a heatmap prints selects
 //!   exactly the samples of its cell.
 //! - Percent ranges of the recording's span, as perf takes them: `10%-20%`, `10%/2` (the
 //!   second tenth), several separated by commas.
@@ -116,8 +117,11 @@ impl TimeRanges {
         let span = last.saturating_sub(first);
         let at = |b: Bound| -> u64 {
             match b {
-                // Below the first timestamp and within the span: seconds from the start.
-                Bound::Ns(ns) if ns < first && ns <= span => first.saturating_add(ns),
+                // Below the first timestamp: seconds from the start, unless it lies nearer
+                // the recording read as an absolute time (past the span's length).
+                Bound::Ns(ns) if ns < first && (ns <= span || ns - span < first - ns) => {
+                    first.saturating_add(ns)
+                }
                 Bound::Ns(ns) => ns,
                 // The end of the span is in its last range.
                 Bound::PerMillion(1_000_000) => last.saturating_add(1),
@@ -166,6 +170,12 @@ mod tests {
         assert_eq!(
             r.resolve(FIRST, LAST),
             vec![(FIRST - 100_000_000, FIRST + 1_000_000_000)]
+        );
+        // Past a short recording's length, still seconds from its start.
+        let r = TimeRanges::parse(",1").unwrap();
+        assert_eq!(
+            r.resolve(FIRST, FIRST + 500_000_000),
+            vec![(0, FIRST + 1_000_000_000)]
         );
     }
 
