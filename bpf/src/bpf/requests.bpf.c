@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Sampled requests followed through the layers (record --follow write:1/N, send:1/N, or
  * write:R/s): 1 in N write or send calls of the followed processes, chosen at random at the
- * syscall's entry (or the first call at least 1/R s after the last one chosen), carry a mark down, and only marked requests send records, one per layer they pass.
+ * syscall's entry (or the first call at least 1/R s after the last one chosen), carry a mark
+ * down, and only marked requests send records, one per layer they pass.
  * Writes: the folios the call dirtied (writeback_dirty_folio while it runs), the block
  * request made of them (block_io_start: its bios' pages looked up), its issue and
  * completion; a request the call made itself (O_DIRECT) is its own. Sends: the call's entry
