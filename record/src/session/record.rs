@@ -35,7 +35,7 @@ const CACHE_INTERVAL_NS: u64 = 1_000_000_000;
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let mut phases = Phases::new(cfg.verbose);
     // Reading /proc/kallsyms takes tens of milliseconds: meanwhile, load the probes.
-    let kernel_symbols = std::thread::spawn(kernel::symbols);
+    let kernel_symbols = std::thread::spawn(crate::sideband::kallsyms::symbols);
     host::install_signal_handlers();
     host::mount_tracefs();
     // Any event is resolved before anything runs: a typo is an error, not a recording.

@@ -1,7 +1,7 @@
-//! What record takes from /proc/kallsyms, kept for the rest of the boot: the kernel writes
-//! that file's 120k lines anew on every read (about 40 ms of CPU here, and record's parse of
-//! it more), while what record needs of it changes only when the kernel's code does: a new
-//! boot, a module loaded or unloaded. The cache lives in /run/bpfperf (a tmpfs, root's, 0700;
+//! What record takes from /proc/kallsyms ([`symbols`]), kept for the rest of the boot: the
+//! kernel writes that file's 120k lines anew on every read (about 40 ms of CPU here, and
+//! record's parse of it more), while what record needs of it changes only when the kernel's
+//! code does: a new boot, a module loaded or unloaded. The cache lives in /run/bpfperf (a tmpfs, root's, 0700;
 //! the file 0600: kernel addresses are not for everyone), named by the boot, the user, the
 //! address restriction and the loaded modules; a file that does not read back whole is
 //! ignored and written anew.
@@ -12,7 +12,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::kernel::Symbols;
+use super::kernel::{parse_symbols, Symbols};
 
 const DIR: &str = "/run/bpfperf";
 const PREFIX: &str = "kallsyms-";
@@ -32,14 +32,30 @@ fn path() -> Option<PathBuf> {
     Some(Path::new(DIR).join(format!("{PREFIX}{}-{uid}-{:016x}", boot.trim(), h.finish())))
 }
 
+/// What record needs of /proc/kallsyms: kept from an earlier start in this boot, or read
+/// (and kept).
+pub fn symbols() -> Symbols {
+    if let Some(kept) = load() {
+        return kept;
+    }
+    let Ok(text) = std::fs::read("/proc/kallsyms") else {
+        return Symbols::default();
+    };
+    let symbols = parse_symbols(&text);
+    if symbols.text.is_some() {
+        store(&symbols);
+    }
+    symbols
+}
+
 /// The symbols kept for this boot, if any.
-pub fn load() -> Option<Symbols> {
+fn load() -> Option<Symbols> {
     decode(&std::fs::read_to_string(path()?).ok()?)
 }
 
 /// Keeps `symbols` for the rest of the boot (where /run/bpfperf can be written), in place of
 /// any kept before.
-pub fn store(symbols: &Symbols) {
+fn store(symbols: &Symbols) {
     let Some(path) = path() else {
         return;
     };
@@ -128,5 +144,15 @@ mod tests {
         assert!(decode("stack 70 80\nend\n").is_none());
         assert!(decode("end\nglue 70 80\n").is_none());
         assert!(decode("").is_none());
+    }
+
+    #[test]
+    fn this_kernels_tracing_glue_is_found() {
+        let s = symbols();
+        if s.text.is_none() {
+            return; // kallsyms hidden
+        }
+        assert!(s.glue.len() > 100, "{} glue functions", s.glue.len());
+        assert!(s.glue.windows(2).all(|w| w[0].0 <= w[1].0));
     }
 }
