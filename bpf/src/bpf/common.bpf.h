@@ -12,6 +12,10 @@
 #include <bpf/bpf_core_read.h>
 #include "bpfperf.h"
 
+/* A kernel pointer computed as a number, readable directly (6.2): a load, not a helper call
+ * (netsend, netstamp, requests). */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
+
 /* Set before load: record every process, not only the tracked ones. */
 const volatile bool system_wide __weak = false;
 /* record's own process: never recorded, whatever else is (its writes to the output file

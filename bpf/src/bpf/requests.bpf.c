@@ -317,11 +317,9 @@ struct vec_walk {
 	bool consume; /* at issue: the folios found are forgotten */
 };
 
-/* A kernel pointer computed as a number, readable directly (6.2; the block layers' programs,
- * the only ones to use it, need 6.5): a load, where BPF_CORE_READ is a helper call. */
-extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
-
-/* The 64-bit word at kernel address `addr`, by a load. It goes through a type whose first
+/* The 64-bit word at kernel address `addr`, by a load (bpf_rdonly_cast: 6.2; the block
+ * layers' programs, the only ones here to use it, need 6.5), where BPF_CORE_READ is a helper
+ * call. It goes through a type whose first
  * member is a 64-bit number (timespec64's tv_sec), so that the verifier takes it as a
  * number, as it would not a union's field that may hold a pointer (a page's compound_head). */
 static __always_inline __u64 kernel_word(const void *addr)

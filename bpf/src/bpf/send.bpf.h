@@ -15,8 +15,6 @@ const volatile __u64 send_burst_ns __weak = 0;
  * its rate, write in all; the skbs past it are skipped as the rate's are. */
 const volatile __u64 cap_interval_ns __weak = 0;
 const volatile __u64 cap_burst_ns __weak = 0;
-/* A kernel pointer computed as a number, readable directly (6.2). */
-extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -35,30 +35,28 @@ fn path() -> Option<PathBuf> {
 /// What record needs of /proc/kallsyms: kept from an earlier start in this boot, or read
 /// (and kept).
 pub fn symbols() -> Symbols {
-    if let Some(kept) = load() {
+    let path = path();
+    if let Some(kept) = path.as_deref().and_then(load) {
         return kept;
     }
     let Ok(text) = std::fs::read("/proc/kallsyms") else {
         return Symbols::default();
     };
     let symbols = parse_symbols(&text);
-    if symbols.text.is_some() {
-        store(&symbols);
+    if let (Some(path), true) = (&path, symbols.text.is_some()) {
+        store(path, &symbols);
     }
     symbols
 }
 
-/// The symbols kept for this boot, if any.
-fn load() -> Option<Symbols> {
-    decode(&std::fs::read_to_string(path()?).ok()?)
+/// The symbols kept at `path` ([`path`]), if any.
+fn load(path: &Path) -> Option<Symbols> {
+    decode(&std::fs::read_to_string(path).ok()?)
 }
 
-/// Keeps `symbols` for the rest of the boot (where /run/bpfperf can be written), in place of
-/// any kept before.
-fn store(symbols: &Symbols) {
-    let Some(path) = path() else {
-        return;
-    };
+/// Keeps `symbols` at `path` for the rest of the boot (where /run/bpfperf can be written),
+/// in place of any kept before.
+fn store(path: &Path, symbols: &Symbols) {
     if std::fs::DirBuilder::new().mode(0o700).create(DIR).is_err() && !Path::new(DIR).is_dir() {
         return;
     }
@@ -78,7 +76,7 @@ fn store(symbols: &Symbols) {
         .mode(0o600)
         .open(&partial)
         .and_then(|mut f| f.write_all(encode(symbols).as_bytes()));
-    if written.is_err() || std::fs::rename(&partial, &path).is_err() {
+    if written.is_err() || std::fs::rename(&partial, path).is_err() {
         let _ = std::fs::remove_file(&partial);
     }
 }

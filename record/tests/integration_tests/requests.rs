@@ -101,6 +101,14 @@ fn within_binomial(n: usize, calls: usize, every: usize) {
 const WRITES: usize = 400;
 const WRITE_BYTES: u64 = 64 << 10;
 const EVERY: usize = 8;
+/// Every layer a buffered write passes.
+const BUFFERED_LAYERS: &[&str] = &[
+    "call",
+    "page_cache",
+    "writeback",
+    "block_issue",
+    "block_complete",
+];
 
 /// Records the writer (`extra`: its mode) with `--follow RATE`; returns its file and the
 /// writer's own wall time (seconds).
@@ -188,16 +196,7 @@ fn sampled_writes_pass_every_layer_to_the_disk() {
     let _guard = exclusive();
     let dir = TempDir::new("requests-write");
     let (file, _) = record_writer(&dir, &one_in_every(), &[]);
-    let sampled = check_writes(
-        &file,
-        &[
-            "call",
-            "page_cache",
-            "writeback",
-            "block_issue",
-            "block_complete",
-        ],
-    );
+    let sampled = check_writes(&file, BUFFERED_LAYERS);
     within_binomial(sampled, WRITES, EVERY);
     let out = analyze(&["requests"], &file);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -281,16 +280,7 @@ fn writes_chosen_by_time_are_spaced_by_the_rate() {
     const PER_SECOND: u64 = 500;
     let dir = TempDir::new("requests-time");
     let (file, wall) = record_writer(&dir, &format!("write:{PER_SECOND}/s"), &[]);
-    let sampled = check_writes(
-        &file,
-        &[
-            "call",
-            "page_cache",
-            "writeback",
-            "block_issue",
-            "block_complete",
-        ],
-    );
+    let sampled = check_writes(&file, BUFFERED_LAYERS);
     let (steps, _) = read_file(&file);
     let mut calls: Vec<u64> = steps
         .iter()
