@@ -39,6 +39,7 @@ const HEADERS: &[&str] = &[
     "net.bpf.h",
     "send.bpf.h",
     "requests.bpf.h",
+    "bio_pages.bpf.h",
 ];
 
 fn main() {

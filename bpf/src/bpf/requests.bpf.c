@@ -9,6 +9,7 @@
  * into TCP, then each skb holding its bytes (sequence numbers) to the qdisc, the driver and
  * the device (requests_send.bpf.c). Loaded only with --follow. */
 #include "requests.bpf.h"
+#include "bio_pages.bpf.h"
 
 const volatile __u32 follow_write_every = 0;
 const volatile __u32 follow_send_every = 0;
@@ -41,14 +42,6 @@ __u64 marked_pending = 0;
 #define S_IFSOCK 0140000
 #define S_IFREG 0100000
 #define S_IFBLK 0060000
-#define PAGE_SHIFT 12
-#define PAGE_SIZE (1u << PAGE_SHIFT)
-
-struct folio_key {
-	__u64 mapping;
-	__u64 index;
-};
-
 /* Folios sampled writes dirtied, until their writeback. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -301,106 +294,33 @@ static __always_inline void add_mark(struct request_marks *r, const struct reque
 	}
 }
 
-/* A walk over a request's bios, page by page (a vector entry may span pages, and
- * folios: physically contiguous ones are merged into one). */
+/* A walk over a request's pages, collecting the marks of the folios they belong to. */
 struct vec_walk {
-	struct bio *bio;
-	struct bio_vec *vec;
-	__u32 idx;
-	__u32 skip;     /* bytes of the bio's first entry before it starts (a split's part) */
-	__s64 left;     /* bytes of the bio's entries not yet begun */
-	struct page *page; /* the current entry's first page */
-	__u64 pos;      /* the walk's offset from it */
-	__u32 vec_left; /* bytes of the current entry still ahead */
+	struct bio_pages c;
 	__u64 last_folio;
 	__u32 slot; /* marks_scratch's */
 	bool consume; /* at issue: the folios found are forgotten */
 };
 
-/* The 64-bit word at kernel address `addr`, by a load (bpf_rdonly_cast: 6.2; the block
- * layers' programs, the only ones here to use it, need 6.5), where BPF_CORE_READ is a helper
- * call. It goes through a type whose first
- * member is a 64-bit number (timespec64's tv_sec), so that the verifier takes it as a
- * number, as it would not a union's field that may hold a pointer (a page's compound_head). */
-static __always_inline __u64 kernel_word(const void *addr)
+/* Whether the bio just begun is to be walked: one of a file with no marked folios pending
+ * (most, or a direct write's, whose pages are the caller's) is passed over whole. */
+static __always_inline void skip_unmarked_bio(struct vec_walk *w)
 {
-	return ((struct timespec64 *)bpf_rdonly_cast(addr,
-						     bpf_core_type_id_kernel(struct timespec64)))
-		->tv_sec;
-}
-
-/* The folio `page` belongs to. */
-static __always_inline struct folio *folio_of(struct page *page)
-{
-	__u64 head =
-		kernel_word((void *)page + bpf_core_field_offset(struct page, compound_head));
-	return (struct folio *)((head & 1) ? head - 1 : (__u64)page);
-}
-
-/* Folio `f`'s key: its file and its index there. */
-static __always_inline struct folio_key key_of(struct folio *f)
-{
-	return (struct folio_key){
-		.mapping = kernel_word((void *)f + bpf_core_field_offset(struct folio, mapping)),
-		.index = kernel_word((void *)f + bpf_core_field_offset(struct folio, index)),
-	};
-}
-
-/* Begins bio `bio`; one of a file with no marked folios pending (most, or a direct
- * write's, whose pages are the caller's) is passed over whole. */
-static __always_inline void walk_bio(struct vec_walk *w, struct bio *bio)
-{
-	w->bio = bio;
-	w->vec = BPF_CORE_READ(bio, bi_io_vec);
-	w->idx = BPF_CORE_READ(bio, bi_iter.bi_idx);
-	w->skip = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
-	w->left = (__s64)BPF_CORE_READ(bio, bi_iter.bi_size) + w->skip;
-	w->vec_left = 0;
-	if (!w->vec)
-		return;
-	struct bio_vec *bv = (void *)w->vec + (__u64)w->idx * bpf_core_type_size(struct bio_vec);
-	struct page *first = BPF_CORE_READ(bv, bv_page);
+	struct page *first = w->c.first;
 	if (!first || !file_pending(key_of(folio_of(first)).mapping))
-		w->left = 0;
-}
-
-/* Begins the next vector entry: 1; or the next bio past this one's end: 0; -1 at the end. */
-static __always_inline int next_entry(struct vec_walk *w)
-{
-	if (w->left <= 0) {
-		struct bio *cur = w->bio; /* (a local: CO-RE would relocate w->bio too) */
-		struct bio *next = cur ? BPF_CORE_READ(cur, bi_next) : NULL;
-		if (!next)
-			return -1;
-		walk_bio(w, next);
-		return 0;
-	}
-	if (!w->vec)
-		return -1;
-	struct bio_vec *bv = (void *)w->vec + (__u64)w->idx * bpf_core_type_size(struct bio_vec);
-	w->idx++;
-	__u32 len = BPF_CORE_READ(bv, bv_len);
-	w->left -= len ? len : 1;
-	w->page = BPF_CORE_READ(bv, bv_page);
-	w->pos = BPF_CORE_READ(bv, bv_offset) + w->skip;
-	w->vec_left = len > w->skip ? len - w->skip : 0;
-	w->skip = 0;
-	if (!w->page)
-		w->vec_left = 0;
-	return 1;
+		w->c.left = 0;
 }
 
 /* One page of the walk: its folio's mark, if a sampled write dirtied it. */
 static long walk_step(__u32 i, struct vec_walk *w)
 {
-	if (!w->vec_left)
-		return next_entry(w) < 0 ? 1 : 0;
-	struct page *page = (void *)w->page + (w->pos >> PAGE_SHIFT) *
-						      bpf_core_type_size(struct page);
-	__u32 in_page = PAGE_SIZE - (w->pos & (PAGE_SIZE - 1));
-	__u32 step = in_page < w->vec_left ? in_page : w->vec_left;
-	w->pos += step;
-	w->vec_left -= step;
+	if (!w->c.vec_left) {
+		int begun = bio_pages_next_entry(&w->c);
+		if (!begun)
+			skip_unmarked_bio(w);
+		return begun < 0 ? 1 : 0;
+	}
+	struct page *page = bio_pages_next_page(&w->c);
 	struct folio *f = folio_of(page);
 	if ((__u64)f == w->last_folio)
 		return 0;
@@ -429,7 +349,8 @@ static __always_inline void mark_from_pages(struct request *rq, struct request_m
 	if (!marked_pending || !bio)
 		return;
 	struct vec_walk w = { .slot = slot, .consume = slot == SCRATCH_ISSUED };
-	walk_bio(&w, bio);
+	bio_pages_begin(&w.c, bio);
+	skip_unmarked_bio(&w);
 	bpf_loop(REQ_MAX_PAGES, walk_step, &w, 0);
 	if (r->n > before)
 		emit_each(r, before, REQ_LAYER_WRITEBACK, BPF_CORE_READ(rq, __data_len), 0);

@@ -106,3 +106,32 @@ fn the_check_finds_a_circle_and_an_upward_arrow() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// One `.bpf.c` per concern, each at most 500 lines: a concern that grows past it moves a
+/// step into a header of its own (requests.bpf.c's page walk: bio_pages.bpf.h).
+#[test]
+fn every_bpf_program_file_is_at_most_500_lines() {
+    let dir = src().join("../../bpf/src/bpf");
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("bpf/src/bpf") {
+        let path = entry.expect("entry").path();
+        if !path.to_string_lossy().ends_with(".bpf.c") {
+            continue;
+        }
+        seen += 1;
+        let lines = std::fs::read_to_string(&path)
+            .expect("read")
+            .lines()
+            .count();
+        if lines > 500 {
+            long.push(format!("{}: {lines} lines", path.display()));
+        }
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} .bpf.c files found in {}",
+        dir.display()
+    );
+    assert!(long.is_empty(), "over 500 lines:\n{}", long.join("\n"));
+}
