@@ -5,6 +5,8 @@
 
 /* Frames kept per stack (kernel and user each). perf's default max is 127. */
 #define MAX_STACK_DEPTH 127
+/* Bytes of user stack the kernel unwinder reads at once (a power of 2). */
+#define STACK_WINDOW 4096
 
 /* Bytes of user stack a DWARF-mode sample may copy (the --call-graph dwarf,MAXBYTES cap). */
 #define MAX_STACK_COPY (32 * 1024)

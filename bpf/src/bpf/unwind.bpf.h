@@ -3,8 +3,9 @@
  * file, rows from its .eh_frame or .debug_frame (where the caller's stack pointer, return
  * address and rbp are, from each instruction on) into the arrays below, and gives each
  * followed process the list of its mappings that have a table. A walk takes one frame per
- * bpf_loop step: find the mapping of the address, the row in effect there (a page index,
- * then a binary search), compute the CFA, read the return address and rbp. Code with no
+ * bpf_loop step: find the mapping of the address, the row in effect there (a per-CPU cache of
+ * recent rows, else a page index, then a binary search), compute the CFA, load the return
+ * address and rbp from a window of the stack read a few KiB at a time. Code with no
  * CFI (Go) follows the frame-pointer rule. What the walk gives is what bpf_get_stack gives
  * for frame pointers: return addresses, innermost first, the sampled IP first. */
 #ifndef UNWIND_BPF_H
@@ -88,6 +89,12 @@ struct uwalk {
 	__u64 tramp;
 	__u64 ri;
 	__u64 ips[MAX_STACK_DEPTH];
+	/* A window of the user stack read at once: frames' return addresses and saved rbp are
+	 * read from it, not each by a helper call (two a frame; 3.8-3.10's Python runs 100 native
+	 * frames deep). win_len 0: none. */
+	__u64 win_lo;
+	__u32 win_len;
+	__u8 win[STACK_WINDOW];
 };
 
 struct {
@@ -96,6 +103,33 @@ struct {
 	__type(key, __u32);
 	__type(value, struct uwalk);
 } unwind_scratch SEC(".maps") __weak;
+
+/* The user stack's 8-byte word at `addr`, from the walk's window (read again from `addr`
+ * on where it does not hold it); nonzero if unreadable. A window that would run past the
+ * stack's mapping (its top frames) is read to the end of `addr`'s page instead. */
+static __always_inline int read_stack_word(struct uwalk *st, __u64 addr, __u64 *out)
+{
+	__u64 off = addr - st->win_lo;
+	if (addr < st->win_lo || off + 8 > st->win_len || (off & 7)) {
+		if (addr & 7)
+			return bpf_probe_read_user(out, 8, (void *)addr);
+		/* Most stacks are shallow: a walk's first window is a quarter of the rest. */
+		__u32 len = st->win_lo ? STACK_WINDOW : STACK_WINDOW / 4;
+		if (bpf_probe_read_user(st->win, len, (void *)addr)) {
+			len = 4096 - (addr & 4095);
+			if (len > STACK_WINDOW || len < 8 ||
+			    bpf_probe_read_user(st->win, len, (void *)addr)) {
+				st->win_len = 0;
+				return -1;
+			}
+		}
+		st->win_lo = addr;
+		st->win_len = len;
+		off = 0;
+	}
+	*out = *(__u64 *)(st->win + (off & (STACK_WINDOW - 8)));
+	return 0;
+}
 
 /* Binary search steps: enough for 2^32 entries. */
 #define SEARCH_STEPS 32
@@ -185,11 +219,80 @@ static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m
 	return r && r->pc <= (__u32)svma ? r : NULL;
 }
 
+/* Rows found lately, per CPU, by table and address: a deep stack passes the same few
+ * return addresses sample after sample (3.8-3.10's Python: 80-110 native frames, a
+ * handful of call sites), and a hit costs a hash and a compare where a search costs its
+ * page index and 4-8 steps. Rows are only ever appended (a table's rows never change once
+ * a mapping names them), so an entry never goes stale. `sum` binds an entry's words
+ * together: a program that interrupts another's store (a sample during a switch) leaves a
+ * mixed entry that fails it, a miss. */
+#define ROW_CACHE 512
+struct row_cache_entry {
+	__u64 svma;
+	__u64 table; /* first_row + 1; 0: empty */
+	__u64 row;   /* the row's rule: struct unwind_row less its pc */
+	__u64 sum;
+};
+
+struct row_cache {
+	struct row_cache_entry e[ROW_CACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct row_cache);
+} unwind_row_cache SEC(".maps") __weak;
+
+static __always_inline __u64 row_cache_sum(__u64 svma, __u64 table, __u64 row)
+{
+	return (svma * 0x9e3779b97f4a7c15ULL) ^ (table * 0xc2b2ae3d27d4eb4fULL) ^
+	       (row * 0x165667b19e3779f9ULL) ^ 1;
+}
+
+/* The rule of `m`'s row in effect at `svma` into `out` (its pc left 0): from the cache, or
+ * found and kept there. False where no row is (before the first, or out of the arrays). */
+static __always_inline bool unwind_rule_at(struct row_cache *cache, struct unwind_mapping *m,
+					   __u64 svma, struct unwind_row *out)
+{
+	__u64 table = (__u64)m->first_row + 1;
+	__u32 slot = ((svma ^ (table << 20)) * 0x9e3779b97f4a7c15ULL) >> (64 - 9);
+	_Static_assert(ROW_CACHE == 1 << 9, "ROW_CACHE's bits");
+	_Static_assert(sizeof(struct unwind_row) == 12 && __builtin_offsetof(struct unwind_row, cfa) == 4,
+		       "a row: its pc, then its 8-byte rule");
+	struct row_cache_entry *e = cache ? &cache->e[slot & (ROW_CACHE - 1)] : NULL;
+	if (e && e->svma == svma && e->table == table) {
+		__u64 row = e->row;
+		if (e->sum == row_cache_sum(svma, table, row)) {
+			__builtin_memcpy((void *)out + 4, &row, 8);
+			out->pc = 0;
+			return true;
+		}
+	}
+	struct unwind_row *r = unwind_row_at(m, svma);
+	if (!r)
+		return false;
+	*out = *r;
+	out->pc = 0;
+	if (e) {
+		__u64 row;
+		__builtin_memcpy(&row, (void *)out + 4, 8);
+		e->table = 0;
+		e->svma = svma;
+		e->row = row;
+		e->sum = row_cache_sum(svma, table, row);
+		e->table = table;
+	}
+	return true;
+}
+
 /* What a walk's steps share: its state, the process's mappings (looked up once), and the
  * mapping the last frame was in (the next one is mostly in the same file). */
 struct unwind_ctx {
 	struct uwalk *st;
 	struct unwind_proc *proc;
+	struct row_cache *cache; /* NULL: none (each row searched) */
 	__u32 last; /* index into proc->maps + 1; 0: none yet */
 };
 
@@ -252,7 +355,8 @@ static long unwind_step(__u64 i, void *ctx)
 	__u64 cfa;
 	bool rbp_saved = false;
 	__s64 rbp_off = 0;
-	struct unwind_row *r = m->n_rows ? unwind_row_at(m, svma) : NULL;
+	struct unwind_row rule;
+	struct unwind_row *r = m->n_rows && unwind_rule_at(c->cache, m, svma, &rule) ? &rule : NULL;
 	/* Code without CFI in a file that has some (V8's builtins in node) called from a
 	 * frame-pointer chain (JIT code) stays on that chain. */
 	bool fp_rule = m->n_rows == 0 || (st->fp && (!r || r->cfa == CFA_UNKNOWN));
@@ -284,8 +388,12 @@ static long unwind_step(__u64 i, void *ctx)
 		rbp_saved = r->rbp_saved;
 		rbp_off = r->rbp_off;
 	}
+	/* The saved rbp first: it lies below the return address, and the window reads upward. */
+	__u64 bp = st->bp;
+	if (rbp_saved && read_stack_word(st, cfa + rbp_off, &bp))
+		bp = 0;
 	__u64 ra = 0;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) || ra == 0) {
+	if (read_stack_word(st, cfa - 8, &ra) || ra == 0) {
 		st->end = UNWIND_DONE;
 		return 1;
 	}
@@ -296,12 +404,7 @@ static long unwind_step(__u64 i, void *ctx)
 		ra = BPF_CORE_READ(ri, orig_ret_vaddr);
 		st->ri = (__u64)BPF_CORE_READ(ri, next);
 	}
-	if (rbp_saved) {
-		__u64 bp = 0;
-		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rbp_off)))
-			bp = 0;
-		st->bp = bp;
-	}
+	st->bp = bp;
 	/* The stack grows down: a caller's frame lies above. */
 	if (cfa <= st->sp) {
 		st->end = UNWIND_DONE;
@@ -330,6 +433,8 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	st->fp = 0;
 	st->tramp = 0;
 	st->ri = 0;
+	st->win_len = 0;
+	st->win_lo = 0;
 	if (bpf_core_field_exists(struct task_struct, utask)) {
 		struct task_struct *task = bpf_get_current_task_btf();
 		struct uprobe_task *ut = BPF_CORE_READ(task, utask);
@@ -339,7 +444,11 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 			st->ri = (__u64)BPF_CORE_READ(ut, return_instances);
 		}
 	}
-	struct unwind_ctx c = { .st = st, .proc = bpf_map_lookup_elem(&unwind_procs, &tgid) };
+	struct unwind_ctx c = {
+		.st = st,
+		.proc = bpf_map_lookup_elem(&unwind_procs, &tgid),
+		.cache = bpf_map_lookup_elem(&unwind_row_cache, &zero),
+	};
 	if (!c.proc) {
 		st->end = UNWIND_NO_TABLE;
 		return st;
