@@ -104,31 +104,33 @@ struct {
 	__type(value, struct uwalk);
 } unwind_scratch SEC(".maps") __weak;
 
-/* The user stack's 8-byte word at `addr`, from the walk's window (read again from `addr`
- * on where it does not hold it); nonzero if unreadable. A window that would run past the
- * stack's mapping (its top frames) is read to the end of `addr`'s page instead. */
-static __always_inline int read_stack_word(struct uwalk *st, __u64 addr, __u64 *out)
+/* Whether the walk's window holds the user stack's bytes [lo, hi) (8-byte aligned), read
+ * again from `lo` on where it does not: a window that would run past the stack's mapping (its
+ * top frames) is read to the end of `lo`'s page instead. */
+static __always_inline bool window_holds(struct uwalk *st, __u64 lo, __u64 hi)
 {
-	__u64 off = addr - st->win_lo;
-	if (addr < st->win_lo || off + 8 > st->win_len || (off & 7)) {
-		if (addr & 7)
-			return bpf_probe_read_user(out, 8, (void *)addr);
-		/* Most stacks are shallow: a walk's first window is a quarter of the rest. */
-		__u32 len = st->win_lo ? STACK_WINDOW : STACK_WINDOW / 4;
-		if (bpf_probe_read_user(st->win, len, (void *)addr)) {
-			len = 4096 - (addr & 4095);
-			if (len > STACK_WINDOW || len < 8 ||
-			    bpf_probe_read_user(st->win, len, (void *)addr)) {
-				st->win_len = 0;
-				return -1;
-			}
+	if ((lo | hi) & 7 || hi <= lo || hi - lo > 512)
+		return false;
+	if (lo >= st->win_lo && hi <= st->win_lo + st->win_len)
+		return true;
+	/* Most stacks are shallow: a walk's first window is a quarter of the rest. */
+	__u32 len = st->win_lo ? STACK_WINDOW : STACK_WINDOW / 4;
+	if (bpf_probe_read_user(st->win, len, (void *)lo)) {
+		len = 4096 - (lo & 4095);
+		if (len > STACK_WINDOW || len < 8 || bpf_probe_read_user(st->win, len, (void *)lo)) {
+			st->win_len = 0;
+			return false;
 		}
-		st->win_lo = addr;
-		st->win_len = len;
-		off = 0;
 	}
-	*out = *(__u64 *)(st->win + (off & (STACK_WINDOW - 8)));
-	return 0;
+	st->win_lo = lo;
+	st->win_len = len;
+	return hi <= lo + len;
+}
+
+/* The 8-byte word at `addr`, which the window holds (window_holds). */
+static __always_inline __u64 window_word(struct uwalk *st, __u64 addr)
+{
+	return *(__u64 *)(st->win + ((addr - st->win_lo) & (STACK_WINDOW - 8)));
 }
 
 /* Binary search steps: enough for 2^32 entries. */
@@ -251,39 +253,41 @@ static __always_inline __u64 row_cache_sum(__u64 svma, __u64 table, __u64 row)
 	       (row * 0x165667b19e3779f9ULL) ^ 1;
 }
 
-/* The rule of `m`'s row in effect at `svma` into `out` (its pc left 0): from the cache, or
- * found and kept there. False where no row is (before the first, or out of the arrays). */
+/* A row's rule as one word: struct unwind_row less its pc (cfa, rbp_saved, rbp_off, cfa_off).
+ * Both ways to a rule (cache, search) end in this one word, so that the verifier finds the
+ * same state after either and checks the rest of a step once. */
+static __always_inline __u64 rule_word(struct unwind_row *r)
+{
+	return (__u64)r->cfa | (__u64)r->rbp_saved << 8 | (__u64)(__u16)r->rbp_off << 16 |
+	       (__u64)(__u32)r->cfa_off << 32;
+}
+
+/* The rule of `m`'s row in effect at `svma` (rule_word's), from the cache, or found and
+ * kept there. False where no row is (before the first, or out of the arrays). */
 static __always_inline bool unwind_rule_at(struct row_cache *cache, struct unwind_mapping *m,
-					   __u64 svma, struct unwind_row *out)
+					   __u64 svma, __u64 *rule)
 {
 	__u64 table = (__u64)m->first_row + 1;
 	__u32 slot = ((svma ^ (table << 20)) * 0x9e3779b97f4a7c15ULL) >> (64 - 9);
 	_Static_assert(ROW_CACHE == 1 << 9, "ROW_CACHE's bits");
-	_Static_assert(sizeof(struct unwind_row) == 12 && __builtin_offsetof(struct unwind_row, cfa) == 4,
-		       "a row: its pc, then its 8-byte rule");
-	struct row_cache_entry *e = cache ? &cache->e[slot & (ROW_CACHE - 1)] : NULL;
-	if (e && e->svma == svma && e->table == table) {
+	struct row_cache_entry *e = &cache->e[slot & (ROW_CACHE - 1)];
+	if (e->svma == svma && e->table == table) {
 		__u64 row = e->row;
 		if (e->sum == row_cache_sum(svma, table, row)) {
-			__builtin_memcpy((void *)out + 4, &row, 8);
-			out->pc = 0;
+			*rule = row;
 			return true;
 		}
 	}
 	struct unwind_row *r = unwind_row_at(m, svma);
 	if (!r)
 		return false;
-	*out = *r;
-	out->pc = 0;
-	if (e) {
-		__u64 row;
-		__builtin_memcpy(&row, (void *)out + 4, 8);
-		e->table = 0;
-		e->svma = svma;
-		e->row = row;
-		e->sum = row_cache_sum(svma, table, row);
-		e->table = table;
-	}
+	__u64 row = rule_word(r);
+	e->table = 0;
+	e->svma = svma;
+	e->row = row;
+	e->sum = row_cache_sum(svma, table, row);
+	e->table = table;
+	*rule = row;
 	return true;
 }
 
@@ -292,7 +296,7 @@ static __always_inline bool unwind_rule_at(struct row_cache *cache, struct unwin
 struct unwind_ctx {
 	struct uwalk *st;
 	struct unwind_proc *proc;
-	struct row_cache *cache; /* NULL: none (each row searched) */
+	struct row_cache *cache;
 	__u32 last; /* index into proc->maps + 1; 0: none yet */
 };
 
@@ -355,45 +359,50 @@ static long unwind_step(__u64 i, void *ctx)
 	__u64 cfa;
 	bool rbp_saved = false;
 	__s64 rbp_off = 0;
-	struct unwind_row rule;
-	struct unwind_row *r = m->n_rows && unwind_rule_at(c->cache, m, svma, &rule) ? &rule : NULL;
+	__u64 rule = 0;
+	bool found = m->n_rows && unwind_rule_at(c->cache, m, svma, &rule);
 	/* Code without CFI in a file that has some (V8's builtins in node) called from a
 	 * frame-pointer chain (JIT code) stays on that chain. */
-	bool fp_rule = m->n_rows == 0 || (st->fp && (!r || r->cfa == CFA_UNKNOWN));
+	bool fp_rule = m->n_rows == 0 || (st->fp && (!found || (rule & 0xff) == CFA_UNKNOWN));
 	st->fp = fp_rule;
 	if (fp_rule) {
-		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp). */
-		cfa = st->bp + 16;
-		rbp_saved = true;
-		rbp_off = -16;
-	} else {
-		if (!r) {
-			st->end = UNWIND_DONE;
-			return 1;
-		}
-		switch (r->cfa) {
-		case CFA_RSP:
-			cfa = st->sp + r->cfa_off;
-			break;
-		case CFA_RBP:
-			cfa = st->bp + r->cfa_off;
-			break;
-		case CFA_PLT:
-			cfa = st->sp + 8 + (((st->ip & 15) >= 11) ? 8 : 0);
-			break;
-		default:
-			st->end = UNWIND_DONE;
-			return 1;
-		}
-		rbp_saved = r->rbp_saved;
-		rbp_off = r->rbp_off;
+		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp): CFA rbp+16, rbp at -16. */
+		rule = CFA_RBP | 1ULL << 8 | (__u64)(__u16)-16 << 16 | 16ULL << 32;
+	} else if (!found) {
+		st->end = UNWIND_DONE;
+		return 1;
 	}
-	/* The saved rbp first: it lies below the return address, and the window reads upward. */
+	__s64 cfa_off = (__s32)(rule >> 32);
+	switch (rule & 0xff) {
+	case CFA_RSP:
+		cfa = st->sp + cfa_off;
+		break;
+	case CFA_RBP:
+		cfa = st->bp + cfa_off;
+		break;
+	case CFA_PLT:
+		cfa = st->sp + 8 + (((st->ip & 15) >= 11) ? 8 : 0);
+		break;
+	default:
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	rbp_saved = (rule >> 8) & 1;
+	rbp_off = (__s16)(rule >> 16);
+	/* The saved rbp and the return address, from the stack's window (one read a few frames). */
 	__u64 bp = st->bp;
-	if (rbp_saved && read_stack_word(st, cfa + rbp_off, &bp))
-		bp = 0;
 	__u64 ra = 0;
-	if (read_stack_word(st, cfa - 8, &ra) || ra == 0) {
+	if (window_holds(st, rbp_saved ? cfa + rbp_off : cfa - 8, cfa)) {
+		if (rbp_saved)
+			bp = window_word(st, cfa + rbp_off);
+		ra = window_word(st, cfa - 8);
+	} else {
+		if (rbp_saved && bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + rbp_off)))
+			bp = 0;
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+			ra = 0;
+	}
+	if (ra == 0) {
 		st->end = UNWIND_DONE;
 		return 1;
 	}
@@ -449,7 +458,7 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 		.proc = bpf_map_lookup_elem(&unwind_procs, &tgid),
 		.cache = bpf_map_lookup_elem(&unwind_row_cache, &zero),
 	};
-	if (!c.proc) {
+	if (!c.proc || !c.cache) {
 		st->end = UNWIND_NO_TABLE;
 		return st;
 	}
