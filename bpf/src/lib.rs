@@ -271,13 +271,18 @@ pub struct ProgramRunTime {
     pub missed: u64,
 }
 
-/// Ring buffer size for a sampling rate: about half a second of samples from every CPU (stack
-/// copies counted at half their cap), as a power of two between 8 and 64 MiB. At least 8 MiB
-/// for the other events' bursts: off-CPU, waker and block I/O events reserve 2 KB each, and
-/// a program faulting in a file page by page sends ~30 MB/s of them (4 MiB lost some).
-fn ring_bytes(frequency: u64, cpus: u64, stack_copy_bytes: u32) -> u64 {
-    let per_sample =
-        std::mem::size_of::<skel::types::sample_event>() as u64 + stack_copy_bytes as u64 / 2;
+/// Ring buffer size for a sampling rate: about half a second of samples from every CPU, as a
+/// power of two between 8 and 64 MiB. A DWARF-mode sample's stack copy counts at half its cap,
+/// or at an eighth where stacks are unwound in the kernel: copies are then taken only until a
+/// process's tables are in (its first tens of milliseconds), and the rest of its samples carry
+/// frames. At least 8 MiB for the other events' bursts: off-CPU, waker and block I/O events
+/// reserve 2 KB each, and a program faulting in a file page by page sends ~30 MB/s of them
+/// (4 MiB lost some). The ring's pages are mapped twice into record (a record may wrap), so
+/// its size counts twice in record's memory.
+fn ring_bytes(frequency: u64, cpus: u64, stack_copy_bytes: u32, unwind_in_kernel: bool) -> u64 {
+    let copy_share = if unwind_in_kernel { 8 } else { 2 };
+    let per_sample = std::mem::size_of::<skel::types::sample_event>() as u64
+        + stack_copy_bytes as u64 / copy_share;
     let per_second = frequency * cpus * per_sample;
     (per_second / 2)
         .clamp(8 << 20, 64 << 20)
@@ -317,6 +322,7 @@ impl Profiler {
                 options.frequency,
                 cpus.len() as u64,
                 options.stack_copy_bytes,
+                options.unwind_in_kernel,
             ),
         };
         let mut loaded = Loaded::new();
@@ -605,5 +611,21 @@ impl Profiler {
     /// Size of the ring buffer in bytes.
     pub fn ring_bytes(&self) -> u64 {
         self.ring_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ring_bytes;
+
+    #[test]
+    fn the_ring_counts_stack_copies_at_an_eighth_where_stacks_are_unwound_in_the_kernel() {
+        // The defaults on 2 CPUs: 999 Hz, 32 KiB copies.
+        assert_eq!(ring_bytes(999, 2, 32 << 10, true), 8 << 20);
+        assert_eq!(ring_bytes(999, 2, 32 << 10, false), 32 << 20);
+        // Frame pointers: no copies either way.
+        assert_eq!(ring_bytes(999, 2, 0, true), ring_bytes(999, 2, 0, false));
+        // Many CPUs still reach the cap.
+        assert_eq!(ring_bytes(999, 64, 32 << 10, true), 64 << 20);
     }
 }

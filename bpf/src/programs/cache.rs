@@ -6,7 +6,7 @@ use super::attach_one;
 use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
 use crate::{CacheCounts, Error, Options};
 
-pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     let rodata = super::rodata(open);
     rodata.cache_enabled = o.cache;
     let p = &mut open.progs;
@@ -18,6 +18,10 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     ] {
         prog.set_autoload(o.cache);
     }
+    if !o.cache {
+        super::unused([&mut open.maps.cache_counts], "size the page-cache maps")?;
+    }
+    Ok(())
 }
 
 pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Result<(), Error> {

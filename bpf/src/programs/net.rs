@@ -8,7 +8,7 @@ use super::attach_one;
 use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
 use crate::{Error, Options};
 
-pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     let rodata = super::rodata(open);
     rodata.net_enabled = o.net;
     rodata.netsend_enabled = o.net;
@@ -48,6 +48,20 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     ] {
         prog.set_autoload(o.net);
     }
+    if !o.net {
+        let m = &mut open.maps;
+        super::unused(
+            [
+                &mut m.conns,
+                &mut m.conn_stacks,
+                &mut m.send_skbs,
+                &mut m.sock_waits,
+                &mut m.call_sites,
+            ],
+            "size the network maps",
+        )?;
+    }
+    Ok(())
 }
 
 /// One skb per interval at `rate` a second, from credit of up to a tenth of a second's skbs:

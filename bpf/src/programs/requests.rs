@@ -22,7 +22,7 @@ fn every_and_gap(rate: FollowRate) -> (u32, u64) {
     }
 }
 
-pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
+pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     let rodata = super::rodata(open);
     (rodata.follow_write_every, rodata.follow_write_gap_ns) = every_and_gap(o.follow_write);
     (rodata.follow_send_every, rodata.follow_send_gap_ns) = every_and_gap(o.follow_send);
@@ -42,6 +42,25 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) {
     p.on_request_queue.set_autoload(sends);
     p.on_request_xmit.set_autoload(sends);
     p.on_request_sent.set_autoload(sends);
+    let m = &mut open.maps;
+    let step = "size the --follow maps";
+    if !sends {
+        super::unused([&mut m.marked_skbs, &mut m.marked_sends], step)?;
+    }
+    if !writes {
+        super::unused(
+            [
+                &mut m.marked_folios,
+                &mut m.marked_requests,
+                &mut m.pending_by_file,
+            ],
+            step,
+        )?;
+    }
+    if !following(o) {
+        super::unused([&mut m.marked_calls, &mut m.followed_parts], step)?;
+    }
+    Ok(())
 }
 
 pub fn attach(skel: &BpfperfSkel<'_>, links: &mut Vec<Link>) -> Result<(), Error> {

@@ -89,25 +89,37 @@ pub struct Mapping {
 }
 
 /// A mappable array map's elements as one flat array of `T`: blocks whose size is a
-/// multiple of 8 lie back to back in the map's mapping.
+/// multiple of 8 lie back to back in the map's mapping. Its address range is reserved whole,
+/// and the map's pages are mapped into it 1 MiB at a time as elements are written: a mapping
+/// of a BPF array puts every page it covers in the process's memory at once (the rows'
+/// 24 MiB, where a short recording's tables fill a few hundred KiB).
 struct Mapped<T> {
     ptr: *mut T,
     len: usize,
     bytes: usize,
+    /// Bytes from the start mapped from the map so far (the rest: reserved, inaccessible).
+    mapped: usize,
+    fd: OwnedFd,
 }
+
+/// What [`Mapped`] maps at a time.
+const MAP_STEP: usize = 1 << 20;
 
 impl<T> Mapped<T> {
     fn new(map: &libbpf_rs::Map<'_>, step: &'static str) -> Result<Mapped<T>, Error> {
         let bytes = map.value_size() as usize * map.max_entries() as usize;
-        // SAFETY: a shared mapping of the map's own memory (the mapping keeps the map alive),
-        // unmapped once on drop.
+        let fd = map
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::bpf(step)(e.into()))?;
+        // SAFETY: a fresh reservation of address space; nothing else uses it.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.as_fd().as_raw_fd(),
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
                 0,
             )
         };
@@ -118,18 +130,47 @@ impl<T> Mapped<T> {
             ptr: ptr.cast(),
             len: bytes / std::mem::size_of::<T>(),
             bytes,
+            mapped: 0,
+            fd,
         })
     }
 
-    fn slice(&mut self) -> &mut [T] {
-        // SAFETY: `len` elements of `T` in the mapping, which lives as long as self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    /// Elements `[0, end)`, their pages mapped from the map first; `None` past the map or
+    /// where the mapping fails.
+    fn slice_to(&mut self, end: usize) -> Option<&mut [T]> {
+        if end > self.len {
+            return None;
+        }
+        let want = end * std::mem::size_of::<T>();
+        if want > self.mapped {
+            let page = 4096;
+            let upto = want.div_ceil(MAP_STEP) * MAP_STEP;
+            let upto = upto.min(self.bytes.div_ceil(page) * page);
+            // SAFETY: [mapped, upto) lies in this handle's own reservation; MAP_FIXED
+            // replaces those reserved pages with the map's, at the same offset in the map.
+            let p = unsafe {
+                libc::mmap(
+                    self.ptr.cast::<u8>().add(self.mapped).cast(),
+                    upto - self.mapped,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    self.fd.as_raw_fd(),
+                    self.mapped as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            self.mapped = upto;
+        }
+        // SAFETY: `end` elements of `T` in the mapped prefix, which lives as long as self.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr, end) })
     }
 }
 
 impl<T> Drop for Mapped<T> {
     fn drop(&mut self) {
-        // SAFETY: mapped in `new`, not used after this.
+        // SAFETY: reserved in `new` (and partly mapped since), not used after this.
         unsafe { libc::munmap(self.ptr.cast(), self.bytes) };
     }
 }
@@ -177,7 +218,7 @@ impl Tables {
 
     /// Appends a file's rows (sorted by pc) and its page index (`pages[p]`: the row in effect
     /// at the start of page `base_page + p`, relative to the first row; one more entry than
-    /// pages); `None` when the arrays are full.
+    /// pages); `None` when the arrays are full (or their pages could not be mapped).
     pub fn add(&mut self, rows: &[Row], pages: &[u32], base_page: u32) -> Option<Table> {
         let n_rows = u32::try_from(rows.len()).ok()?;
         let n_pages = u32::try_from(pages.len().checked_sub(1)?).ok()?;
@@ -193,11 +234,13 @@ impl Tables {
             base_page,
         };
         // These slots are past every table installed so far: no program reads them yet.
-        let row_slots = &mut self.rows.slice()[table.first_row as usize..][..rows.len()];
+        let rows_end = table.first_row as usize + rows.len();
+        let row_slots = &mut self.rows.slice_to(rows_end)?[table.first_row as usize..];
         for (slot, row) in row_slots.iter_mut().zip(rows) {
             *slot = row.encode();
         }
-        self.pages.slice()[table.first_page as usize..][..pages.len()].copy_from_slice(pages);
+        let pages_end = table.first_page as usize + pages.len();
+        self.pages.slice_to(pages_end)?[table.first_page as usize..].copy_from_slice(pages);
         self.next_row += n_rows;
         self.next_page += n_pages + 1;
         Some(table)
