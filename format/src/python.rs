@@ -16,12 +16,26 @@
 //! callchain: perf shows them above the frames it unwinds from the copy, and analyze puts them
 //! in place of the eval frames it unwinds ([`place`] again).
 
-/// Where the synthetic mapping of Python frames starts in each process: far below where
+/// Where the synthetic mappings of Python frames lie in each process: far below where
 /// Linux places mmaps (just under 0x7fff_ffff_ffff) and far above any binary's or heap's
-/// usual place.
+/// usual place. A recording's mapping of a process is one of [`SYNTHETIC_REGIONS`] regions
+/// from here ([`synthetic_base`]): two recorders following the same process name their
+/// slots in the same perf map, each in a region of its own.
 pub const SYNTHETIC_BASE: u64 = 0x2000_0000_0000;
-/// Its length: room for 16 M (code, line) slots.
+/// A mapping's length: room for 16 M (code, line) slots.
 pub const SYNTHETIC_LEN: u64 = 1 << 28;
+/// Regions a mapping may take (64 GiB of addresses in all).
+pub const SYNTHETIC_REGIONS: u64 = 256;
+
+/// Where region `k` (modulo [`SYNTHETIC_REGIONS`]) starts.
+pub fn synthetic_base(k: u64) -> u64 {
+    SYNTHETIC_BASE + (k % SYNTHETIC_REGIONS) * SYNTHETIC_LEN
+}
+
+/// The region `addr` lies in, if it lies in one.
+pub fn synthetic_region(addr: u64) -> Option<u64> {
+    is_python_frame(addr).then(|| (addr - SYNTHETIC_BASE) / SYNTHETIC_LEN)
+}
 /// Bytes per (code object, line) slot.
 pub const SLOT: u64 = 16;
 /// A frame's address in its slot. As a return address or an instruction pointer (the
@@ -35,9 +49,9 @@ pub fn frame_address(slot: u64, entry: bool) -> u64 {
     slot + if entry { ENTRY_OFFSET } else { FRAME_OFFSET }
 }
 
-/// Whether `addr` lies in the synthetic mapping of Python frames.
+/// Whether `addr` lies in a synthetic mapping of Python frames.
 pub fn is_python_frame(addr: u64) -> bool {
-    (SYNTHETIC_BASE..SYNTHETIC_BASE + SYNTHETIC_LEN).contains(&addr)
+    (SYNTHETIC_BASE..SYNTHETIC_BASE + SYNTHETIC_REGIONS * SYNTHETIC_LEN).contains(&addr)
 }
 
 /// Whether the Python frame at `addr` (as written, see [`frame_address`]) is an entry frame.
@@ -155,6 +169,10 @@ mod tests {
             assert!(is_python_frame(a));
         }
         assert!(!is_python_frame(SYNTHETIC_BASE - 1));
-        assert!(!is_python_frame(SYNTHETIC_BASE + SYNTHETIC_LEN));
+        assert!(is_python_frame(synthetic_base(7) + 5 * SLOT + FRAME_OFFSET));
+        assert_eq!(synthetic_region(synthetic_base(7) + 5 * SLOT), Some(7));
+        assert!(!is_python_frame(
+            SYNTHETIC_BASE + SYNTHETIC_REGIONS * SYNTHETIC_LEN
+        ));
     }
 }

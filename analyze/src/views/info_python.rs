@@ -2,16 +2,13 @@
 //! record names such a process at the end, with why (no layout for its version, a damaged
 //! `_Py_DebugOffsets`, ...); the file keeps what shows it: a mapping of `pythonX.Y` or
 //! `libpythonX.Y.so`, samples, and no synthetic mapping of Python frames (record writes one,
-//! an anonymous mapping at 0x2000_0000_0000, before a process's first sample with them).
+//! an anonymous mapping from 0x2000_0000_0000 on, before a process's first sample with them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Samples of a Python process, none with Python frames, that make it noted (a process that
 /// ran a moment may have had none in Python code).
 const NOTED_SAMPLES: u64 = 20;
-
-/// Where record's synthetic mapping of Python frames starts (record/src/python).
-const SYNTHETIC_BASE: u64 = 0x2000_0000_0000;
 
 /// `pythonX.Y`, `libpythonX.Y[m|d].so...`: `pythonX.Y`.
 fn python_of(path: &str) -> Option<String> {
@@ -42,7 +39,7 @@ pub struct PythonSeen {
 impl PythonSeen {
     /// An executable mapping of `path` at `start` in `pid`.
     pub fn mapped(&mut self, pid: u32, start: u64, path: &str) {
-        if start == SYNTHETIC_BASE && path == "//anon" {
+        if format::python::is_python_frame(start) && path == "//anon" {
             self.framed.insert(pid);
         } else if let Some(p) = python_of(path) {
             self.python.entry(pid).or_insert(p);
@@ -92,7 +89,7 @@ mod tests {
             "/root/.pyenv/versions/2.7.18/bin/python2.7",
         );
         s.mapped(2, 0x7f00_0000_0000, "/usr/lib/libpython3.12.so.1.0");
-        s.mapped(2, SYNTHETIC_BASE, "//anon");
+        s.mapped(2, format::python::SYNTHETIC_BASE, "//anon");
         s.mapped(3, 0x5555_0000_0000, "/usr/bin/python3");
         s.mapped(4, 0x7f00_0000_0000, "/usr/lib/libpython3.7m.so.1.0");
         for _ in 0..NOTED_SAMPLES {

@@ -860,3 +860,72 @@ pub fn perf_support_leaves_one_frame_per_function(python: &str) {
         "{map} lacks CPython's lines or record's:\n{text}"
     );
 }
+
+/// Two recorders following one Python process both name their slots in its one perf map:
+/// each takes a region of the synthetic mapping that the other's lines do not use. The first
+/// attaches while the program runs `alpha`, the second once it has moved on to `beta`, so that
+/// each made its first slot for a different function: in one region, the map named that slot
+/// twice, and one recording's frames took the other's names.
+#[test]
+fn two_recorders_of_one_python_process_keep_their_own_names() {
+    if !can_record() {
+        return;
+    }
+    let _g = exclusive();
+    let dir = TempDir::new("python-two");
+    let script = dir.path("phases.py");
+    std::fs::write(
+        &script,
+        "import sys, time\n\
+         def alpha():\n    end = time.time() + 2.5\n    while time.time() < end: sum(range(500))\n\
+         def beta():\n    end = time.time() + 2.5\n    while time.time() < end: sum(range(500))\n\
+         print('alpha', flush=True)\nalpha()\nprint('beta', flush=True)\nbeta()\n",
+    )
+    .unwrap();
+    let mut py = Command::new(PYTHON)
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = py.id().to_string();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(py.stdout.take().unwrap()));
+    let mut next_line = || lines.next().and_then(Result::ok).unwrap_or_default();
+    let start = |data: &Path, secs: &str| {
+        Command::new(env!("CARGO_BIN_EXE_record"))
+            .args(["-o", data.to_str().unwrap(), "-p", &pid, "--duration", secs])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (dir.path("first.data"), dir.path("second.data"));
+    assert_eq!(next_line(), "alpha");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let a = start(&first, "4");
+    assert_eq!(next_line(), "beta");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let b = start(&second, "1.5");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(py.wait().unwrap().success());
+    assert!(a.status.success(), "{}", stderr_of(&a));
+    assert!(b.status.success(), "{}", stderr_of(&b));
+    let under = |folded: &BTreeMap<String, u64>, f: &str| -> u64 {
+        folded
+            .iter()
+            .filter(|(k, _)| k.split(';').any(|fr| fr.starts_with(&format!("{f} ("))))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let (fa, fb) = (folded_of(&first), folded_of(&second));
+    let (a_alpha, a_beta) = (under(&fa, "alpha"), under(&fa, "beta"));
+    let (b_alpha, b_beta) = (under(&fb, "alpha"), under(&fb, "beta"));
+    eprintln!("first: alpha {a_alpha}, beta {a_beta}; second: alpha {b_alpha}, beta {b_beta}");
+    // The first saw both phases, the second only beta.
+    assert!(
+        a_alpha >= 300 && a_beta >= 300,
+        "first: alpha {a_alpha}, beta {a_beta}"
+    );
+    assert!(
+        b_beta >= 300 && b_alpha == 0,
+        "second: alpha {b_alpha}, beta {b_beta}"
+    );
+}

@@ -3,7 +3,8 @@
 //! frame replaced by the Python frames it ran.
 //!
 //! A Python frame is written as an address in a synthetic mapping of its process (an
-//! anonymous one, `//anon`, at [`SYNTHETIC_BASE`]), one 16-byte slot per (code object, line),
+//! anonymous one, `//anon`, in one of format's [`SYNTHETIC_REGIONS`] regions: one no other
+//! recorder following the process names slots in), one 16-byte slot per (code object, line),
 //! named `qualname (file.py:line)` in `/tmp/perf-PID.map`, which perf reads for anonymous
 //! mappings as it does for JIT code; analyze reads it the same way and `archive` keeps it.
 
@@ -38,7 +39,7 @@ fn for_version(minor: u32) -> Option<&'static Offsets> {
     }
 }
 
-use format::python::{SLOT, SYNTHETIC_BASE, SYNTHETIC_LEN};
+use format::python::{synthetic_base, synthetic_region, SLOT, SYNTHETIC_LEN, SYNTHETIC_REGIONS};
 /// Bytes of an interpreter binary read for its symbols.
 const MAX_BINARY: u64 = 512 << 20;
 
@@ -74,6 +75,9 @@ struct Proc {
     map: Option<File>,
     /// Whether the perf map was opened (or failed to).
     map_tried: bool,
+    /// Where its synthetic mapping starts: a region no other recorder's lines in its perf map
+    /// use, chosen as the map is opened.
+    base: u64,
     /// Whether its synthetic mapping was written into the recording.
     mapped: bool,
     /// Its anonymous executable memory: where CPython's perf support (`-X perf`) puts the
@@ -328,6 +332,7 @@ impl Python {
                         slots: HashMap::new(),
                         map: None,
                         map_tried: false,
+                        base: synthetic_base(0),
                         mapped: false,
                         anonymous: Vec::new(),
                     },
@@ -357,6 +362,7 @@ impl Python {
                     slots: HashMap::new(),
                     map: None,
                     map_tried: false,
+                    base: synthetic_base(0),
                     mapped: false,
                     anonymous: parent.anonymous.clone(),
                 };
@@ -441,7 +447,7 @@ impl Python {
         Some(Fact::Mmap2 {
             pid,
             tid: pid,
-            start: SYNTHETIC_BASE,
+            start: p.base,
             len: SYNTHETIC_LEN,
             pgoff: 0,
             maj: 0,
@@ -559,16 +565,18 @@ impl Proc {
         if let Some(&a) = self.slots.get(&key) {
             return a;
         }
+        if !self.map_tried {
+            self.map_tried = true;
+            let path = perf_map_path(pid);
+            self.map = open_map(&path, process_start(pid));
+            self.base = synthetic_base(free_region(&path, std::process::id().into()));
+        }
         let index = (self.slots.len() as u64).min(SYNTHETIC_LEN / SLOT - 1);
-        let start = SYNTHETIC_BASE + index * SLOT;
-        let name = match known.and_then(|k| k.code.as_ref()) {
+        let start = self.base + index * SLOT;
+        let name = match self.codes.get(&code).and_then(|k| k.code.as_ref()) {
             Some(c) => format!("{} ({}:{line})", c.name, c.file),
             None => format!("[python code {code:#x}]"),
         };
-        if !self.map_tried {
-            self.map_tried = true;
-            self.map = open_map(&perf_map_path(pid), process_start(pid));
-        }
         if let Some(m) = &mut self.map {
             // perf-PID.map: START SIZE NAME, hex; a line per slot as it is made, in one
             // write (the process may append its own lines meanwhile).
@@ -645,6 +653,30 @@ fn process_start(pid: u32) -> Option<SystemTime> {
 /// truncated. A map record makes is 0644 and the invoking sudo user's (perf reads a map only
 /// when it is the reader's or root's). Never through a symbolic link (/tmp is everyone's). A
 /// failure is said once: that process's Python frames stay unnamed (their addresses).
+/// The first region of the synthetic mappings, from `from` (record's pid) on, that no line of
+/// the perf map at `path` names a slot in: another recorder following the same process writes
+/// its names there too, each in its own region. At most the map's first 64 MiB are read.
+fn free_region(path: &Path, from: u64) -> u64 {
+    use std::io::{BufRead, Read};
+    let mut used = std::collections::HashSet::new();
+    if let Ok(f) = File::open(path) {
+        for line in std::io::BufReader::new(f.take(64 << 20)).lines() {
+            let Ok(line) = line else { break };
+            let start = line
+                .split(' ')
+                .next()
+                .and_then(|a| u64::from_str_radix(a, 16).ok());
+            if let Some(k) = start.and_then(synthetic_region) {
+                used.insert(k);
+            }
+        }
+    }
+    (0..SYNTHETIC_REGIONS)
+        .map(|i| (from + i) % SYNTHETIC_REGIONS)
+        .find(|k| !used.contains(k))
+        .unwrap_or(from % SYNTHETIC_REGIONS)
+}
+
 fn open_map(path: &Path, started: Option<SystemTime>) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let own = std::fs::symlink_metadata(path)
