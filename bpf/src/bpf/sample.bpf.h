@@ -41,7 +41,7 @@ static __always_inline int sample_with_stack_copy(struct bpf_perf_event_data *ct
 	read_python_frames(&e->py_frames, e->py_code, e->py_lasti, tgid, tid);
 	__u64 size = sizeof(struct sample_event);
 	/* Unwound here where the process has tables: frames, no registers or bytes to send. */
-	__s32 unwound = unwind_user_stack(tgid, e->ustack);
+	__s32 unwound = unwind_user_stack_in(tgid, e->ustack, WALK_SAMPLE);
 	if (unwound >= 0) {
 		e->ustack_bytes = unwound;
 		e->user_regs[7] = 0;

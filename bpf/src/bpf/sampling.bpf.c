@@ -138,7 +138,7 @@ static __always_inline int sample_aggregated(struct bpf_perf_event_data *ctx, __
 	if (stack_copy_bytes) {
 		/* The frames past the unwound ones are part of the key: zeroed. */
 		__builtin_memset(s->u.ips, 0, sizeof(s->u.ips));
-		ubytes = unwind_user_stack(tgid, s->u.ips);
+		ubytes = unwind_user_stack_in(tgid, s->u.ips, WALK_SAMPLE);
 		if (ubytes < 0)
 			return 0;
 	} else {

@@ -97,9 +97,17 @@ struct uwalk {
 	__u8 win[STACK_WINDOW];
 };
 
+/* A walk's state, per CPU: slot WALK_SAMPLE for the perf_event programs (samples, major
+ * faults: the kernel never runs two of those at once on a CPU), WALK_EVENT for the others. The
+ * sampling program runs from a timer interrupt, which may come while a tracepoint program on
+ * the same CPU is in the middle of a walk (a block request's: those run with interrupts on);
+ * in one slot, the sample's walk would overwrite the event's. (The sched_switch program runs
+ * with interrupts off.) */
+#define WALK_EVENT 0
+#define WALK_SAMPLE 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct uwalk);
 } unwind_scratch SEC(".maps") __weak;
@@ -427,10 +435,10 @@ static long unwind_step(__u64 i, void *ctx)
 /* Unwinds the current task's user stack from `regs` into the per-CPU state; returns it with
  * st->end telling why it ended (UNWIND_NO_TABLE: nothing known of the first frame, take a
  * stack copy), or NULL. */
-static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *regs)
+static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *regs, __u32 slot)
 {
 	__u32 zero = 0;
-	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return NULL;
 	st->tgid = tgid;
@@ -486,16 +494,23 @@ static __always_inline __s32 unwind_copy_out(struct uwalk *st, __u64 *dst)
 
 /* The current task's user stack unwound with the tables into `dst` (room for
  * MAX_STACK_DEPTH), as bpf_get_stack's bytes; -1 when the process has no table for its first
- * frame (the caller takes a stack copy, or walks frame pointers). */
-static __always_inline __s32 unwind_user_stack(__u32 tgid, __u64 *dst)
+ * frame (the caller takes a stack copy, or walks frame pointers). `slot`: the walk's state's
+ * (WALK_SAMPLE from perf_event programs, WALK_EVENT from the others). */
+static __always_inline __s32 unwind_user_stack_in(__u32 tgid, __u64 *dst, __u32 slot)
 {
 	if (!unwind_enabled)
 		return -1;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	struct uwalk *st = unwind_user(tgid, regs);
+	struct uwalk *st = unwind_user(tgid, regs, slot);
 	if (!st || st->end == UNWIND_NO_TABLE)
 		return -1;
 	return unwind_copy_out(st, dst);
+}
+
+/* unwind_user_stack_in from any program but a perf_event one. */
+static __always_inline __s32 unwind_user_stack(__u32 tgid, __u64 *dst)
+{
+	return unwind_user_stack_in(tgid, dst, WALK_EVENT);
 }
 
 #endif
