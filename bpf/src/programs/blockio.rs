@@ -13,9 +13,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     let step = "size the block I/O maps";
     if !o.block_io {
         // The preallocated maps take no room when nothing fills them.
-        for map in [&mut open.maps.io_starts, &mut open.maps.dirtiers] {
-            map.set_max_entries(1).map_err(Error::bpf(step))?;
-        }
+        super::unused([&mut open.maps.io_starts, &mut open.maps.dirtiers], step)?;
     } else if let Some(n) = o.io_prealloc {
         open.maps
             .io_starts

@@ -55,10 +55,10 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     if o.trace.is_empty() {
         // Nothing attached: no room for configs and filters (1.6 MB of filters).
         let m = &mut open.maps;
-        for map in [&mut m.trace_configs, &mut m.filters] {
-            map.set_max_entries(1)
-                .map_err(Error::bpf("size the event maps"))?;
-        }
+        super::unused(
+            [&mut m.trace_configs, &mut m.filters],
+            "size the event maps",
+        )?;
     }
     Ok(())
 }

@@ -17,10 +17,11 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     super::rodata(open).unwind_enabled = on;
     if !on {
         // One block each: nothing unwinds in the kernel (29 MiB otherwise).
-        for map in [&mut open.maps.unwind_rows, &mut open.maps.unwind_pages] {
-            map.set_max_entries(1)
-                .map_err(Error::bpf("size the unwind tables"))?;
-        }
+        let m = &mut open.maps;
+        super::unused(
+            [&mut m.unwind_rows, &mut m.unwind_pages],
+            "size the unwind tables",
+        )?;
     }
     Ok(())
 }
