@@ -234,8 +234,8 @@ static __always_inline struct unwind_row *unwind_row_at(struct unwind_mapping *m
  * handful of call sites), and a hit costs a hash and a compare where a search costs its
  * page index and 4-8 steps. Rows are only ever appended (a table's rows never change once
  * a mapping names them), so an entry never goes stale. `sum` binds an entry's words
- * together: a program that interrupts another's store (a sample during a switch) leaves a
- * mixed entry that fails it, a miss. */
+ * together: a program that interrupts another's store (a sample during a block request's
+ * walk) leaves a mixed entry that fails it, a miss. */
 #define ROW_CACHE 512
 struct row_cache_entry {
 	__u64 svma;
@@ -365,8 +365,6 @@ static long unwind_step(__u64 i, void *ctx)
 	/* A return address's row is the call's: one byte back. */
 	__u64 svma = st->ip - m->bias - (n > 0);
 	__u64 cfa;
-	bool rbp_saved = false;
-	__s64 rbp_off = 0;
 	__u64 rule = 0;
 	bool found = m->n_rows && unwind_rule_at(c->cache, m, svma, &rule);
 	/* Code without CFI in a file that has some (V8's builtins in node) called from a
@@ -375,7 +373,8 @@ static long unwind_step(__u64 i, void *ctx)
 	st->fp = fp_rule;
 	if (fp_rule) {
 		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp): CFA rbp+16, rbp at -16. */
-		rule = CFA_RBP | 1ULL << 8 | (__u64)(__u16)-16 << 16 | 16ULL << 32;
+		struct unwind_row fp = { .cfa = CFA_RBP, .cfa_off = 16, .rbp_saved = 1, .rbp_off = -16 };
+		rule = rule_word(&fp);
 	} else if (!found) {
 		st->end = UNWIND_DONE;
 		return 1;
@@ -395,8 +394,8 @@ static long unwind_step(__u64 i, void *ctx)
 		st->end = UNWIND_DONE;
 		return 1;
 	}
-	rbp_saved = (rule >> 8) & 1;
-	rbp_off = (__s16)(rule >> 16);
+	bool rbp_saved = (rule >> 8) & 1;
+	__s64 rbp_off = (__s16)(rule >> 16);
 	/* The saved rbp and the return address, from the stack's window (one read a few frames). */
 	__u64 bp = st->bp;
 	__u64 ra = 0;
