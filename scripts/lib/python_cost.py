@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-PROGRAM = r"""
-import time
+# The recursion (41 Python frames, a hot leaf), also python_versions_cost.py's.
+DEEP = r"""
 def leaf(n):
     s = 0
     for i in range(n):
@@ -29,6 +29,8 @@ def leaf(n):
     return s
 def rec(d):
     return leaf(300) if d == 0 else rec(d - 1)
+"""
+PROGRAM = "import time\n" + DEEP + r"""
 t = time.process_time()
 for _ in range(ITERATIONS):
     rec(40)
@@ -111,4 +113,5 @@ def main():
           f"perf map {med(map_bytes) if map_bytes else 0:.0f} bytes")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -10,20 +10,14 @@ to the same round's pyenv 3.11 (the version whose table came first), and bytes p
 
 Usage: python_versions_cost.py ROUNDS RECORD"""
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
-COMPUTE = r"""
-def leaf(n):
-    s = 0
-    for i in range(n):
-        s += i
-    return s
-def rec(d):
-    return leaf(300) if d == 0 else rec(d - 1)
+from python_cost import DEEP, MAP, SAMPLER, SAMPLES, SWITCH
+
+COMPUTE = DEEP + """
 for _ in range(60000):
     rec(40)
 """
@@ -44,10 +38,6 @@ VERSIONS = [
     ("3.12", f"{PYENV}/3.12.1/bin/python3.12"),
     ("3.13", f"{PYENV}/3.13.0/bin/python3.13"),
 ]
-SAMPLES = re.compile(r"\[ record: (\d+) samples.* ([\d]+) bytes written")
-SAMPLER = re.compile(r"^record: BPF on_cpu_sample: (\d+) runs, ([\d.]+) us each", re.M)
-SWITCH = re.compile(r"^record: BPF on_switch: (\d+) runs, ([\d.]+) us each", re.M)
-MAP = re.compile(r"names in (\S+)")
 
 
 def record(recorder, data, python, script):
@@ -107,4 +97,5 @@ def main():
               f"{ratio(switch_us[name], switch_us[base]):22} {med(bytes_per[name]):.0f}")
 
 
-main()
+if __name__ == "__main__":
+    main()

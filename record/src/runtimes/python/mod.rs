@@ -646,13 +646,6 @@ fn process_start(pid: u32) -> Option<SystemTime> {
     SystemTime::now().checked_sub(ago)
 }
 
-/// Opens the perf map for appending lines. A map written since the process started is the
-/// process's own (CPython's `-X perf` writes its trampolines' names there, a JIT its code's),
-/// and is added to as it is (O_APPEND, as CPython opens it, so that the writers' lines never
-/// overwrite each other); any other is what an earlier process of that pid left, and is
-/// truncated. A map record makes is 0644 and the invoking sudo user's (perf reads a map only
-/// when it is the reader's or root's). Never through a symbolic link (/tmp is everyone's). A
-/// failure is said once: that process's Python frames stay unnamed (their addresses).
 /// The first region of the synthetic mappings, from `from` (record's pid) on, that no line of
 /// the perf map at `path` names a slot in: another recorder following the same process writes
 /// its names there too, each in its own region. At most the map's first 64 MiB are read.
@@ -677,6 +670,13 @@ fn free_region(path: &Path, from: u64) -> u64 {
         .unwrap_or(from % SYNTHETIC_REGIONS)
 }
 
+/// Opens the perf map for appending lines. A map written since the process started is the
+/// process's own (CPython's `-X perf` writes its trampolines' names there, a JIT its code's),
+/// and is added to as it is (O_APPEND, as CPython opens it, so that the writers' lines never
+/// overwrite each other); any other is what an earlier process of that pid left, and is
+/// truncated. A map record makes is 0644 and the invoking sudo user's (perf reads a map only
+/// when it is the reader's or root's). Never through a symbolic link (/tmp is everyone's). A
+/// failure is said once: that process's Python frames stay unnamed (their addresses).
 fn open_map(path: &Path, started: Option<SystemTime>) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let own = std::fs::symlink_metadata(path)
