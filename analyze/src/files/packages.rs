@@ -79,17 +79,33 @@ fn owners_in(info: &Path, paths: &[&str]) -> BTreeMap<String, String> {
     let Ok(dir) = std::fs::read_dir(info) else {
         return found;
     };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(package) = name.to_str().and_then(|n| n.strip_suffix(".list")) else {
-            continue;
-        };
-        let package = package.split(':').next().unwrap_or(package);
-        if read(package, &entry.path()) {
+    let mut lists: Vec<(String, std::path::PathBuf)> = dir
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let package = name.to_str()?.strip_suffix(".list")?;
+            let package = package.split(':').next().unwrap_or(package).to_string();
+            Some((package, entry.path()))
+        })
+        .collect();
+    // The lists of packages named after a file first (python3.11-minimal for
+    // /usr/bin/python3.11): reading all 860 of a desktop's lists to find it took 14 ms, most of
+    // a small report.
+    let stems: Vec<&str> = paths.iter().map(|p| file_stem(p)).collect();
+    lists.sort_by_key(|(package, _)| !stems.iter().any(|s| package.contains(s)));
+    for (package, list) in &lists {
+        if read(package, list) {
             break;
         }
     }
     found
+}
+
+/// The part of a file's name a package is likely named after: `python3.11` for
+/// `/usr/bin/python3.11`, `liblzma` for `liblzma.so.5.4.1`.
+fn file_stem(path: &str) -> &str {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    base.split_once(".so").map_or(base, |(stem, _)| stem)
 }
 
 /// The packages a library at `path` is likely installed by, from its name: `liblzma5`,
@@ -165,6 +181,11 @@ mod tests {
             ["libgcc-s1", "libgcc-s-1"]
         );
         assert_eq!(soname_packages("/usr/bin/xz"), Vec::<String>::new());
+        assert_eq!(file_stem("/usr/bin/python3.11"), "python3.11");
+        assert_eq!(
+            file_stem("/usr/lib/x86_64-linux-gnu/liblzma.so.5.4.1"),
+            "liblzma"
+        );
         assert_eq!(soname_packages("/usr/lib/libfoo.so"), Vec::<String>::new());
     }
 }
