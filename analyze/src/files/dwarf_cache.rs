@@ -39,6 +39,11 @@ impl DwarfCache {
         self.bytes.get(at.clone())
     }
 
+    /// The mapped file.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
     /// The names of the sections held, with their lengths.
     pub fn lengths(&self) -> impl Iterator<Item = (&str, usize)> {
         self.sections.iter().map(|(n, r)| (n.as_str(), r.len()))

@@ -194,6 +194,8 @@ pub struct Loaded<'a> {
     info: Cow<'a, [u8]>,
     /// The units to parse alone, or `None` for the whole file.
     units: Option<Vec<Unit>>,
+    /// The file, for giving back the pages of what was read ([`Loaded::give_back`]).
+    file: &'a ElfData,
 }
 
 /// A compilation unit that holds lookups: where it lies in `.debug_info`, and the address
@@ -270,6 +272,7 @@ impl<'a> Loaded<'a> {
             sections,
             info: info.into_bytes(),
             units: None,
+            file,
         };
         loaded.units = units.and_then(|held| loaded.narrowed(held));
         // A unit may refer to entries of units left out: then parse the whole file.
@@ -297,6 +300,7 @@ impl<'a> Loaded<'a> {
             sections,
             info,
             units: None,
+            file,
         };
         let aranges = loaded.section(gimli::SectionId::DebugAranges);
         let units = svmas.and_then(|svmas| units_holding(aranges, svmas));
@@ -415,11 +419,27 @@ impl<'a> Loaded<'a> {
                     .par_iter()
                     .map(|(u, ks)| {
                         let addrs: Vec<u64> = ks.iter().map(|&k| svmas[k]).collect();
-                        (ks.clone(), inlines::names(units, *u, &addrs))
+                        let chains = inlines::names(units, *u, &addrs);
+                        // Walked: the unit's pages are given back.
+                        self.give_back(units.bytes(*u));
+                        (ks.clone(), chains)
                     })
                     .collect()
             })
             .collect();
+        let strings = self.strings(found.iter().flatten().flat_map(|(_, chains)| {
+            chains.iter().flatten().filter_map(|name| match name {
+                Some(inlines::Name::InStr(at)) => Some(*at),
+                _ => None,
+            })
+        }));
+        let read = |name: inlines::Name| match name {
+            inlines::Name::InStr(at) => strings
+                .binary_search_by_key(&at, |(have, _)| *have)
+                .ok()
+                .map(|i| strings[i].1.clone()),
+            inlines::Name::Read(s) => Some(s),
+        };
         let mut out: Vec<Vec<Frame>> = (0..svmas.len()).map(|_| Vec::new()).collect();
         for (ks, chains) in found.into_iter().flatten() {
             for (k, mut chain) in ks.into_iter().zip(chains) {
@@ -433,7 +453,7 @@ impl<'a> Loaded<'a> {
                     .into_iter()
                     .rev()
                     .map(|name| Frame {
-                        name,
+                        name: name.and_then(read),
                         file: None,
                         line: None,
                     })
@@ -469,10 +489,54 @@ impl<'a> Loaded<'a> {
         by_range(ranges, svmas, units.len())
     }
 
+    /// The strings of `.debug_str` at offsets `at`, sorted by offset: read in one pass in
+    /// that order, each MiB's pages given back once passed.
+    fn strings(&self, at: impl Iterator<Item = usize>) -> Vec<(usize, String)> {
+        const STEP: usize = 1 << 20;
+        let mut at: Vec<usize> = at.collect();
+        at.sort_unstable();
+        at.dedup();
+        let section = self.section(gimli::SectionId::DebugStr);
+        let mut given_back = 0;
+        let strings = at
+            .into_iter()
+            .filter_map(|o| {
+                if o >= given_back + STEP {
+                    let upto = o / STEP * STEP;
+                    self.give_back(&section[given_back..upto]);
+                    given_back = upto;
+                }
+                let rest = section.get(o..)?;
+                let len = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+                Some((o, String::from_utf8_lossy(&rest[..len]).into_owned()))
+            })
+            .collect();
+        self.give_back(section);
+        strings
+    }
+
+    /// Unmaps the pages of `part` (bytes of the file or of its cached inflated sections)
+    /// from this process ([`crate::files::Bytes::give_back`]).
+    fn give_back(&self, part: &[u8]) {
+        self.file.bytes.give_back(part);
+        if let Some(Some(cache)) = self.file.derived.get::<Inflated>().cached.get() {
+            cache.bytes().give_back(part);
+        }
+    }
+
     /// How many compilation units are parsed alone (`None`: the whole file).
     #[cfg(test)]
     fn narrowed_units(&self) -> Option<usize> {
         self.units.as_ref().map(Vec::len)
+    }
+}
+
+/// Unmaps from this process the pages of `file` and of its cached inflated sections, once its
+/// lookups are done: what was read stays in the page cache ([`crate::files::Bytes::give_back`]).
+pub(super) fn give_back(file: &ElfData) {
+    file.bytes.give_back_all();
+    if let Some(Some(cache)) = file.derived.get::<Inflated>().cached.get() {
+        cache.bytes().give_back_all();
     }
 }
 

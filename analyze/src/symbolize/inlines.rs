@@ -97,6 +97,18 @@ impl<'a> Units<'a> {
         self.headers.len()
     }
 
+    /// The bytes of unit `i`, header included.
+    pub fn bytes(&self, i: usize) -> &'a [u8] {
+        use gimli::Section;
+        let Some(h) = self.headers.get(i) else {
+            return &[];
+        };
+        let info = self.dwarf.debug_info.reader().slice();
+        let at = h.offset().0;
+        info.get(at..at.saturating_add(h.length_including_self()))
+            .unwrap_or(&[])
+    }
+
     /// Where unit `i` starts in `.debug_info`.
     pub fn start(&self, i: usize) -> usize {
         self.headers[i].offset().0
@@ -271,8 +283,17 @@ fn without_lines<'a>(
     Some(unit)
 }
 
+/// A function's name as DWARF gives it: where it lies in `.debug_str` (read later, all of a
+/// file's in one pass in offset order: read as met, names scattered over the section would map
+/// it whole), or the name itself where it lies elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Name {
+    InStr(usize),
+    Read(String),
+}
+
 /// The functions at one address, outermost first: raw names as DWARF spells them.
-pub type Chain = Vec<Option<String>>;
+pub type Chain = Vec<Option<Name>>;
 
 /// The functions at each of `svmas` in unit `i`, outermost first (the function, then the
 /// calls inlined into it, each inside the one before): raw names as DWARF spells them. An
@@ -287,7 +308,7 @@ pub fn names(units: &Units<'_>, i: usize, svmas: &[u64]) -> Vec<Chain> {
     sorted.sort_unstable();
     // An error ends the walk: what was found before it stands.
     let _ = walk(unit, sorted, &mut found);
-    let mut names: HashMap<Offset, Option<String>> = HashMap::new();
+    let mut names: HashMap<Offset, Option<Name>> = HashMap::new();
     found
         .into_iter()
         .map(|chain| {
@@ -881,24 +902,24 @@ fn claim(addrs: &mut Vec<(u64, usize)>, ranges: &[(u64, u64)]) -> Vec<(u64, usiz
 
 /// The name of the entry at `at` of unit `i`: its linkage name, else its name, else (up to
 /// `depth` links) that of its abstract origin or specification, in this unit or another.
-fn name(units: &Units<'_>, i: usize, at: Offset, depth: usize) -> Option<String> {
+fn name(units: &Units<'_>, i: usize, at: Offset, depth: usize) -> Option<Name> {
     let unit = units.get(i)?;
     let entry = unit.entry(at).ok()?;
     let (mut name, mut next) = (None, None);
     for attr in entry.attrs() {
         match attr.name() {
             gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name => {
-                if let Ok(s) = unit.attr_string(attr.value()) {
-                    return Some(s.to_string_lossy().into_owned());
+                if let Some(s) = string(unit, attr.value()) {
+                    return Some(s);
                 }
             }
-            gimli::DW_AT_name => name = unit.attr_string(attr.value()).ok(),
+            gimli::DW_AT_name => name = string(unit, attr.value()),
             gimli::DW_AT_abstract_origin | gimli::DW_AT_specification => next = Some(attr.value()),
             _ => {}
         }
     }
-    if let Some(s) = name {
-        return Some(s.to_string_lossy().into_owned());
+    if name.is_some() {
+        return name;
     }
     let depth = depth.checked_sub(1)?;
     match next? {
@@ -908,6 +929,29 @@ fn name(units: &Units<'_>, i: usize, at: Offset, depth: usize) -> Option<String>
             self::name(units, j, gimli::UnitOffset(o.0 - units.start(j)), depth)
         }
         _ => None,
+    }
+}
+
+/// The string attribute `value` names: where it starts in `.debug_str` if it lies there (and
+/// the section holds that offset), else the string read.
+fn string<'a>(
+    unit: gimli::UnitRef<'_, Slice<'a>>,
+    value: gimli::AttributeValue<Slice<'a>>,
+) -> Option<Name> {
+    use gimli::Section;
+    let in_str = match value {
+        gimli::AttributeValue::DebugStrRef(o) => Some(o),
+        gimli::AttributeValue::DebugStrOffsetsIndex(k) => unit.string_offset(k).ok(),
+        _ => None,
+    };
+    let str_len = unit.dwarf.debug_str.reader().slice().len();
+    match in_str {
+        Some(o) if o.0 < str_len => Some(Name::InStr(o.0)),
+        Some(_) => None,
+        None => unit
+            .attr_string(value)
+            .ok()
+            .map(|s| Name::Read(s.to_string_lossy().into_owned())),
     }
 }
 

@@ -105,7 +105,7 @@ pub fn symbolize_elf(
         (None, None) => Vec::new(),
     };
 
-    lookups
+    let infos = lookups
         .iter()
         .enumerate()
         .map(|(k, l)| {
@@ -170,7 +170,13 @@ pub fn symbolize_elf(
                 start: sym.map(|s| s.1),
             }
         })
-        .collect()
+        .collect();
+    // Done with the files: what was read of them is unmapped (it stays in the page cache),
+    // so that the files symbolized side by side are not all mapped at once.
+    for file in [Some(elf), debug, dwarf].into_iter().flatten() {
+        dwarf::give_back(file);
+    }
+    infos
 }
 
 /// The function holding `svma` of `elf`: its name (demangled), start and end. The symbol
