@@ -404,6 +404,11 @@ impl<'a> Loaded<'a> {
             None => {
                 let units = inlines::Units::new(self.dwarf(&self.info, false)?);
                 let per_unit = self.whole_file_units(&units, svmas);
+                // Every unit's root was read for its ranges: their pages are given back (the
+                // units walked map theirs again).
+                self.give_back(&self.info);
+                self.give_back(self.section(gimli::SectionId::DebugRanges));
+                self.give_back(self.section(gimli::SectionId::DebugRngLists));
                 let per_unit = per_unit
                     .into_iter()
                     .enumerate()
@@ -440,6 +445,11 @@ impl<'a> Loaded<'a> {
                 .map(|i| strings[i].1.clone()),
             inlines::Name::Read(s) => Some(s),
         };
+        // Done with the DWARF (names followed across units, ranges read in the walks).
+        self.give_back(&self.info);
+        for (_, bytes) in &self.sections {
+            self.give_back(bytes);
+        }
         let mut out: Vec<Vec<Frame>> = (0..svmas.len()).map(|_| Vec::new()).collect();
         for (ks, chains) in found.into_iter().flatten() {
             for (k, mut chain) in ks.into_iter().zip(chains) {
@@ -924,6 +934,79 @@ mod tests {
             .iter()
             .map(|f| format!("{:?} {:?}:{:?}", f.name, f.file, f.line))
             .collect()
+    }
+
+    /// How many bytes of `file`'s `.debug_*` sections this process has mapped (pages present
+    /// in its page tables, from /proc/self/pagemap).
+    fn dwarf_mapped(file: &ElfData) -> usize {
+        use std::io::{Read, Seek};
+        let obj = object::File::parse(&*file.bytes).unwrap();
+        let mut pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut pages = std::collections::BTreeSet::new();
+        for section in obj.sections() {
+            let (Some((at, len)), Ok(name)) = (section.file_range(), section.name()) else {
+                continue;
+            };
+            if !name.starts_with(".debug_") || len == 0 {
+                continue;
+            }
+            let start = file.bytes.as_ptr() as u64 + at;
+            let (first, end) = (start / 4096, (start + len).div_ceil(4096));
+            let mut entries = vec![0u8; ((end - first) * 8) as usize];
+            pagemap.seek(std::io::SeekFrom::Start(first * 8)).unwrap();
+            pagemap.read_exact(&mut entries).unwrap();
+            for (k, e) in entries.chunks_exact(8).enumerate() {
+                if u64::from_le_bytes(e.try_into().unwrap()) >> 63 == 1 {
+                    pages.insert(first + k as u64);
+                }
+            }
+        }
+        pages.len() * 4096
+    }
+
+    /// Names looked up across a large DWARF file (this test program's own, uncompressed)
+    /// leave little of it mapped: each unit is given back once walked, `.debug_str` a MiB at a
+    /// time as its names are read in order, the rest once done. Kept mapped, what was read
+    /// here was 26 MiB of the process's memory. The names are addr2line's.
+    #[test]
+    fn names_leave_the_file_unmapped_and_are_addr2line_s() {
+        let exe = std::env::current_exe().unwrap();
+        let loader = crate::files::Loader::new();
+        let elf = loader.elf(exe.to_str().unwrap(), None).unwrap();
+        let svmas = some_functions(&elf);
+        let loaded = Loaded::load(&elf, &svmas).unwrap();
+        assert!(
+            matches!(loaded.info, Cow::Borrowed(_)),
+            "DWARF read in place"
+        );
+        let (info, strings) = (
+            loaded.info.len(),
+            loaded.section(gimli::SectionId::DebugStr).len(),
+        );
+        assert!(
+            info + strings > 32 << 20,
+            "{info} + {strings} bytes: too few to tell"
+        );
+        let names = loaded.names(&svmas).unwrap();
+        let mapped = dwarf_mapped(&elf);
+        assert!(
+            mapped < 2 << 20,
+            "{} KiB of the DWARF mapped after names for {} addresses from {info} bytes of \
+             .debug_info and {strings} of .debug_str",
+            mapped >> 10,
+            svmas.len()
+        );
+        let frames = Frames::new(&loaded).unwrap();
+        let mut named = 0;
+        for (k, &svma) in svmas.iter().enumerate() {
+            let want: Vec<Option<String>> = frames.find(svma).into_iter().map(|f| f.name).collect();
+            let have: Vec<Option<String>> = names[k].iter().map(|f| f.name.clone()).collect();
+            if !want.is_empty() {
+                assert_eq!(have, want, "at {svma:#x}");
+                named += 1;
+            }
+        }
+        assert!(named * 2 > svmas.len(), "{named} of {} named", svmas.len());
     }
 
     #[test]
