@@ -84,6 +84,9 @@ struct uwalk {
 	__u32 end;
 	/* The last frame followed the frame-pointer rule (JIT code, a file without CFI). */
 	__u32 fp;
+	/* A walk is using this slot (from its start until its frames are copied out). */
+	__u32 busy;
+	__u32 pad;
 	/* Pending return probes: their trampoline's address, and the next of the thread's
 	 * return instances (newest first) whose return address a trampoline stands for. */
 	__u64 tramp;
@@ -102,12 +105,15 @@ struct uwalk {
  * sampling program runs from a timer interrupt, which may come while a tracepoint program on
  * the same CPU is in the middle of a walk (a block request's: those run with interrupts on);
  * in one slot, the sample's walk would overwrite the event's. (The sched_switch program runs
- * with interrupts off.) */
+ * with interrupts off.) Two of the others can nest too (a softirq's net event during a block
+ * request's walk): a walk that finds its slot busy takes WALK_NESTED, and one that finds that
+ * busy as well gives up (no user stack) rather than overwrite a walk under way. */
 #define WALK_EVENT 0
 #define WALK_SAMPLE 1
+#define WALK_NESTED 2
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, struct uwalk);
 } unwind_scratch SEC(".maps") __weak;
@@ -431,15 +437,11 @@ static long unwind_step(__u64 i, void *ctx)
 	return 0;
 }
 
-/* Unwinds the current task's user stack from `regs` into the per-CPU state; returns it with
- * st->end telling why it ended (UNWIND_NO_TABLE: nothing known of the first frame, take a
- * stack copy), or NULL. */
-static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *regs, __u32 slot)
+/* Unwinds the current task's user stack from `regs` into `st`, st->end telling why it ended
+ * (UNWIND_NO_TABLE: nothing known of the first frame, take a stack copy). */
+static __always_inline void unwind_user(struct uwalk *st, __u32 tgid, struct pt_regs *regs)
 {
 	__u32 zero = 0;
-	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
-	if (!st)
-		return NULL;
 	st->tgid = tgid;
 	st->ip = regs->ip;
 	st->sp = regs->sp;
@@ -467,11 +469,25 @@ static __always_inline struct uwalk *unwind_user(__u32 tgid, struct pt_regs *reg
 	};
 	if (!c.proc || !c.cache) {
 		st->end = UNWIND_NO_TABLE;
-		return st;
+		return;
 	}
 	bpf_loop(MAX_STACK_DEPTH, unwind_step, &c, 0);
 	if (st->end == UNWIND_GOING)
 		st->end = UNWIND_DONE;
+}
+
+/* The walk state of `slot` for this CPU, marked busy; WALK_NESTED's where that one is in use
+ * by the walk this program interrupted; NULL where both are. */
+static __always_inline struct uwalk *walk_slot(__u32 slot)
+{
+	struct uwalk *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
+	if (st && st->busy) {
+		__u32 nested = WALK_NESTED;
+		st = bpf_map_lookup_elem(&unwind_scratch, &nested);
+	}
+	if (!st || st->busy)
+		return NULL;
+	st->busy = 1;
 	return st;
 }
 
@@ -500,10 +516,13 @@ static __always_inline __s32 unwind_user_stack_in(__u32 tgid, __u64 *dst, __u32 
 	if (!unwind_enabled)
 		return -1;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	struct uwalk *st = unwind_user(tgid, regs, slot);
-	if (!st || st->end == UNWIND_NO_TABLE)
+	struct uwalk *st = walk_slot(slot);
+	if (!st)
 		return -1;
-	return unwind_copy_out(st, dst);
+	unwind_user(st, tgid, regs);
+	__s32 bytes = st->end == UNWIND_NO_TABLE ? -1 : unwind_copy_out(st, dst);
+	st->busy = 0;
+	return bytes;
 }
 
 /* unwind_user_stack_in from any program but a perf_event one. */
