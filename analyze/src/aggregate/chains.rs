@@ -158,68 +158,15 @@ fn last_wait(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{folded, frame, stack, wake};
     use super::*;
     use crate::read::testing::sample;
-    use crate::symbolize::FrameInfo;
-    use format::events::{Wakeup, OFFCPU_EVENT, WAKEUP_EVENT};
-
-    fn frame(name: &str) -> FrameInfo {
-        FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }
-    }
-
-    /// A per-sample stack of thread `tid` (its own process), event `event`, at (time, CPU 0).
-    fn stack(event: u32, tid: i32, time: u64, period: u64, frames: &[u32]) -> SymbolizedStack {
-        SymbolizedStack {
-            comm: tid as u32 - 1,
-            pid: tid,
-            tid,
-            time,
-            cpu: 0,
-            event,
-            period,
-            weight: period,
-            count: 1,
-            frames: frames.to_vec(),
-            user_len: frames.len() as u32,
-            addrs: Vec::new(),
-        }
-    }
-
-    /// The folded lines of the chains: frame names joined by `;`, and the weight.
-    fn folded(sym: &Symbolized) -> Vec<(String, u64)> {
-        sym.stacks
-            .iter()
-            .map(|s| {
-                let names: Vec<&str> = s
-                    .frames
-                    .iter()
-                    .map(|&f| sym.frames[f as usize].function.as_str())
-                    .collect();
-                (names.join(";"), s.weight)
-            })
-            .collect()
-    }
+    use format::events::{OFFCPU_EVENT, WAKEUP_EVENT};
 
     /// A (thread 1) waits on B (2) from 100 to 300; B waits on C (3) from 50 to 250 and
     /// wakes A at 280; C ran since it was woken at 40 by thread 9, which record did not
     /// follow, and wakes B at 240.
     fn abc() -> (Symbolized, Recording) {
-        let wake = |wake_ns: u64, wakee: u32| {
-            Wakeup {
-                wakee_pid: wakee,
-                wakee_tid: wakee,
-                blocked_ns: 0,
-                wake_ns,
-            }
-            .to_raw(0)
-            .to_vec()
-        };
         let mut samples = vec![
             sample(1, 2, 300, 0, &[], Some(wake(280, 1))),
             sample(1, 3, 250, 0, &[], Some(wake(240, 2))),

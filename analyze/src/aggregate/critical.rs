@@ -375,51 +375,10 @@ pub fn critical_path(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{folded, frame, stack, wake};
     use super::*;
     use crate::read::testing::sample;
-    use format::events::{Wakeup, OFFCPU_EVENT, RUNQ_EVENT, WAKEUP_EVENT};
-
-    fn frame(name: &str) -> FrameInfo {
-        FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }
-    }
-
-    /// A stack of thread `tid` (its own process), event `event`, at (time, CPU 0).
-    fn stack(event: u32, tid: i32, time: u64, period: u64, frames: &[u32]) -> SymbolizedStack {
-        SymbolizedStack {
-            comm: (tid as u32).saturating_sub(1),
-            pid: tid,
-            tid,
-            time,
-            cpu: 0,
-            event,
-            period,
-            weight: period,
-            count: 1,
-            frames: frames.to_vec(),
-            user_len: frames.len() as u32,
-            addrs: Vec::new(),
-        }
-    }
-
-    fn folded(sym: &Symbolized) -> Vec<(String, u64)> {
-        sym.stacks
-            .iter()
-            .map(|s| {
-                let names: Vec<&str> = s
-                    .frames
-                    .iter()
-                    .map(|&f| sym.frames[f as usize].function.as_str())
-                    .collect();
-                (names.join(";"), s.weight)
-            })
-            .collect()
-    }
+    use format::events::{OFFCPU_EVENT, RUNQ_EVENT, WAKEUP_EVENT};
 
     /// Events: 0 cpu-clock, 1 offcpu-time, 2 runq-time, 3 wakeup.
     /// Thread a (1): runs 0-100 (samples at 50, 100), waits 100-400 (woken at 380 by b,
@@ -427,16 +386,6 @@ mod tests {
     /// Thread b (2): waits 50-300 (woken at 300 by a timer interrupt), runs 300-380 (sample
     /// at 350), which wakes a.
     fn two_threads() -> (Symbolized, Recording) {
-        let wake = |wake_ns: u64, wakee: u32| {
-            Wakeup {
-                wakee_pid: wakee,
-                wakee_tid: wakee,
-                blocked_ns: 0,
-                wake_ns,
-            }
-            .to_raw(0)
-            .to_vec()
-        };
         let mut samples = vec![
             sample(3, 2, 400, 0, &[], Some(wake(380, 1))),
             sample(3, 0, 300, 0, &[], Some(wake(300, 2))),

@@ -10,6 +10,8 @@ mod chains;
 mod critical;
 mod peers;
 pub mod requests;
+#[cfg(test)]
+mod testing;
 mod wakeups;
 
 pub use chains::{chain as chain_wakers, Roots};
