@@ -74,7 +74,8 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/bpfperf.skel.rs"));
 }
 use loaded::Loaded;
-use skel::BpfperfSkelBuilder;
+use programs::halves::Half;
+use skel::{BpfperfSkelBuilder, OpenBpfperfSkel};
 
 /// What to capture.
 #[derive(Debug, Clone)]
@@ -238,6 +239,12 @@ impl Default for Options {
 /// samples (3.5 KB each), a few ms of a storm.
 pub const POLL_BATCH: usize = 4096;
 
+/// An open skeleton handed to the thread that loads it (loading is its only use there, and
+/// nothing else touches it meanwhile).
+struct Unshared<T>(T);
+// SAFETY: the open object is libbpf's alone to use during load, and only that thread does.
+unsafe impl<T> Send for Unshared<T> {}
+
 /// Loaded and attached BPF programs; dropping it detaches and frees them.
 pub struct Profiler {
     // Links are detached first (Drop), then the fields drop in this order: the ring buffer
@@ -248,7 +255,10 @@ pub struct Profiler {
     queue: Rc<RefCell<Vec<Event>>>,
     /// Detached side by side when the profiler drops ([`programs::detach`]).
     links: Vec<libbpf_rs::Link>,
+    /// The programs of the first half and every map ([`programs::halves`]).
     loaded: Loaded,
+    /// The programs of the second half, where any loads.
+    second: Loaded,
     ring_bytes: u64,
     /// Held while programs' run time is counted (see [`Profiler::count_run_time`]).
     run_stats: Option<std::os::fd::OwnedFd>,
@@ -325,31 +335,68 @@ impl Profiler {
                 options.unwind_in_kernel,
             ),
         };
-        let mut loaded = Loaded::new();
-        // SAFETY: called once; `open` is consumed by load() below, whose skeleton moves into
-        // `loaded`, and on an early return `open` drops before `loaded` (declared later).
-        let storage = unsafe { loaded.storage() };
-        let mut open = BpfperfSkelBuilder::default()
-            .open(storage)
-            .map_err(Error::bpf("open BPF object"))?;
         let cpu_slots = cpus.iter().max().map_or(1, |m| m + 1);
-        programs::configure(&mut open, options, cpu_slots)?;
-        programs::set_wakeup_bytes(&mut open, ring / 4);
-        open.maps
-            .events
-            .set_max_entries(ring as u32)
-            .map_err(Error::bpf("size ring buffer"))?;
-        if std::env::var_os("BPFPERF_DEBUG").is_some_and(|v| v == "verifier") {
-            // The verifier's statistics of each program (time, instructions processed).
-            use libbpf_rs::skel::OpenSkel;
-            for mut prog in open.open_object_mut().progs_mut() {
-                prog.set_log_level(4);
+        // Both objects opened alike: the same programs chosen, the same map sizes (a map is
+        // reused only where its definition matches), the same read-only settings.
+        let configured = |storage| -> Result<OpenBpfperfSkel<'static>, Error> {
+            let mut open = BpfperfSkelBuilder::default()
+                .open(storage)
+                .map_err(Error::bpf("open BPF object"))?;
+            programs::configure(&mut open, options, cpu_slots)?;
+            programs::set_wakeup_bytes(&mut open, ring / 4);
+            open.maps
+                .events
+                .set_max_entries(ring as u32)
+                .map_err(Error::bpf("size ring buffer"))?;
+            if std::env::var_os("BPFPERF_DEBUG").is_some_and(|v| v == "verifier") {
+                // The verifier's statistics of each program (time, instructions processed).
+                use libbpf_rs::skel::OpenSkel;
+                for mut prog in open.open_object_mut().progs_mut() {
+                    prog.set_log_level(4);
+                }
             }
-        }
-        let skel = open.load().map_err(Error::bpf("load BPF programs"))?;
+            Ok(open)
+        };
+        let mut loaded = Loaded::new();
+        let mut second = Loaded::new();
+        // SAFETY: called once each; each open skeleton is consumed by load() below, whose
+        // skeleton moves into its `Loaded`, and on an early return the open skeletons drop
+        // before `loaded` and `second` (declared earlier).
+        let (storage, second_storage) = unsafe { (loaded.storage(), second.storage()) };
+        let mut open = configured(storage)?;
+        let second_half = programs::halves::keep(&mut open, Half::First);
+        programs::halves::create_maps(&mut open)?;
+        let mut open_second = match second_half {
+            true => {
+                let mut o = configured(second_storage)?;
+                programs::halves::keep(&mut o, Half::Second);
+                programs::halves::share_maps(&open, &mut o)?;
+                Some(o)
+            }
+            false => None,
+        };
+        // The second half verifies on another thread while this one verifies the first.
+        let (skel, skel_second) = std::thread::scope(|scope| {
+            let other = open_second.take().map(|o| {
+                let o = Unshared(o);
+                scope.spawn(move || {
+                    // The whole wrapper moves in (a closure would capture only its field).
+                    let o = o;
+                    o.0.load()
+                })
+            });
+            let skel = open.load();
+            let second = other.map(|t| t.join().expect("loading does not panic"));
+            (skel, second)
+        });
+        let skel = skel.map_err(Error::bpf("load BPF programs"))?;
         loaded.skel = Box::into_raw(Box::new(skel));
+        if let Some(s) = skel_second {
+            let s = s.map_err(Error::bpf("load BPF programs"))?;
+            second.skel = Box::into_raw(Box::new(s));
+        }
         let skel = loaded.skel();
-        let links = programs::attach(skel, options, &cpus)?;
+        let links = programs::attach(skel, second.get(), options, &cpus)?;
         let queue = Rc::new(RefCell::new(Vec::new()));
         let sink = queue.clone();
         let mut sends = netsend::Joiner::timing_calls(options.net_send_calls);
@@ -368,6 +415,7 @@ impl Profiler {
             queue,
             links,
             loaded,
+            second,
             ring_bytes: ring,
             run_stats: None,
             cache_taken: RefCell::default(),
@@ -582,7 +630,8 @@ impl Profiler {
 
     /// Each loaded program's runs and total run time (ns) since [`Profiler::count_run_time`].
     pub fn run_time(&self) -> Vec<ProgramRunTime> {
-        let all = programs::all(self.loaded.skel());
+        let mut all = programs::all(self.loaded.skel());
+        all.extend(self.second.get().map(programs::all).unwrap_or_default());
         all.into_iter()
             // A program left unloaded has no descriptor to ask.
             .filter(|(_, prog)| prog.autoload())

@@ -31,6 +31,12 @@ impl Loaded {
         unsafe { &mut *self.object }
     }
 
+    /// The skeleton, if loaded.
+    pub(crate) fn get(&self) -> Option<&BpfperfSkel<'static>> {
+        // SAFETY: as in skel().
+        (!self.skel.is_null()).then(|| unsafe { &*self.skel })
+    }
+
     pub(crate) fn skel(&self) -> &BpfperfSkel<'static> {
         assert!(!self.skel.is_null(), "programs not loaded");
         // SAFETY: set from Box::into_raw once loaded, freed only in drop().

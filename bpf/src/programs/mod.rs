@@ -7,6 +7,7 @@ pub mod blockio;
 pub mod cache;
 pub mod fault;
 pub mod follow;
+pub mod halves;
 pub mod net;
 pub mod offcpu;
 pub mod probes;
@@ -41,18 +42,25 @@ pub fn set_wakeup_bytes(open: &mut OpenBpfperfSkel<'_>, bytes: u64) {
     rodata(open).wakeup_bytes = bytes;
 }
 
-/// After load: attaches each concern's programs that loaded; sampling starts here.
-pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, cpus: &[u32]) -> Result<Vec<Link>, Error> {
+/// After load: attaches each concern's programs that loaded, from the object of its half
+/// ([`halves`]; `second` is `None` where none of its half loads); sampling starts here.
+pub fn attach(
+    first: &BpfperfSkel<'_>,
+    second: Option<&BpfperfSkel<'_>>,
+    o: &Options,
+    cpus: &[u32],
+) -> Result<Vec<Link>, Error> {
     let mut links = Vec::new();
-    follow::attach(skel, &mut links)?;
-    offcpu::attach(skel, o, &mut links)?;
-    blockio::attach(skel, o, &mut links)?;
-    cache::attach(skel, o, &mut links)?;
-    net::attach(skel, o, &mut links)?;
-    probes::attach(skel, o, &mut links)?;
-    requests::attach(skel, &mut links)?;
-    fault::attach(skel, o, cpus, &mut links)?;
-    sampling::attach(skel, o, cpus, &mut links)?;
+    let second = second.unwrap_or(first);
+    follow::attach(first, &mut links)?;
+    offcpu::attach(first, o, &mut links)?;
+    cache::attach(first, o, &mut links)?;
+    net::attach(first, o, &mut links)?;
+    requests::attach(first, &mut links)?;
+    blockio::attach(first, o, &mut links)?;
+    probes::attach(second, o, &mut links)?;
+    fault::attach(second, o, cpus, &mut links)?;
+    sampling::attach(second, o, cpus, &mut links)?;
     Ok(links)
 }
 
