@@ -528,9 +528,8 @@ impl<'a> Loaded<'a> {
     /// Unmaps the pages of `part` (bytes of the file or of its cached inflated sections)
     /// from this process ([`crate::files::Bytes::give_back`]).
     fn give_back(&self, part: &[u8]) {
-        self.file.bytes.give_back(part);
-        if let Some(Some(cache)) = self.file.derived.get::<Inflated>().cached.get() {
-            cache.bytes().give_back(part);
+        for bytes in mapped(self.file) {
+            bytes.give_back(part);
         }
     }
 
@@ -544,10 +543,16 @@ impl<'a> Loaded<'a> {
 /// Unmaps from this process the pages of `file` and of its cached inflated sections, once its
 /// lookups are done: what was read stays in the page cache ([`crate::files::Bytes::give_back`]).
 pub(super) fn give_back(file: &ElfData) {
-    file.bytes.give_back_all();
-    if let Some(Some(cache)) = file.derived.get::<Inflated>().cached.get() {
-        cache.bytes().give_back_all();
+    for bytes in mapped(file) {
+        bytes.give_back_all();
     }
+}
+
+/// The bytes the DWARF of `file` is read from: the file's, and its cached inflated sections'
+/// where the cache was opened.
+fn mapped(file: &ElfData) -> impl Iterator<Item = &crate::files::Bytes> {
+    let cache = file.derived.get::<Inflated>().cached.get();
+    std::iter::once(&file.bytes).chain(cache.into_iter().flatten().map(DwarfCache::bytes))
 }
 
 /// Looks up inline frames and lines in a [`Loaded`] file.
