@@ -23,6 +23,29 @@ pub struct Code {
     /// `co_linetable` (the 3.11 location table; before 3.11, as `lines` says).
     pub linetable: Vec<u8>,
     pub lines: Lines,
+    /// What tells this code object from another later put at its address ([`identity`]).
+    pub identity: Identity,
+}
+
+/// A code object's name, file and location table objects and first line: another code
+/// object put at a freed one's address (pymalloc reuses it for the next of its size: a
+/// module's code, freed once the module ran, then a function's) differs in one of them.
+pub type Identity = [u64; 4];
+
+fn identity_of(head: &[u8], o: &Offsets) -> Option<Identity> {
+    let first = o.code_firstlineno as usize;
+    let first_line = u32::from_ne_bytes(head.get(first..first + 4)?.try_into().ok()?);
+    Some([
+        u64_at(head, o.code_qualname)?,
+        u64_at(head, o.code_filename)?,
+        u64_at(head, o.code_linetable)?,
+        first_line.into(),
+    ])
+}
+
+/// The identity of the code object at `addr` now: one read, where [`read`] takes four.
+pub fn identity(mem: &File, addr: u64, o: &Offsets) -> Option<Identity> {
+    identity_of(&read_exact(mem, addr, o.code_code_adaptive as usize)?, o)
 }
 
 fn read_exact(mem: &File, addr: u64, len: usize) -> Option<Vec<u8>> {
@@ -72,6 +95,7 @@ fn read_str(mem: &File, addr: u64, o: &Offsets) -> Option<String> {
 /// Reads the code object at `addr`; `None` if its memory cannot be read or is no code.
 pub fn read(mem: &File, addr: u64, o: &Offsets) -> Option<Code> {
     let head = read_exact(mem, addr, o.code_code_adaptive as usize)?;
+    let identity = identity_of(&head, o)?;
     let name = read_str(mem, u64_at(&head, o.code_qualname)?, o)?;
     let file = read_str(mem, u64_at(&head, o.code_filename)?, o)?;
     let first = o.code_firstlineno as usize;
@@ -93,6 +117,7 @@ pub fn read(mem: &File, addr: u64, o: &Offsets) -> Option<Code> {
         first_line: first_line.max(0) as u32,
         linetable,
         lines: o.lines,
+        identity,
     })
 }
 
@@ -196,6 +221,7 @@ mod tests {
                 2,
             ],
             lines: Lines::Locations,
+            identity: [0; 4],
         };
         assert_eq!(code.line_at(0), Some(10));
         assert_eq!(code.line_at(2), Some(10));
