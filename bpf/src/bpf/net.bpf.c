@@ -296,6 +296,8 @@ int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 {
+	if (is_tails_taker())
+		return 0;
 	claim(ctx, sk);
 	sock_wait_end(ctx, sk, 0);
 	return 0;

@@ -245,6 +245,20 @@ static __always_inline void trailing_unseen(const struct sock *sk, struct send_c
 		driver_seen(c, end, 0);
 }
 
+/* record's own process (its pid): at the end it peeks at the sockets still open to take
+ * their tails (netsend.bpf.c's send_tails); its peeks are no socket use of the workload's. */
+const volatile __u32 tails_tgid __weak = 0;
+
+#ifndef MSG_PEEK
+#define MSG_PEEK 2
+#endif
+
+/* Whether the current thread is record's, taking the tails. */
+static __always_inline bool is_tails_taker(void)
+{
+	return tails_tgid && (__u32)(bpf_get_current_pid_tgid() >> 32) == tails_tgid;
+}
+
 /* Whether a socket in TCP state `state` sent its FIN. */
 static __always_inline bool fin_sent(int state)
 {

@@ -390,15 +390,20 @@ int BPF_PROG(on_send_close, const struct sock *sk, int oldstate, int newstate)
 }
 
 /* The tails of the sockets still open, and their data sent but not seen at the driver, when
- * the recording ends: record reads this iterator over send_calls once. */
-SEC("iter/bpf_sk_storage_map")
-int send_tails(struct bpf_iter__bpf_sk_storage_map *ctx)
+ * the recording ends: record attaches this program then and peeks at each open socket that
+ * has send state (recv of no bytes, MSG_PEEK | MSG_DONTWAIT) through a copy of its
+ * descriptor (pidfd_getfd). No iterator over send_calls: the kernel here (6.18.44) refuses
+ * iterator programs (EPERM), as it refuses fentry. */
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(send_tails, struct sock *sk, int ret, int flags)
 {
-	struct sock *sk = ctx->sk;
-	struct send_call *c = ctx->value;
-	if (sk && c && c->skipped)
+	if (!is_tails_taker() || !(flags & MSG_PEEK))
+		return 0;
+	struct send_call *c = bpf_sk_storage_get(&send_calls, sk, 0, 0);
+	if (!c)
+		return 0;
+	if (c->skipped)
 		send_tail(sk, c);
-	if (sk && c)
-		trailing_unseen(sk, c, fin_sent(BPF_CORE_READ(sk, __sk_common.skc_state)));
+	trailing_unseen(sk, c, fin_sent(BPF_CORE_READ(sk, __sk_common.skc_state)));
 	return 0;
 }

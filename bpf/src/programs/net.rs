@@ -24,6 +24,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Erro
     }
     rodata.netstamp_enabled = o.net && o.net_send_calls;
     rodata.unseen_every = o.net_unseen_every;
+    rodata.tails_tgid = if o.net { std::process::id() } else { 0 };
     for prog in [
         &mut open.progs.on_tcp_sendmsg,
         &mut open.progs.on_net_dev_queue,
@@ -107,24 +108,100 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
 }
 
 /// Sends the skbs that each socket's rate skipped after its last followed one to the ring
-/// buffer, as tail records: reading the iterator over the sockets' send state runs
-/// `send_tails` on each (at the end of the recording, for the sockets still open), which
-/// also counts as lost each socket's data sent but never seen at the driver.
+/// buffer, as tail records, for the sockets still open at the end of the recording (those
+/// closed before had theirs at their close), and counts as lost each one's data sent but never
+/// seen at the driver: with `send_tails` attached, record peeks (a recv of no bytes,
+/// MSG_PEEK | MSG_DONTWAIT) at each open socket that has send state, through a copy of the
+/// descriptor of a process that holds it (pidfd_getfd). An iterator over the send state did
+/// this once; the kernel here refuses iterator programs.
 pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
-    use std::io::Read;
-    use std::os::fd::AsFd;
+    use libbpf_rs::MapCore;
+    use std::os::fd::AsRawFd;
 
-    let link = skel
+    let _link = skel
         .progs
         .send_tails
-        .attach_iter(skel.maps.send_calls.as_fd())
-        .map_err(Error::bpf("attach the send tails' iterator"))?;
-    let mut iter =
-        libbpf_rs::Iter::new(&link).map_err(Error::bpf("open the send tails' iterator"))?;
-    let mut out = Vec::new();
-    iter.read_to_end(&mut out)
-        .map_err(|e| Error::bpf("read the send tails' iterator")(e.into()))?;
+        .attach()
+        .map_err(Error::bpf("attach the send tails' program"))?;
+    let mut seen = std::collections::HashSet::new();
+    for (pid, fd, inode) in open_sockets() {
+        if !seen.insert(inode) {
+            continue;
+        }
+        let Some(sock) = descriptor_of(pid, fd) else {
+            continue;
+        };
+        let key = sock.as_raw_fd().to_ne_bytes();
+        let has_state = skel
+            .maps
+            .send_calls
+            .lookup(&key, libbpf_rs::MapFlags::ANY)
+            .is_ok_and(|v| v.is_some());
+        if has_state {
+            // SAFETY: a descriptor this process owns; no bytes are read (MSG_PEEK, length 0).
+            unsafe {
+                libc::recv(
+                    sock.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+        }
+    }
     Ok(())
+}
+
+/// Every process's socket descriptors but this one's: (pid, fd, the socket's inode).
+fn open_sockets() -> Vec<(i32, i32, u64)> {
+    let me = std::process::id() as i32;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for pid in procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for e in fds.flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(target) = std::fs::read_link(e.path()) else {
+                continue;
+            };
+            let inode = target
+                .to_str()
+                .and_then(|t| t.strip_prefix("socket:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|t| t.parse::<u64>().ok());
+            if let Some(inode) = inode {
+                found.push((pid, fd, inode));
+            }
+        }
+    }
+    found
+}
+
+/// A copy of descriptor `fd` of process `pid` (pidfd_getfd), if it still has it.
+fn descriptor_of(pid: i32, fd: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: plain system calls; each descriptor they return is owned once.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+        if pidfd < 0 {
+            return None;
+        }
+        let pidfd = std::os::fd::OwnedFd::from_raw_fd(pidfd as i32);
+        let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0);
+        (copy >= 0).then(|| std::os::fd::OwnedFd::from_raw_fd(copy as i32))
+    }
 }
 
 /// Whether send calls can be timed by BPF TX timestamping here: the kernel has it (6.15+:
