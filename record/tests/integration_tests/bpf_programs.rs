@@ -46,21 +46,32 @@ fn bpf_programs_are_recorded_as_perf_records_them() {
     let dir = TempDir::new("bpfprogs");
     let file = dir.path("bpf.data");
     let marker = dir.path("go");
+    let started = dir.path("started");
     // Programs of processes that ran before (an earlier test's recording going away) may
     // unload before the first recording starts: only those loaded from its start on count.
     let before = bpf_kallsyms();
-    // The workload waits until a second recording (its own programs loaded while the first
-    // one runs) has started, then lets it finish.
+    // The workload says it runs (record releases it once its side-band events, which see
+    // programs load, are open), waits until a second recording (its own programs loaded
+    // while the first one runs) has started, then lets it finish.
     let mut first = Command::new(env!("CARGO_BIN_EXE_record"))
         .args(["-q", "-o", file.to_str().unwrap(), "--", "sh", "-c"])
         .arg(format!(
-            "while [ ! -e {m} ]; do sleep 0.05; done; sleep 0.3",
+            "touch {s}; while [ ! -e {m} ]; do sleep 0.05; done; sleep 0.3",
+            s = started.display(),
             m = marker.display()
         ))
         .spawn()
         .unwrap();
     // Its programs, loaded before it records.
     let at_start = wait_for_new_programs(&before);
+    // The second recording starts once the first records: a program loaded and unloaded
+    // between the first's programs and its side-band events (libbpf's feature probes, in a
+    // few ms, under load) would be in neither its listing nor its events.
+    let waiting = std::time::Instant::now();
+    while !started.exists() && waiting.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(started.exists(), "the first recording's workload never ran");
     let second = dir.path("second.data");
     let mut later = Command::new(env!("CARGO_BIN_EXE_record"))
         .args(["-q", "-o", second.to_str().unwrap(), "--", "sleep", "0.5"])
