@@ -19,6 +19,8 @@ struct io_start {
 	__u32 tid;
 	char comm[16];
 	__u8 tracked;
+	/* In io_scratch: a program is filling this slot (means nothing once kept). */
+	__u8 busy;
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
 	__u32 dirtier_pid;
@@ -47,12 +49,32 @@ struct {
 	__type(value, struct io_start);
 } io_starts_more SEC(".maps");
 
+/* Where a request's start is put together, per CPU: two slots, as the programs nest. A
+ * request started by its submitter (interrupts on) may be interrupted by the issue of another
+ * (a queue run from a completion), whose program fills a slot too: in one slot it overwrote
+ * the first's pid, comm and tracked mark, and a tracked request (one of dd's 16 direct writes,
+ * under a build beside) went as another process's. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct io_start);
 } io_scratch SEC(".maps");
+
+/* A free slot of io_scratch, marked busy, or NULL when both are in use. */
+static __always_inline struct io_start *scratch_take(void)
+{
+	__u32 k = 0;
+	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &k);
+	if (s && s->busy) {
+		k = 1;
+		s = bpf_map_lookup_elem(&io_scratch, &k);
+	}
+	if (!s || s->busy)
+		return NULL;
+	s->busy = 1;
+	return s;
+}
 
 /* blktrace's rwbs letters for a request's flags. */
 static __always_inline void fill_rwbs(char *rwbs, __u32 flags)
@@ -340,15 +362,17 @@ static __always_inline int start_request(void *ctx, struct request *rq)
 {
 	if (!io_enabled)
 		return 0;
-	__u32 zero = 0;
-	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
-	if (!s)
+	struct io_start *s = scratch_take();
+	if (!s) {
+		count_drop(EVENT_BLOCK_IO);
 		return 0;
+	}
 	__u64 key = (__u64)rq;
 	if (capture_request(ctx, rq, s))
 		keep_request(key, s);
 	else
 		forget_request(key);
+	s->busy = 0;
 	return 0;
 }
 
@@ -384,12 +408,16 @@ int BPF_PROG(on_block_issue, struct request *rq)
 		known->issue_ns = bpf_ktime_get_ns();
 		return 0;
 	}
-	__u32 zero = 0;
-	struct io_start *s = bpf_map_lookup_elem(&io_scratch, &zero);
-	if (!s || !capture_request(ctx, rq, s))
+	struct io_start *s = scratch_take();
+	if (!s) {
+		count_drop(EVENT_BLOCK_IO);
 		return 0;
-	s->issue_ns = bpf_ktime_get_ns();
-	keep_request(key, s);
+	}
+	if (capture_request(ctx, rq, s)) {
+		s->issue_ns = bpf_ktime_get_ns();
+		keep_request(key, s);
+	}
+	s->busy = 0;
 	return 0;
 }
 
