@@ -112,7 +112,20 @@ fn bpf_programs_are_recorded_as_perf_records_them() {
             && of_second.iter().any(|p| p.1.ends_with("_on_cpu_sample")),
         "{at_start:?}\n{during:?}"
     );
-    for p in of_first.iter().chain(of_second.iter()).copied() {
+    // Not the feature probes of a loader (unnamed, `bpf_prog_TAG`, or libbpf's
+    // `..._libbpf_nametest`, at each start, here or in a test beside): one lives for microseconds, and its
+    // kallsyms line outlasts it by the kernel's deferred free, so a listing may show one that
+    // neither the first recording's listing of programs nor its side-band events could see
+    // (seen twice in three fresh runs on kernel 6.18.44, the named ones all recorded).
+    let named = |p: &&(u64, String)| {
+        p.1.len() > "bpf_prog_".len() + 16 && !p.1.ends_with("_libbpf_nametest")
+    };
+    for p in of_first
+        .iter()
+        .chain(of_second.iter())
+        .copied()
+        .filter(named)
+    {
         assert!(ksymbols.contains(p), "{p:?} not recorded: {ksymbols:?}");
     }
     // One per program at least: the second recording's programs (on_*; their subprograms,
