@@ -27,20 +27,25 @@ pub struct Code {
     pub identity: Identity,
 }
 
-/// A code object's name, file and location table objects and first line: another code
-/// object put at a freed one's address (pymalloc reuses it for the next of its size: a
-/// module's code, freed once the module ran, then a function's) differs in one of them.
-pub type Identity = [u64; 4];
+/// A code object's name, file and location table objects and first line, from its head:
+/// another code object put at a freed one's address (pymalloc reuses it for the next of its
+/// size: a module's code, freed once the module ran, then a function's) differs in one of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Identity {
+    name: u64,
+    file: u64,
+    linetable: u64,
+    first_line: i32,
+}
 
 fn identity_of(head: &[u8], o: &Offsets) -> Option<Identity> {
     let first = o.code_firstlineno as usize;
-    let first_line = u32::from_ne_bytes(head.get(first..first + 4)?.try_into().ok()?);
-    Some([
-        u64_at(head, o.code_qualname)?,
-        u64_at(head, o.code_filename)?,
-        u64_at(head, o.code_linetable)?,
-        first_line.into(),
-    ])
+    Some(Identity {
+        name: u64_at(head, o.code_qualname)?,
+        file: u64_at(head, o.code_filename)?,
+        linetable: u64_at(head, o.code_linetable)?,
+        first_line: i32::from_ne_bytes(head.get(first..first + 4)?.try_into().ok()?),
+    })
 }
 
 /// The identity of the code object at `addr` now: one read, where [`read`] takes four.
@@ -96,11 +101,9 @@ fn read_str(mem: &File, addr: u64, o: &Offsets) -> Option<String> {
 pub fn read(mem: &File, addr: u64, o: &Offsets) -> Option<Code> {
     let head = read_exact(mem, addr, o.code_code_adaptive as usize)?;
     let identity = identity_of(&head, o)?;
-    let name = read_str(mem, u64_at(&head, o.code_qualname)?, o)?;
-    let file = read_str(mem, u64_at(&head, o.code_filename)?, o)?;
-    let first = o.code_firstlineno as usize;
-    let first_line = i32::from_ne_bytes(head.get(first..first + 4)?.try_into().ok()?);
-    let table = u64_at(&head, o.code_linetable)?;
+    let name = read_str(mem, identity.name, o)?;
+    let file = read_str(mem, identity.file, o)?;
+    let table = identity.linetable;
     let linetable = read_exact(mem, table, o.bytes_data as usize)
         .and_then(|b| u64_at(&b, o.var_size))
         .and_then(|n| {
@@ -114,7 +117,7 @@ pub fn read(mem: &File, addr: u64, o: &Offsets) -> Option<Code> {
     Some(Code {
         name,
         file,
-        first_line: first_line.max(0) as u32,
+        first_line: identity.first_line.max(0) as u32,
         linetable,
         lines: o.lines,
         identity,
@@ -221,7 +224,7 @@ mod tests {
                 2,
             ],
             lines: Lines::Locations,
-            identity: [0; 4],
+            identity: Identity::default(),
         };
         assert_eq!(code.line_at(0), Some(10));
         assert_eq!(code.line_at(2), Some(10));
