@@ -173,20 +173,22 @@ static __always_inline __u32 py_read_frames(struct py_proc *p, __u64 *code_out, 
 	if (!(p->off.flags & PY_NO_CFRAME) && frame)
 		frame = py_read_ptr(frame + p->off.cframe_current_frame);
 	__u16 start = p->off.frame_span_start;
-	struct py_walk w = {
-		.p = p,
-		.code_out = code_out,
-		.lasti_out = lasti_out,
-		.frame = frame,
-		.len = p->off.frame_span_len,
-		.start = start,
-		/* Each field's place in the span. */
-		.at_code = p->off.frame_code - start,
-		.at_prev = p->off.frame_previous - start,
-		.at_instr = p->off.frame_prev_instr - start,
-		.at_owner = p->off.frame_owner - start,
-		.at_entry = p->off.frame_is_entry - start,
-	};
+	/* Field by field: the span is left as it is (each step reads it whole before it looks
+	 * at it), not zeroed on each path here for the verifier to check. */
+	struct py_walk w;
+	w.p = p;
+	w.code_out = code_out;
+	w.lasti_out = lasti_out;
+	w.frame = frame;
+	w.n = 0;
+	w.len = p->off.frame_span_len;
+	w.start = start;
+	/* Each field's place in the span. */
+	w.at_code = p->off.frame_code - start;
+	w.at_prev = p->off.frame_previous - start;
+	w.at_instr = p->off.frame_prev_instr - start;
+	w.at_owner = p->off.frame_owner - start;
+	w.at_entry = p->off.frame_is_entry - start;
 	bpf_loop(MAX_PY_FRAMES, py_walk_step, &w, 0);
 	return w.n;
 }
