@@ -1,8 +1,55 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The unwind tables' types (see unwind.bpf.h, where the maps are), and the one function of the
- * unwinder every program that unwinds links to rather than inlines: unwind_caller. */
+/* The unwind tables' types (see unwind.bpf.h, where the maps are), and the two functions of
+ * the unwinder every program that unwinds links to rather than inlines: unwind_frame and
+ * unwind_caller. */
 #include "common.bpf.h"
 #include "unwind.bpf.h"
+
+/* See unwind.bpf.h. Global: checked once per program, from any walk state. */
+int unwind_frame(struct uwalk *st, struct unwind_proc *p, struct row_cache *cache)
+{
+	if (!st || !p || !cache)
+		return 1;
+	struct unwind_mapping *m = NULL;
+	if (st->last) {
+		struct unwind_mapping *l = &p->maps[(st->last - 1) & (UNWIND_MAPPINGS - 1)];
+		if (l->start <= st->ip && st->ip < l->end)
+			m = l;
+	}
+	if (!m) {
+		m = unwind_mapping_of(p, st->ip);
+		if (m)
+			st->last = (m - p->maps) + 1;
+	}
+	if (!m) {
+		st->end = st->n == 0 || maybe_untabled_file(st->ip) ? UNWIND_NO_TABLE : UNWIND_DONE;
+		return 1;
+	}
+	__u32 n = st->n;
+	if (n >= MAX_STACK_DEPTH) {
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	st->ips[n] = st->ip;
+	st->n = n + 1;
+	/* A return address's row is the call's: one byte back. */
+	__u64 svma = st->ip - m->bias - (n > 0);
+	__u64 rule = 0;
+	bool found = m->n_rows && unwind_rule_at(cache, m, svma, &rule);
+	/* Code without CFI in a file that has some (V8's builtins in node) called from a
+	 * frame-pointer chain (JIT code) stays on that chain. */
+	bool fp_rule = m->n_rows == 0 || (st->fp && (!found || (rule & 0xff) == CFA_UNKNOWN));
+	st->fp = fp_rule;
+	if (fp_rule) {
+		/* No CFI: the frame-pointer rule (push rbp; mov rbp, rsp): CFA rbp+16, rbp at -16. */
+		struct unwind_row fp = { .cfa = CFA_RBP, .cfa_off = 16, .rbp_saved = 1, .rbp_off = -16 };
+		rule = rule_word(&fp);
+	} else if (!found) {
+		st->end = UNWIND_DONE;
+		return 1;
+	}
+	return unwind_caller(st, rule);
+}
 
 /* Forces the enum and structs user space writes into BTF, so the skeleton generates their
  * Rust types. */

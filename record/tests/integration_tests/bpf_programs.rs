@@ -140,8 +140,10 @@ fn bpf_programs_are_recorded_as_perf_records_them() {
 /// The verifier's work at record's defaults, program by program (`BPFPERF_DEBUG=verifier`:
 /// "processed N insns"), stays bounded: it is most of record's start-up. The unwinder's step
 /// inlined in each program that unwinds (samples, faults, wakers, block requests) took the
-/// kernel (6.18.44) 20-31k instructions a program, 190k in all and 0.34 s of start-up; its
-/// second half is one global function now (`unwind_caller`), checked once per program.
+/// kernel (6.18.44) 20-31k instructions a program, 190k in all and 0.34 s of start-up; the
+/// step is two global functions now (`unwind_frame`, `unwind_caller`), checked once per
+/// program, and on_switch's stack copies and socket-wait scan, and the Python walk's zeroed
+/// span, are gone from what is checked: 26.8k in all, on_switch 5.4k (46.4k and 13.9k before).
 #[test]
 fn the_verifier_checks_each_program_in_bounded_work() {
     if !can_record() {
@@ -179,13 +181,10 @@ fn the_verifier_checks_each_program_in_bounded_work() {
     let total: u64 = processed.iter().map(|(_, n)| n).sum();
     eprintln!("verified at the defaults: {total} instructions, {processed:?}");
     for (p, n) in &processed {
-        assert!(
-            *n <= 16_000,
-            "{p}: {n} instructions verified; {processed:?}"
-        );
+        assert!(*n <= 8_000, "{p}: {n} instructions verified; {processed:?}");
     }
     assert!(
-        total <= 70_000,
+        total <= 40_000,
         "{total} instructions verified: {processed:?}"
     );
 }
