@@ -77,6 +77,10 @@ struct {
 	__type(value, struct send_call);
 } send_calls SEC(".maps") __weak;
 
+/* 1 once any socket got send state (send_calls): until then record's end has no socket to
+ * peek at, and skips its look through every process's descriptors (~17 ms). */
+__u32 send_state_made __weak = 0;
+
 /* An skb of a send call between net_dev_queue and net_dev_xmit (netsend.bpf.c); one
  * dropped on the way is forgotten at kfree_skb (net.bpf.c): its address, reused for a later
  * skb, would pass for it. */

@@ -71,6 +71,7 @@ int BPF_PROG(on_tcp_sendmsg, const struct sock *sk, const struct msghdr *msg,
 		count_drop(EVENT_NET);
 		return 0;
 	}
+	send_state_made = 1;
 	/* The socket's next new byte goes out at snd_nxt: where driver_seen starts. */
 	if (!c->driver_known) {
 		c->driver_next = BPF_CORE_READ((const struct tcp_sock *)sk, snd_nxt);

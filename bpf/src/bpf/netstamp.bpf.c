@@ -87,6 +87,7 @@ static __always_inline void stamp_sendmsg(struct bpf_sock_ops *skops)
 		count_drop(EVENT_NET);
 		return;
 	}
+	send_state_made = 1;
 	__u64 now = bpf_ktime_get_ns();
 	c->stamp_tid = (__u32)id;
 	c->stamp_call = STAMP_SKIPPED;

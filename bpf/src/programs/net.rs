@@ -118,6 +118,15 @@ pub fn send_tails(skel: &BpfperfSkel<'_>) -> Result<(), Error> {
     use libbpf_rs::MapCore;
     use std::os::fd::AsRawFd;
 
+    // SAFETY: a u32 of the .bss map, mapped for the skeleton's life; the programs only set it.
+    let made = skel
+        .maps
+        .bss_data
+        .as_deref()
+        .is_some_and(|bss| unsafe { std::ptr::read_volatile(&bss.send_state_made) != 0 });
+    if !made {
+        return Ok(());
+    }
     let _link = skel
         .progs
         .send_tails
