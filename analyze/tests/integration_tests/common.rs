@@ -156,9 +156,9 @@ pub fn record_bin() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_analyze")).with_file_name("record")
 }
 
-/// Records `program args` with `record` into `file`.
-pub fn record_ours(file: &Path, record_args: &[&str], program: &Path, args: &[&str]) {
-    record_ours_env(file, record_args, program, args, &[]);
+/// Records `program args` with `record` into `file`; what record said on stderr.
+pub fn record_ours(file: &Path, record_args: &[&str], program: &Path, args: &[&str]) -> String {
+    record_ours_env(file, record_args, program, args, &[])
 }
 
 /// [`record_ours`] with the environment variables `env`.
@@ -168,7 +168,7 @@ pub fn record_ours_env(
     program: &Path,
     args: &[&str],
     env: &[(&str, &str)],
-) {
+) -> String {
     let out = Command::new(record_bin())
         .envs(env.iter().copied())
         .args(record_args)
@@ -186,6 +186,7 @@ pub fn record_ours_env(
         program.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Whether both perf and record (BPF, as root) can record here; under CI they must.

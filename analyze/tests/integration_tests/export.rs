@@ -263,7 +263,8 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
         fixture("busy-fp").display(),
         dir.0.join("dd.out").display()
     );
-    record_ours(
+    // What record said (drops, runs the kernel skipped), for the failures below.
+    let said = record_ours(
         &file,
         &["--call-graph", "fp", "-F", "999"],
         Path::new("/bin/sh"),
@@ -371,7 +372,7 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     assert_eq!(written, perf_written, "written bytes: {requests:#?}");
     assert!(
         written >= 16 * 256 * 1024,
-        "dd's writes: {written} bytes in {requests:#?}"
+        "dd's writes: {written} bytes in {requests:#?}\nrecord said: {said}"
     );
     assert!(woken_by_handoff >= 40, "the 40 handoffs name their waker");
     let id = build_id(&bin).unwrap();
