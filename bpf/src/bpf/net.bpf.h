@@ -78,7 +78,7 @@ struct {
 } send_calls SEC(".maps") __weak;
 
 /* 1 once any socket got send state (send_calls): until then record's end has no socket to
- * peek at, and skips its look through every process's descriptors (~17 ms). */
+ * peek at, and skips its look through every process's descriptors. */
 __u32 send_state_made __weak = 0;
 
 /* An skb of a send call between net_dev_queue and net_dev_xmit (netsend.bpf.c); one
