@@ -196,16 +196,23 @@ fn mapping(id: u64, dso: &str, cx: &Context, strings: &mut Strings) -> pb::Mappi
     }
 }
 
-/// The program's own file: where its `main` (C, C++, Rust; Go's `main.main`) or `_start`
-/// is, else the file with the most user frames.
+/// The program's own file: where its `main` (C, C++, Rust; Go's `main.main`) is, else its
+/// `_start` (not the dynamic loader's, which has one too: a sample taken while ld.so loads
+/// the program would name it), else the file with the most user frames.
 fn main_binary(profile: &Profile) -> Option<&str> {
-    let entry = ["main", "main.main", "_start"];
-    if let Some(f) = profile
-        .frames
-        .iter()
-        .find(|f| entry.contains(&f.function.as_str()) && !f.dso.starts_with('['))
-    {
-        return Some(&f.dso);
+    let named = |names: &[&str]| {
+        profile
+            .frames
+            .iter()
+            .find(|f| {
+                names.contains(&f.function.as_str())
+                    && !f.dso.starts_with('[')
+                    && !is_dynamic_loader(&f.dso)
+            })
+            .map(|f| f.dso.as_str())
+    };
+    if let Some(dso) = named(&["main", "main.main"]).or_else(|| named(&["_start"])) {
+        return Some(dso);
     }
     let mut weight: HashMap<&str, u64> = HashMap::new();
     for s in &profile.stacks {
@@ -220,6 +227,13 @@ fn main_binary(profile: &Profile) -> Option<&str> {
         .map(|(dso, _)| dso)
 }
 
+/// Whether `dso` is the dynamic loader (`ld-linux-x86-64.so.2`, `ld-musl-x86_64.so.1`,
+/// `ld.so`).
+fn is_dynamic_loader(dso: &str) -> bool {
+    let name = dso.rsplit('/').next().unwrap_or(dso);
+    name.starts_with("ld-linux") || name.starts_with("ld-musl") || name.starts_with("ld.so")
+}
+
 /// Writes `profile` as a gzipped pprof profile.
 pub fn write(profile: &Profile, cx: &Context, out: impl Write) -> io::Result<()> {
     let bytes = build(profile, cx).encode_to_vec();
@@ -227,4 +241,54 @@ pub fn write(profile: &Profile, cx: &Context, out: impl Write) -> io::Result<()>
     gz.write_all(&bytes)?;
     gz.finish()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::Stack;
+    use crate::symbolize::FrameInfo;
+
+    fn frame(function: &str, dso: &str) -> FrameInfo {
+        FrameInfo {
+            function: function.into(),
+            dso: dso.into(),
+            srcline: None,
+            inlined: false,
+            by_address: false,
+        }
+    }
+
+    /// A sample taken while the dynamic loader runs (its own `_start`) comes first in the
+    /// frames table: the program's file is still the one its `main` is in (go tool pprof
+    /// showed `File: ld-linux-x86-64.so.2` for a Rust program recorded by perf in a fresh run).
+    #[test]
+    fn the_main_binary_is_main_s_file_not_the_loader_s() {
+        let ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+        let profile = Profile {
+            comms: vec!["rsprog".into()],
+            frames: vec![
+                frame("_start", ld),
+                frame("_dl_start", ld),
+                frame("_start", "/tmp/rsprog"),
+                frame("main", "/tmp/rsprog"),
+            ],
+            stacks: vec![Stack {
+                comm: 0,
+                pid: 1,
+                tid: 1,
+                frames: vec![0, 1],
+                user_len: 2,
+                weight: 1,
+                count: 1,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(main_binary(&profile), Some("/tmp/rsprog"));
+        // Without main, the program's _start, still not the loader's.
+        let mut no_main = profile;
+        no_main.frames.pop();
+        assert_eq!(main_binary(&no_main), Some("/tmp/rsprog"));
+        assert!(is_dynamic_loader(ld) && !is_dynamic_loader("/tmp/rsprog"));
+    }
 }
