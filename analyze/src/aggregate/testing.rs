@@ -6,13 +6,7 @@ use format::events::Wakeup;
 
 /// A frame of function `name` (no file).
 pub fn frame(name: &str) -> FrameInfo {
-    FrameInfo {
-        function: name.into(),
-        dso: String::new(),
-        srcline: None,
-        inlined: false,
-        by_address: false,
-    }
+    FrameInfo::new(name, "")
 }
 
 /// A per-sample stack of thread `tid` (its own process, command `tid - 1`), event `event`, at

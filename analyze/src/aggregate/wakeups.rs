@@ -40,13 +40,7 @@ impl<'s> PseudoFrames<'s> {
         if let Some(&id) = self.ids.get(name) {
             return id;
         }
-        let f = FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
+        let f = FrameInfo::new(name, "");
         let id = match self.frames.iter().position(|x| *x == f) {
             Some(i) => i as u32,
             None => {

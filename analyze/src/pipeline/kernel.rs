@@ -66,13 +66,7 @@ fn of_this_boot(rec: &Recording, loader: &Loader, kernel_known: bool, shift: u64
 /// BPF programs: `bpf_prog_<tag>_<name>` both).
 fn named(name: &str, start: u64) -> AddrInfo {
     AddrInfo {
-        frames: vec![FrameInfo {
-            function: name.to_string(),
-            dso: name.to_string(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }],
+        frames: vec![FrameInfo::new(name, name)],
         start: Some(start),
     }
 }

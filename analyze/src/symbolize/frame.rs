@@ -16,14 +16,19 @@ pub struct FrameInfo {
 }
 
 impl FrameInfo {
-    pub fn unknown(dso: &str) -> FrameInfo {
+    /// Function `function` of file `dso`, named by a symbol: no source line, not inlined.
+    pub fn new(function: &str, dso: &str) -> FrameInfo {
         FrameInfo {
-            function: crate::UNKNOWN.into(),
+            function: function.into(),
             dso: dso.into(),
             srcline: None,
             inlined: false,
             by_address: false,
         }
+    }
+
+    pub fn unknown(dso: &str) -> FrameInfo {
+        FrameInfo::new(crate::UNKNOWN, dso)
     }
 
     pub fn is_unknown(&self) -> bool {

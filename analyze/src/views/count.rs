@@ -117,13 +117,7 @@ mod tests {
 
     #[test]
     fn stacks_as_stackcount_prints_them() {
-        let frame = |name: &str| FrameInfo {
-            function: name.into(),
-            dso: "x".into(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
+        let frame = |name: &str| FrameInfo::new(name, "x");
         let stack = |tid, frames: &[u32], user_len, count| Stack {
             comm: 0,
             pid: 1,

@@ -296,13 +296,7 @@ mod tests {
     use super::*;
 
     fn f(function: &str, dso: &str) -> FrameInfo {
-        FrameInfo {
-            function: function.into(),
-            dso: dso.into(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }
+        FrameInfo::new(function, dso)
     }
 
     /// The lines spelled out and sorted as text, the way `folded` sorted them before it

@@ -244,13 +244,7 @@ mod tests {
     use crate::symbolize::FrameInfo;
 
     fn frame(name: &str) -> FrameInfo {
-        FrameInfo {
-            function: name.into(),
-            dso: "/bin/prog".into(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }
+        FrameInfo::new(name, "/bin/prog")
     }
 
     fn profile() -> Profile {

@@ -249,16 +249,6 @@ mod tests {
     use crate::aggregate::Stack;
     use crate::symbolize::FrameInfo;
 
-    fn frame(function: &str, dso: &str) -> FrameInfo {
-        FrameInfo {
-            function: function.into(),
-            dso: dso.into(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        }
-    }
-
     /// A sample taken while the dynamic loader runs (its own `_start`) comes first in the
     /// frames table: the program's file is still the one its `main` is in (go tool pprof
     /// showed `File: ld-linux-x86-64.so.2` for a Rust program recorded by perf in a fresh run).
@@ -268,10 +258,10 @@ mod tests {
         let profile = Profile {
             comms: vec!["rsprog".into()],
             frames: vec![
-                frame("_start", ld),
-                frame("_dl_start", ld),
-                frame("_start", "/tmp/rsprog"),
-                frame("main", "/tmp/rsprog"),
+                FrameInfo::new("_start", ld),
+                FrameInfo::new("_dl_start", ld),
+                FrameInfo::new("_start", "/tmp/rsprog"),
+                FrameInfo::new("main", "/tmp/rsprog"),
             ],
             stacks: vec![Stack {
                 comm: 0,
