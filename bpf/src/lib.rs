@@ -135,6 +135,10 @@ pub struct Options {
     /// the driver as if the kernel ran none of the programs, never two in a row (0: none
     /// does); tests check that such skbs are counted lost.
     pub net_unseen_every: u32,
+    /// With off-CPU time: about one switch back onto a CPU in this many runs no program, as
+    /// on hosts that hide some switches from tracing (0: none); tests check that the
+    /// intervals they end are still recorded.
+    pub offcpu_unseen_every: u32,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -227,6 +231,7 @@ impl Default for Options {
             aggregate_entries: None,
             io_prealloc: None,
             net_unseen_every: 0,
+            offcpu_unseen_every: 0,
             ring_bytes: None,
             follow_write: FollowRate::Off,
             follow_send: FollowRate::Off,
@@ -538,6 +543,20 @@ impl Profiler {
     /// annotate off-CPU intervals, are counted apart ([`Profiler::missed_wakers`]).
     pub fn drops(&self) -> u64 {
         self.drops_by_event().total()
+    }
+
+    /// Off-CPU intervals not recorded because the kernel ran no sched_switch program when
+    /// their thread came back on a CPU, nor showed its wakeup (see offcpu.bpf.c).
+    pub fn unseen_off_cpu_ends(&self) -> u64 {
+        self.loaded
+            .skel()
+            .maps
+            .bss_data
+            .as_deref()
+            // SAFETY: the .bss map is mapped for the skeleton's life; an aligned u64 the
+            // programs add to atomically.
+            .map(|b| unsafe { std::ptr::read_volatile(&b.offcpu_unseen_ends) })
+            .unwrap_or(0)
     }
 
     /// Off-CPU intervals whose waker was seen but could not be kept or sent: the interval is

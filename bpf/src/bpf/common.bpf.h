@@ -65,6 +65,10 @@ struct {
  * return has none to look up. */
 const volatile bool socket_waits __weak = false;
 
+/* offcpu.bpf.c: ends the interval under way of thread `tid`, seen running at `now` though no
+ * sched_switch brought it back (`back`: it returns from the socket call it blocked in). */
+int offcpu_ended_unseen(__u32 tgid, __u32 tid, __u64 now, __u32 back);
+
 /* A cache of `pids` that costs an array index, not a hash lookup (which was a fifth of a
  * filtered-out event's cost): slot tgid % TRACKED_SLOTS holds tgid once it was found
  * tracked. A slot never names a process that is not tracked: the exit of a group clears

@@ -243,13 +243,15 @@ static __always_inline void sock_wait_end(void *ctx, const struct sock *sk, __u3
 		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, pid = id >> 32;
+	if (!pid || !tracked(pid))
+		return;
+	/* Its wait's last interval, where no sched_switch ended it, ends here. */
+	offcpu_ended_unseen(pid, tid, bpf_ktime_get_ns(), 1);
 	struct sock_wait *w = bpf_map_lookup_elem(&sock_waits, &tid);
 	if (!w)
 		return;
 	struct sock_wait got = *w;
 	bpf_map_delete_elem(&sock_waits, &tid);
-	if (!pid || !tracked(pid))
-		return;
 	struct net_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(EVENT_NET);

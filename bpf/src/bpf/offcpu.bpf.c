@@ -13,6 +13,9 @@ const volatile __u64 offcpu_min_ns = 1000;
 const volatile bool offcpu_enabled = true;
 /* With off-CPU: also who woke each blocked thread (sched_waking). */
 const volatile bool wakeup_enabled = true;
+/* Tests: about one switch back onto a CPU in this many runs no program (0: none), as where
+ * the kernel hides it (see offcpu_ended_unseen). */
+const volatile __u32 offcpu_unseen_every = 0;
 
 struct offcpu_start {
 	/* The event to send when the thread runs again, filled as it leaves (time_ns: then),
@@ -237,28 +240,27 @@ static __always_inline void wakeup_emit(__u32 wakee_pid, __u32 tid, __u64 now, _
 		count_drop(EVENT_WAKEUP);
 }
 
-static __always_inline void offcpu_emit_stacks(struct task_struct *next, __u32 tid, __u64 now)
+/* Sends the interval of thread `tid` (of process `tgid`) kept in `s`, ended at `end`. */
+static __always_inline void offcpu_emit_stacks(struct offcpu_start *s, __u32 tgid, __u32 tid,
+					       __u64 end)
 {
-	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
-	if (!s)
-		return;
 	struct offcpu_event *e = &s->e;
-	__u64 duration = now - e->time_ns;
+	__u64 duration = end - e->time_ns;
 	if (duration >= offcpu_min_ns) {
 		e->kind = EVENT_OFF_CPU;
 		e->cpu = bpf_get_smp_processor_id();
-		e->pid = next->tgid;
+		e->pid = tgid;
 		e->tid = tid;
-		e->runq_ns = runq_time(e->state, e->time_ns, s->wake_ns, now);
-		e->time_ns = now;
+		e->runq_ns = runq_time(e->state, e->time_ns, s->wake_ns, end);
+		e->time_ns = end;
 		e->duration_ns = duration;
 		if (bpf_ringbuf_output(&events, e, sizeof(*e), submit_flags()))
 			count_drop(EVENT_OFF_CPU);
 		else if (wakeup_enabled)
-			wakeup_emit(next->tgid, tid, now, duration);
+			wakeup_emit(tgid, tid, end, duration);
 	}
 	if (s->in_sock)
-		sock_wait_add(tid, now, duration);
+		sock_wait_add(tid, end, duration);
 	bpf_map_delete_elem(&offcpu_starts, &tid);
 	if (wakeup_enabled)
 		bpf_map_delete_elem(&wakers, &tid);
@@ -295,33 +297,86 @@ static __always_inline void offcpu_keep_copy(struct task_struct *prev, __u32 tid
 		count_drop(EVENT_OFF_CPU_COPY);
 }
 
-static __always_inline void offcpu_emit_copy(struct task_struct *next, __u32 tid, __u64 now)
+/* offcpu_emit_stacks for an interval kept with a stack copy (DWARF mode, no tables yet). */
+static __always_inline void offcpu_emit_copy(struct offcpu_copy_buf *b, __u32 tgid, __u32 tid,
+					     __u64 end)
 {
-	struct offcpu_copy_buf *b = bpf_map_lookup_elem(&offcpu_copies, &tid);
-	if (!b)
-		return;
 	struct offcpu_copy_event *e = &b->e;
-	__u64 duration = now - e->time_ns;
+	__u64 duration = end - e->time_ns;
 	if (duration >= offcpu_min_ns) {
 		e->cpu = bpf_get_smp_processor_id();
-		e->pid = next->tgid;
+		e->pid = tgid;
 		e->tid = tid;
 		e->duration_ns = duration;
-		e->runq_ns = runq_time(e->state, e->time_ns, e->wake_ns, now);
-		e->time_ns = now;
+		e->runq_ns = runq_time(e->state, e->time_ns, e->wake_ns, end);
+		e->time_ns = end;
 		__u64 size = sizeof(struct offcpu_copy_event) + e->stack_bytes;
 		if (size > sizeof(*b))
 			size = sizeof(*b);
 		if (bpf_ringbuf_output(&events, b, size, submit_flags()))
 			count_drop(EVENT_OFF_CPU_COPY);
 		else if (wakeup_enabled)
-			wakeup_emit(next->tgid, tid, now, duration);
+			wakeup_emit(tgid, tid, end, duration);
 	}
 	if (e->in_sock)
-		sock_wait_add(tid, now, duration);
+		sock_wait_add(tid, end, duration);
 	bpf_map_delete_elem(&offcpu_copies, &tid);
 	if (wakeup_enabled)
 		bpf_map_delete_elem(&wakers, &tid);
+}
+
+/* Intervals whose end no sched_switch showed, and that had no wakeup to end them at: not sent
+ * (record says how many). */
+__u64 offcpu_unseen_ends = 0;
+
+/* include/linux/sched.h: the state of a thread's last switch (macros do not reach BTF). */
+#define TASK_DEAD_STATE 0x80
+
+/* Where an interval that started at `start` ended, its thread seen running at `now` without a
+ * sched_switch that brought it back: where the caller knows it just came back (`back`), now;
+ * else at its wakeup, where one was seen (the run-queue part is not known); else 0. */
+static __always_inline __u64 unseen_end(__u64 start, __u64 wake, __u64 now, bool back)
+{
+	if (back)
+		return now;
+	if (wake > start && wake <= now)
+		return wake;
+	return 0;
+}
+
+/* Thread `tid` of process `tgid` runs at `now` (it leaves the CPU, or returns from a socket
+ * call) with an interval still under way: no sched_switch program ran when it came back. Some
+ * hosts hide switches from tracing, ftrace's event included: on the machines this project is
+ * built on, every switch away from their agent's threads (about one a second of a thread that
+ * blocks often). The interval is sent, ended by unseen_end (`back`: the socket call it blocked
+ * in returns), or counted. Global: checked once for both callers. */
+int offcpu_ended_unseen(__u32 tgid, __u32 tid, __u64 now, __u32 back)
+{
+	if (!offcpu_enabled)
+		return 0;
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &tid);
+	if (s) {
+		__u64 end = unseen_end(s->e.time_ns, s->wake_ns, now, back && s->in_sock);
+		if (end) {
+			offcpu_emit_stacks(s, tgid, tid, end);
+		} else {
+			__sync_fetch_and_add(&offcpu_unseen_ends, 1);
+			bpf_map_delete_elem(&offcpu_starts, &tid);
+		}
+		return 1;
+	}
+	struct offcpu_copy_buf *b =
+		stack_copy_bytes ? bpf_map_lookup_elem(&offcpu_copies, &tid) : NULL;
+	if (!b)
+		return 0;
+	__u64 end = unseen_end(b->e.time_ns, b->e.wake_ns, now, back && b->e.in_sock);
+	if (end) {
+		offcpu_emit_copy(b, tgid, tid, end);
+	} else {
+		__sync_fetch_and_add(&offcpu_unseen_ends, 1);
+		bpf_map_delete_elem(&offcpu_copies, &tid);
+	}
+	return 1;
 }
 
 SEC("tp_btf/sched_switch")
@@ -338,7 +393,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 ptgid = prev->tgid, ptid = prev->pid;
 	if (preempt)
 		prev_state = 0;
-	if (ptgid && tracked(ptgid)) {
+	/* A thread's last switch (it exited, its group lives on) starts no interval: none would
+	 * end it, and its tid's next thread would find it. */
+	if (ptgid && !(prev_state & TASK_DEAD_STATE) && tracked(ptgid)) {
+		offcpu_ended_unseen(ptgid, ptid, now, 0);
 		/* DWARF mode: unwound where the tables are, a stack copy where not. */
 		bool unwind = stack_copy_bytes != 0;
 		if (!offcpu_keep_stacks(ctx, ptgid, ptid, now, prev_state, unwind))
@@ -348,9 +406,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	/* next comes back: report how long it was away (its interval is in one map or the
 	 * other). */
 	__u32 ntid = next->pid;
-	offcpu_emit_stacks(next, ntid, now);
-	if (stack_copy_bytes)
-		offcpu_emit_copy(next, ntid, now);
+	if (offcpu_unseen_every && (__u32)(now >> 10) * 2654435761u % offcpu_unseen_every == 0)
+		return 0;
+	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &ntid);
+	if (s)
+		offcpu_emit_stacks(s, next->tgid, ntid, now);
+	struct offcpu_copy_buf *b =
+		stack_copy_bytes ? bpf_map_lookup_elem(&offcpu_copies, &ntid) : NULL;
+	if (b)
+		offcpu_emit_copy(b, next->tgid, ntid, now);
 	return 0;
 }
 

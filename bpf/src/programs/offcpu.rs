@@ -13,6 +13,7 @@ pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options, cpu_slots: u32) ->
     rodata.offcpu_enabled = on;
     rodata.offcpu_min_ns = o.off_cpu_min_ns.unwrap_or(0);
     rodata.wakeup_enabled = on && o.wakeups;
+    rodata.offcpu_unseen_every = o.offcpu_unseen_every;
     open.progs.on_switch.set_autoload(on);
     // sched_waking also starts the run-queue part of an off-CPU interval.
     open.progs.on_waking.set_autoload(on);

@@ -57,6 +57,13 @@ pub fn print_summary(s: &session::Summary) {
             s.missed_aggregations
         );
     }
+    if s.unseen_off_cpu_ends > 0 {
+        eprintln!(
+            "record: {} off-CPU intervals are not recorded: the kernel ran no sched_switch \
+             program when their threads came back on a CPU, and showed no wakeup to end them at",
+            s.unseen_off_cpu_ends
+        );
+    }
     if s.missed_wakers > 0 {
         eprintln!(
             "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",

@@ -21,6 +21,12 @@ pub(crate) fn aggregate_entries() -> anyhow::Result<Option<u32>> {
     test_setting("BPFPERF_AGG_ENTRIES", "entries")
 }
 
+/// `BPFPERF_OFFCPU_UNSEEN_EVERY` where set (tests make about one switch back onto a CPU in N
+/// run no program, as some hosts hide switches from tracing), else 0.
+pub(crate) fn offcpu_unseen_every() -> anyhow::Result<u32> {
+    Ok(test_setting("BPFPERF_OFFCPU_UNSEEN_EVERY", "switches")?.unwrap_or(0))
+}
+
 /// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make about one skb in N pass the driver
 /// unseen, as the kernel now and then runs no program for a hook), else 0.
 pub(crate) fn net_unseen_every() -> anyhow::Result<u32> {

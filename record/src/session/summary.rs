@@ -23,6 +23,9 @@ pub struct Summary {
     pub traced: u64,
     /// Off-CPU intervals recorded without their waker (it could not be kept).
     pub missed_wakers: u64,
+    /// Off-CPU intervals not recorded: the kernel ran no sched_switch program when their
+    /// thread came back on a CPU, nor showed its wakeup.
+    pub unseen_off_cpu_ends: u64,
     /// With --aggregate: samples that did not fit in the kernel's maps, written one by one.
     pub missed_aggregations: u64,
     /// With --aggregate of traced events: the records they became.

@@ -110,6 +110,65 @@ fn offcpu_time_matches_known_sleep_and_io_is_attributed() {
     );
 }
 
+/// Some hosts hide switches from tracing (on the machines this project is built on, every
+/// switch away from their agent's threads: the kernel runs no sched_switch program for it,
+/// ftrace's event included). A thread that came back on a CPU unseen still has its interval
+/// recorded, ended at its wakeup, when it next leaves the CPU; where no wakeup was seen
+/// either, record says how many it could not end. Here about one switch back in two is
+/// hidden by construction (BPFPERF_OFFCPU_UNSEEN_EVERY): every sleep is still recorded, at
+/// its length.
+#[test]
+fn sleeps_whose_threads_came_back_unseen_are_still_recorded() {
+    if !can_record() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = TempDir::new("unseen");
+    let file = dir.path("sleep.data");
+    let sleeper = fixture("sleeper-fp");
+    let (threads, iters, usecs) = (2u64, 40u64, 10_000u64);
+    let out = record_env(
+        &["-e", "offcpu", "-o", file.to_str().unwrap()],
+        &[
+            sleeper.to_str().unwrap(),
+            &threads.to_string(),
+            &iters.to_string(),
+            &usecs.to_string(),
+            "0",
+            "/var/tmp",
+        ],
+        &[("BPFPERF_OFFCPU_UNSEEN_EVERY", "2")],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let samples = parse_script(&perf_script_clean(&file));
+    let sleeps: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.event == "offcpu-time")
+        .filter(|s| {
+            s.frames.iter().any(|(f, _)| f == "sleeper_thread")
+                && s.frames.iter().any(|(f, _)| f.contains("nanosleep"))
+        })
+        .map(|s| s.period)
+        .collect();
+    let (n, total) = (sleeps.len() as u64, sleeps.iter().sum::<u64>());
+    let requested = threads * iters * usecs * 1000;
+    eprintln!(
+        "{n} sleeps of {} recorded, {total} ns of {requested} requested\n{}",
+        threads * iters,
+        stderr_of(&out)
+    );
+    // Without their end, half the sleeps were lost (the next switch away overwrote them).
+    // The host's own hidden switches may take a wakeup with them now and then: two allowed.
+    assert!(
+        n + 2 >= threads * iters && n <= threads * iters,
+        "{n} sleeps"
+    );
+    assert!(
+        total * 100 >= requested * 95 && total <= requested * 12 / 10,
+        "{total} ns asleep of {requested}"
+    );
+}
+
 #[test]
 fn no_off_cpu_no_io_and_no_cache_turn_them_off() {
     if !can_record() {
