@@ -85,13 +85,7 @@ pub fn label(sym: &mut Symbolized, rec: &Recording, offcpu: u32) -> u64 {
         }
         let frames = &mut sym.frames;
         let id = *ids.entry(name.clone()).or_insert_with(|| {
-            let f = FrameInfo {
-                function: name.clone(),
-                dso: String::new(),
-                srcline: None,
-                inlined: false,
-                by_address: false,
-            };
+            let f = FrameInfo::new(name, "");
             frames.iter().position(|x| *x == f).unwrap_or_else(|| {
                 frames.push(f);
                 frames.len() - 1
@@ -146,13 +140,7 @@ mod tests {
             samples: vec![sample(1, 7, 300, 150, &[], Some(wait.to_raw(7).to_vec()))],
             ..Default::default()
         };
-        let frame = |name: &str| FrameInfo {
-            function: name.into(),
-            dso: String::new(),
-            srcline: None,
-            inlined: false,
-            by_address: false,
-        };
+        let frame = |name: &str| FrameInfo::new(name, "");
         let mut sym = Symbolized {
             events: rec.events.clone(),
             frames: vec![frame("main"), frame("schedule")],
