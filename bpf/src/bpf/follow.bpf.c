@@ -26,6 +26,10 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
 {
 	__u32 tgid = task->tgid;
+	/* The thread runs its exit: an off-CPU interval of its own still under way came back
+	 * unseen, and no switch of this thread will end it now. */
+	if (tgid && tracked(tgid))
+		offcpu_ended_unseen(tgid, task->pid, bpf_ktime_get_ns(), 0);
 	if (!group_dead || system_wide || !bpf_map_lookup_elem(&pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&pids, &tgid);

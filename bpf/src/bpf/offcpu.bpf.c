@@ -393,8 +393,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 ptgid = prev->tgid, ptid = prev->pid;
 	if (preempt)
 		prev_state = 0;
-	/* A thread's last switch (it exited, its group lives on) starts no interval: none would
-	 * end it, and its tid's next thread would find it. */
+	/* A thread's last switch starts no interval: none would end it, and its tid's next
+	 * thread would find it (one under way ended at its exit: follow.bpf.c). */
 	if (ptgid && !(prev_state & TASK_DEAD_STATE) && tracked(ptgid)) {
 		offcpu_ended_unseen(ptgid, ptid, now, 0);
 		/* DWARF mode: unwound where the tables are, a stack copy where not. */

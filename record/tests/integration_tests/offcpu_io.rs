@@ -144,9 +144,11 @@ fn sleeps_whose_threads_came_back_unseen_are_still_recorded() {
     let sleeps: Vec<u64> = samples
         .iter()
         .filter(|s| s.event == "offcpu-time")
+        // Blocked in the sleep itself (a preemption at the syscall's exit has usleep on its
+        // user stack too).
         .filter(|s| {
             s.frames.iter().any(|(f, _)| f == "sleeper_thread")
-                && s.frames.iter().any(|(f, _)| f.contains("nanosleep"))
+                && s.frames.iter().any(|(f, _)| f == "do_nanosleep")
         })
         .map(|s| s.period)
         .collect();
@@ -158,9 +160,10 @@ fn sleeps_whose_threads_came_back_unseen_are_still_recorded() {
         stderr_of(&out)
     );
     // Without their end, half the sleeps were lost (the next switch away overwrote them).
-    // The host's own hidden switches may take a wakeup with them now and then: two allowed.
+    // Two either way: a sleep the host's own hidden switches took with its wakeup, or one
+    // woken early that slept again.
     assert!(
-        n + 2 >= threads * iters && n <= threads * iters,
+        n + 2 >= threads * iters && n <= threads * iters + 2,
         "{n} sleeps"
     );
     assert!(
