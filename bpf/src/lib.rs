@@ -548,15 +548,7 @@ impl Profiler {
     /// Off-CPU intervals not recorded because the kernel ran no sched_switch program when
     /// their thread came back on a CPU, nor showed its wakeup (see offcpu.bpf.c).
     pub fn unseen_off_cpu_ends(&self) -> u64 {
-        self.loaded
-            .skel()
-            .maps
-            .bss_data
-            .as_deref()
-            // SAFETY: the .bss map is mapped for the skeleton's life; an aligned u64 the
-            // programs add to atomically.
-            .map(|b| unsafe { std::ptr::read_volatile(&b.offcpu_unseen_ends) })
-            .unwrap_or(0)
+        programs::offcpu::unseen_ends(self.loaded.skel())
     }
 
     /// Off-CPU intervals whose waker was seen but could not be kept or sent: the interval is

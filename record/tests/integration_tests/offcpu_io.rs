@@ -113,7 +113,7 @@ fn offcpu_time_matches_known_sleep_and_io_is_attributed() {
 /// Some hosts hide switches from tracing (on the machines this project is built on, every
 /// switch away from their agent's threads: the kernel runs no sched_switch program for it,
 /// ftrace's event included). A thread that came back on a CPU unseen still has its interval
-/// recorded, ended at its wakeup, when it next leaves the CPU; where no wakeup was seen
+/// recorded, ended at its wakeup, when it next leaves the CPU or exits; where no wakeup was seen
 /// either, record says how many it could not end. Here about one switch back in two is
 /// hidden by construction (BPFPERF_OFFCPU_UNSEEN_EVERY): every sleep is still recorded, at
 /// its length.
