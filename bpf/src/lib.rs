@@ -139,6 +139,10 @@ pub struct Options {
     /// on hosts that hide some switches from tracing (0: none); tests check that the
     /// intervals they end are still recorded.
     pub offcpu_unseen_every: u32,
+    /// With block I/O or followed writes: about one request's completion in this many runs
+    /// no program, as interrupts on some hosts do (0: none); tests check that such requests
+    /// are counted.
+    pub io_unseen_every: u32,
     /// Ring buffer size in bytes, rounded up to a power of two pages (None: about half a
     /// second of samples from every CPU, 1 to 64 MiB).
     pub ring_bytes: Option<u64>,
@@ -232,6 +236,7 @@ impl Default for Options {
             io_prealloc: None,
             net_unseen_every: 0,
             offcpu_unseen_every: 0,
+            io_unseen_every: 0,
             ring_bytes: None,
             follow_write: FollowRate::Off,
             follow_send: FollowRate::Off,
@@ -549,6 +554,18 @@ impl Profiler {
     /// their thread came back on a CPU, nor showed its wakeup (see offcpu.bpf.c).
     pub fn unseen_off_cpu_ends(&self) -> u64 {
         programs::offcpu::unseen_ends(self.loaded.skel())
+    }
+
+    /// Block requests issued and not seen completing, and their bytes (see blockio.bpf.c):
+    /// not recorded.
+    pub fn unseen_io_completions(&self) -> (u64, u64) {
+        programs::blockio::unseen_completions(self.loaded.skel())
+    }
+
+    /// Followed calls (`--follow write`) whose block request was issued and not seen
+    /// completing: their block_complete step is missing.
+    pub fn unseen_followed_completions(&self) -> u64 {
+        programs::requests::unseen_completions(self.loaded.skel())
     }
 
     /// Off-CPU intervals whose waker was seen but could not be kept or sent: the interval is

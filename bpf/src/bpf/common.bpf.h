@@ -65,6 +65,17 @@ struct {
  * return has none to look up. */
 const volatile bool socket_waits __weak = false;
 
+/* Tests (the *_unseen_every settings): whether the event at `now` is taken as one the kernel
+ * ran no program for, about one in `every` (0: none). */
+static __always_inline bool unseen_by_construction(__u32 every, __u64 now)
+{
+	return every && (__u32)(now >> 10) * 2654435761u % every == 0;
+}
+
+/* Tests: about one block request's completion in N is not seen (blockio.bpf.c and
+ * requests.bpf.c), as in an interrupt that runs no program. */
+const volatile __u32 io_unseen_every __weak = 0;
+
 /* offcpu.bpf.c: ends the interval under way of thread `tid`, seen running at `now` though no
  * sched_switch brought it back (`back`: it returns from the socket call it blocked in). */
 int offcpu_ended_unseen(__u32 tgid, __u32 tid, __u64 now, __u32 back);

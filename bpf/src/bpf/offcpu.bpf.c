@@ -406,7 +406,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	/* next comes back: report how long it was away (its interval is in one map or the
 	 * other). */
 	__u32 ntid = next->pid;
-	if (offcpu_unseen_every && (__u32)(now >> 10) * 2654435761u % offcpu_unseen_every == 0)
+	if (unseen_by_construction(offcpu_unseen_every, now))
 		return 0;
 	struct offcpu_start *s = bpf_map_lookup_elem(&offcpu_starts, &ntid);
 	if (s)

@@ -361,6 +361,23 @@ static __always_inline bool is_write(struct request *rq)
 	return (BPF_CORE_READ(rq, cmd_flags) & 0xff) == REQ_OP_WRITE;
 }
 
+/* Marked calls whose request was issued and not seen completing (its address started
+ * again; as for blockio.bpf.c's requests, some interrupts run no BPF program). Said at the
+ * end, with the marks of requests still issued then. */
+__u64 req_unseen_completions = 0;
+
+/* `rq` starts: the marks its address held before are done with; those of an issued request
+ * whose completion went unseen are counted. */
+static __always_inline void end_unseen_marks(__u64 key)
+{
+	struct request_marks *old = bpf_map_lookup_elem(&marked_requests, &key);
+	if (!old)
+		return;
+	if (old->issued)
+		__sync_fetch_and_add(&req_unseen_completions, old->n);
+	bpf_map_delete_elem(&marked_requests, &key);
+}
+
 /* A block request made: one carrying folios of marked writes (writeback, fsync), or the
  * marked write's own (direct I/O), in the context of whoever made it. */
 SEC("tp_btf/block_io_start")
@@ -368,6 +385,7 @@ int BPF_PROG(on_request_start, struct request *rq)
 {
 	if (!is_write(rq))
 		return 0;
+	end_unseen_marks((__u64)rq);
 	__u32 slot = SCRATCH_MADE;
 	struct request_marks *r = bpf_map_lookup_elem(&marks_scratch, &slot);
 	if (!r)
@@ -447,6 +465,8 @@ int BPF_PROG(on_request_issue, struct request *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_request_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
+	if (unseen_by_construction(io_unseen_every, bpf_ktime_get_ns()))
+		return 0;
 	emit_marks(rq, REQ_LAYER_BLOCK_COMPLETE, nr_bytes);
 	return 0;
 }

@@ -1,15 +1,16 @@
 //! blockio.bpf.c: block requests from their start (who made them) to completion, and writeback charged to the
 //! thread that dirtied the pages.
 
-use libbpf_rs::Link;
+use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::attach_one;
-use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
+use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
 use crate::{Error, Options};
 
 pub fn configure(open: &mut OpenBpfperfSkel<'_>, o: &Options) -> Result<(), Error> {
     let rodata = super::rodata(open);
     rodata.io_enabled = o.block_io;
+    rodata.io_unseen_every = o.io_unseen_every;
     let step = "size the block I/O maps";
     if !o.block_io {
         // The preallocated maps take no room when nothing fills them.
@@ -50,4 +51,49 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
         attach_one(&p.on_folio_dirtied, "attach writeback_dirty_folio", links)?;
     }
     Ok(())
+}
+
+/// Block requests kept and issued whose completion no program saw, and their bytes: those
+/// whose address started again (counted by the programs) and those still kept now (in
+/// flight, or completed unseen).
+pub fn unseen_completions(skel: &BpfperfSkel<'_>) -> (u64, u64) {
+    let (mut requests, mut bytes) = skel
+        .maps
+        .bss_data
+        .as_deref()
+        // SAFETY: the .bss map is mapped for the skeleton's life; aligned u64s the programs
+        // add to atomically.
+        .map(|bss| unsafe {
+            (
+                std::ptr::read_volatile(&bss.io_unseen_completions),
+                std::ptr::read_volatile(&bss.io_unseen_bytes),
+            )
+        })
+        .unwrap_or((0, 0));
+    for map in [&skel.maps.io_starts, &skel.maps.io_starts_more] {
+        for key in map.keys() {
+            let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
+                continue;
+            };
+            let (issued, size) = issue_of(&value);
+            if issued != 0 {
+                requests += 1;
+                bytes += size;
+            }
+        }
+    }
+    (requests, bytes)
+}
+
+/// An io_start's issue time and bytes (0, 0 if the value is short).
+fn issue_of(value: &[u8]) -> (u64, u64) {
+    let at = |offset: usize| {
+        value
+            .get(offset..offset + 8)
+            .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    (
+        at(std::mem::offset_of!(types::io_start, issue_ns)),
+        at(std::mem::offset_of!(types::io_start, issue_bytes)),
+    )
 }

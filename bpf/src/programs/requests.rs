@@ -1,10 +1,10 @@
 //! requests.bpf.c: sampled write and send calls followed through the layers (`--follow`),
 //! loaded only when asked for.
 
-use libbpf_rs::Link;
+use libbpf_rs::{Link, MapCore, MapFlags};
 
 use super::attach_one;
-use crate::skel::{BpfperfSkel, OpenBpfperfSkel};
+use crate::skel::{types, BpfperfSkel, OpenBpfperfSkel};
 use crate::{Error, FollowRate, Options};
 
 /// Whether any calls are followed.
@@ -89,4 +89,29 @@ pub fn attach(skel: &BpfperfSkel<'_>, links: &mut Vec<Link>) -> Result<(), Error
         }
     }
     Ok(())
+}
+
+/// Followed calls whose block request was issued and not seen completing: those whose
+/// request's address started again (counted by the programs) and those of requests still
+/// issued now (in flight, or completed unseen).
+pub fn unseen_completions(skel: &BpfperfSkel<'_>) -> u64 {
+    // SAFETY: the .bss map is mapped for the skeleton's life; an aligned u64 the programs add
+    // to atomically.
+    let mut calls = skel.maps.bss_data.as_deref().map_or(0, |bss| unsafe {
+        std::ptr::read_volatile(&bss.req_unseen_completions)
+    });
+    let map = &skel.maps.marked_requests;
+    for key in map.keys() {
+        if let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) {
+            let at = |offset: usize| {
+                value
+                    .get(offset..offset + 4)
+                    .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
+            };
+            if at(std::mem::offset_of!(types::request_marks, issued)) != 0 {
+                calls += u64::from(at(std::mem::offset_of!(types::request_marks, n)));
+            }
+        }
+    }
+    calls
 }

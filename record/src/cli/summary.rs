@@ -64,6 +64,21 @@ pub fn print_summary(s: &session::Summary) {
             s.unseen_off_cpu_ends
         );
     }
+    let (unseen_requests, unseen_bytes) = s.unseen_io;
+    if unseen_requests > 0 {
+        eprintln!(
+            "record: {unseen_requests} block requests ({unseen_bytes} bytes) are not recorded: \
+             issued, and not seen completing (still in flight when the recording stopped, or \
+             completed in an interrupt where the kernel ran no BPF program)"
+        );
+    }
+    if s.unseen_followed > 0 {
+        eprintln!(
+            "record: {} followed calls have no block_complete step: their request was issued \
+             and not seen completing",
+            s.unseen_followed
+        );
+    }
     if s.missed_wakers > 0 {
         eprintln!(
             "record: {} off-CPU intervals are recorded without their waker (it could not be kept)",

@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use super::dumps::DumpCounts;
 use super::phases::Phases;
 use super::runtimes::{ask_jvm_maps, flag_jvms, watch_python, workload_env};
-use super::settings::{aggregate_entries, net_unseen_every, offcpu_unseen_every, test_setting};
+use super::settings::{
+    aggregate_entries, io_unseen_every, net_unseen_every, offcpu_unseen_every, test_setting,
+};
 use super::summary::Summary;
 use super::workload;
 use crate::capture::item::Item;
@@ -81,6 +83,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         io_prealloc: test_setting("BPFPERF_IO_PREALLOC", "requests")?,
         net_unseen_every: net_unseen_every()?,
         offcpu_unseen_every: offcpu_unseen_every()?,
+        io_unseen_every: io_unseen_every()?,
         ring_bytes: cfg.ring_pages.map(|pages| pages.saturating_mul(4096)),
         follow_write: cfg.follow_write,
         follow_send: cfg.follow_send,
@@ -420,6 +423,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
     }
     let missed_wakers = profiler.missed_wakers();
     let unseen_off_cpu_ends = profiler.unseen_off_cpu_ends();
+    let unseen_io = profiler.unseen_io_completions();
+    let unseen_followed = profiler.unseen_followed_completions();
     let missed_aggregations = profiler.missed_aggregations();
     let missed_event_aggregations = profiler.missed_event_aggregations();
     let traced_records = rec.traced_records;
@@ -522,6 +527,8 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         traced,
         missed_wakers,
         unseen_off_cpu_ends,
+        unseen_io,
+        unseen_followed,
         lost,
         drops,
         unwritten,

@@ -27,6 +27,12 @@ pub(crate) fn offcpu_unseen_every() -> anyhow::Result<u32> {
     Ok(test_setting("BPFPERF_OFFCPU_UNSEEN_EVERY", "switches")?.unwrap_or(0))
 }
 
+/// `BPFPERF_IO_UNSEEN_EVERY` where set (tests make about one block request's completion in N
+/// run no program, as interrupts on some hosts do), else 0.
+pub(crate) fn io_unseen_every() -> anyhow::Result<u32> {
+    Ok(test_setting("BPFPERF_IO_UNSEEN_EVERY", "completions")?.unwrap_or(0))
+}
+
 /// `BPFPERF_NET_UNSEEN_EVERY` where set (tests make about one skb in N pass the driver
 /// unseen, as the kernel now and then runs no program for a hook), else 0.
 pub(crate) fn net_unseen_every() -> anyhow::Result<u32> {

@@ -26,6 +26,10 @@ pub struct Summary {
     /// Off-CPU intervals not recorded: the kernel ran no sched_switch program when their
     /// thread came back on a CPU, nor showed its wakeup.
     pub unseen_off_cpu_ends: u64,
+    /// Block requests issued and not seen completing, and their bytes: not recorded.
+    pub unseen_io: (u64, u64),
+    /// Followed calls whose block request was issued and not seen completing.
+    pub unseen_followed: u64,
     /// With --aggregate: samples that did not fit in the kernel's maps, written one by one.
     pub missed_aggregations: u64,
     /// With --aggregate of traced events: the records they became.

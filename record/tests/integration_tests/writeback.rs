@@ -44,7 +44,26 @@ fn analyze_io_written(file: &Path) -> (u64, String) {
     (bytes, text)
 }
 
+/// The bytes of the block requests record says it did not see completing (0 if none).
+fn unseen_io_bytes(said: &str) -> u64 {
+    said.lines()
+        .find(|l| l.contains("block requests (") && l.contains("not seen completing"))
+        .and_then(|l| {
+            l.split_once("block requests (")?
+                .1
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
 fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
+    let unseen_every = env
+        .iter()
+        .find(|(k, _)| *k == "BPFPERF_IO_UNSEEN_EVERY")
+        .map(|(_, v)| *v);
     if !can_record() {
         return;
     }
@@ -88,7 +107,9 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
             && k.contains("ksys_write")
             && (mode == "fp" || k.contains("write_chunks"))
     };
-    let stacks = analyze_folded(&file, &["--event", "io"]);
+    // Weighed by bytes, not latency: the open()'s inode-table block waits behind the 64 MiB
+    // under load (a third of the writer's I/O time in a run beside a build), a few KiB.
+    let stacks = analyze_folded(&file, &["--event", "bpfperf:block_io", "--weight", "bytes"]);
     let writer: u64 = stacks
         .iter()
         .filter(|(k, _)| in_write(k))
@@ -101,7 +122,7 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
         .sum();
     let _ = std::fs::remove_file(&file);
     eprintln!(
-        "{name} ({mode}): analyze io writes {recorded} bytes, disks {disks} (ratio {ratio:.3}); {dirtied} bytes ({:.1}%) charged to the writer, {:.1}% of its I/O time under its write()",
+        "{name} ({mode}): analyze io writes {recorded} bytes, disks {disks} (ratio {ratio:.3}); {dirtied} bytes ({:.1}%) charged to the writer, {:.1}% of its I/O bytes under its write()",
         100.0 * dirtied as f64 / recorded as f64,
         100.0 * writer as f64 / of_writer.max(1) as f64
     );
@@ -109,19 +130,31 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
     // The oracle is what the writer wrote, 64 MiB: the disk's own count also holds what other
     // processes had dirty (`sync` writes it too; a build beside wrote 9 MiB more in a
     // fresh clone's run), which is not theirs to record.
+    // A request whose completion no program saw (an interrupt the kernel ran none in: 4 of
+    // the 16 in one run beside a build) is not recorded; record counts it and its bytes.
     let written = 64u64 << 20;
+    let unseen = unseen_io_bytes(&recorded_said);
     assert!(
-        (0.95..=1.05).contains(&(dirtied as f64 / written as f64)) && recorded <= disks,
-        "{dirtied} bytes charged to the writer of {written}, {recorded} recorded, {disks} \
-         reached the disk:\n{text}\nrecord said:\n{recorded_said}"
+        (0.95..=1.05).contains(&((dirtied + unseen) as f64 / written as f64))
+            && unseen <= written / 2
+            && recorded <= disks,
+        "{dirtied} bytes charged to the writer of {written}, {unseen} said not seen \
+         completing, {recorded} recorded, {disks} reached the disk:\n{text}\nrecord \
+         said:\n{recorded_said}"
     );
+    if let Some(every) = unseen_every {
+        assert!(
+            unseen > 0,
+            "about one completion in {every} went unseen; record said:\n{recorded_said}"
+        );
+    }
     assert!(
         dirtied as f64 >= 0.7 * recorded as f64,
         "{dirtied} of {recorded} bytes charged to the writer:\n{text}"
     );
     assert!(
-        writer as f64 >= 0.7 * of_writer as f64,
-        "{writer} of {of_writer} ns of the writer's I/O under its write():\n{stacks:?}"
+        writer as f64 >= 0.9 * of_writer as f64,
+        "{writer} of {of_writer} bytes of the writer's I/O under its write():\n{stacks:?}"
     );
 }
 
@@ -141,6 +174,14 @@ fn writeback_is_charged_to_the_writer_dwarf() {
 #[test]
 fn writeback_past_the_preallocated_requests_is_recorded() {
     check_writeback("writer-fp", "fp", &[("BPFPERF_IO_PREALLOC", "2")]);
+}
+
+/// Completions no program saw (about one in 3, by construction, as interrupts on some hosts
+/// run none) are counted with their bytes: the writer's 64 MiB are either charged to it or
+/// said to be missing.
+#[test]
+fn writeback_whose_completions_went_unseen_is_counted() {
+    check_writeback("writer-fp", "fp", &[("BPFPERF_IO_UNSEEN_EVERY", "3")]);
 }
 
 /// The dirtiers `analyze io` names, with the bytes charged to each: (comm, pid, bytes).
