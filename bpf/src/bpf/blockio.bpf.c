@@ -356,9 +356,9 @@ static __always_inline void forget_request(__u64 key)
 }
 
 /* Kept requests issued whose completion no program saw (their address started again), and
- * their bytes: the kernel runs no BPF program in some interrupts (on this project's VMs,
- * those taken while the sandbox's agent is current), and a completion there goes unseen.
- * Said at the end, with the requests still issued then. */
+ * their bytes: some interrupts run no BPF program (on this project's VMs, bpftrace's missed
+ * the same completions), and a completion there goes unseen. Said at the end, with the
+ * requests still issued then. */
 __u64 io_unseen_completions = 0;
 __u64 io_unseen_bytes = 0;
 
