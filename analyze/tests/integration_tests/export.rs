@@ -372,18 +372,7 @@ fn firefox_export_holds_every_sample_and_the_off_cpu_intervals() {
     assert_eq!(written, perf_written, "written bytes: {requests:#?}");
     // A request whose completion no program saw (an interrupt that ran none: "Firefox short
     // of one dd write" in an earlier note) is not recorded, and record counts its bytes.
-    let unseen: u64 = said
-        .lines()
-        .find(|l| l.contains("block requests (") && l.contains("not seen completing"))
-        .and_then(|l| {
-            l.split_once("block requests (")?
-                .1
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
+    let unseen = crate::record_said::unseen_io_bytes(&said);
     assert!(
         written + unseen >= 16 * 256 * 1024,
         "dd's writes: {written} bytes in {requests:#?}\nrecord said: {said}"

@@ -24,6 +24,8 @@ mod layers;
 mod live;
 mod names;
 mod outside_code;
+#[path = "../../../fixtures/record_said.rs"]
+mod record_said;
 mod report;
 mod scale;
 mod stripped;

@@ -16,6 +16,8 @@ mod net;
 mod offcpu_io;
 mod python;
 mod python_versions;
+#[path = "../../../fixtures/record_said.rs"]
+mod record_said;
 mod requests;
 mod rotation;
 mod runtimes;

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use crate::common::*;
+use crate::record_said::unseen_io_bytes;
 
 /// Sectors written by every disk so far, in bytes (/sys/block/DEV/stat's 7th field).
 fn disk_bytes_written() -> u64 {
@@ -42,21 +43,6 @@ fn analyze_io_written(file: &Path) -> (u64, String) {
         })
         .unwrap_or_else(|| panic!("no writes line in analyze io:\n{text}"));
     (bytes, text)
-}
-
-/// The bytes of the block requests record says it did not see completing (0 if none).
-fn unseen_io_bytes(said: &str) -> u64 {
-    said.lines()
-        .find(|l| l.contains("block requests (") && l.contains("not seen completing"))
-        .and_then(|l| {
-            l.split_once("block requests (")?
-                .1
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
