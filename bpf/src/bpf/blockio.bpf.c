@@ -448,7 +448,7 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	if (unseen_by_construction(io_unseen_every, bpf_ktime_get_ns()))
+	if (completion_unseen_by_construction())
 		return 0;
 	struct io_start *s = find_request(key);
 	if (!s)

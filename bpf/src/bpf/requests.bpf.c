@@ -465,7 +465,7 @@ int BPF_PROG(on_request_issue, struct request *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_request_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	if (unseen_by_construction(io_unseen_every, bpf_ktime_get_ns()))
+	if (completion_unseen_by_construction())
 		return 0;
 	emit_marks(rq, REQ_LAYER_BLOCK_COMPLETE, nr_bytes);
 	return 0;

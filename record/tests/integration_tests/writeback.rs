@@ -122,7 +122,8 @@ fn check_writeback(name: &str, mode: &str, env: &[(&str, &str)]) {
     let unseen = unseen_io_bytes(&recorded_said);
     assert!(
         (0.95..=1.05).contains(&((dirtied + unseen) as f64 / written as f64))
-            && unseen <= written / 2
+            // (Beyond half only where the test hides completions: one in two here.)
+            && (unseen <= written / 2 || unseen_every.is_some())
             && recorded <= disks,
         "{dirtied} bytes charged to the writer of {written}, {unseen} said not seen \
          completing, {recorded} recorded, {disks} reached the disk:\n{text}\nrecord \
@@ -162,12 +163,12 @@ fn writeback_past_the_preallocated_requests_is_recorded() {
     check_writeback("writer-fp", "fp", &[("BPFPERF_IO_PREALLOC", "2")]);
 }
 
-/// Completions no program saw (about one in 3, by construction, as interrupts on some hosts
-/// run none) are counted with their bytes: the writer's 64 MiB are either charged to it or
-/// said to be missing.
+/// Completions no program saw (one in 2 at random, by construction, as interrupts on some
+/// hosts run none) are counted with their bytes: the writer's 64 MiB are either charged to
+/// it or said to be missing. (None of the 16 requests hidden: 1 run in 65,536.)
 #[test]
 fn writeback_whose_completions_went_unseen_is_counted() {
-    check_writeback("writer-fp", "fp", &[("BPFPERF_IO_UNSEEN_EVERY", "3")]);
+    check_writeback("writer-fp", "fp", &[("BPFPERF_IO_UNSEEN_EVERY", "2")]);
 }
 
 /// The dirtiers `analyze io` names, with the bytes charged to each: (comm, pid, bytes).
