@@ -19,6 +19,8 @@ unsafe impl plain::Plain for types::trace_agg_key {}
 unsafe impl plain::Plain for types::trace_agg_value {}
 unsafe impl plain::Plain for types::net_event {}
 unsafe impl plain::Plain for types::request_event {}
+unsafe impl plain::Plain for types::io_start {}
+unsafe impl plain::Plain for types::request_marks {}
 
 // Event kinds as bpfperf.h defines them (through the skeleton's generated enum).
 pub(crate) const EVENT_ON_CPU: u32 = types::event_kind::EVENT_ON_CPU.0;

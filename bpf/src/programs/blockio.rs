@@ -57,43 +57,19 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
 /// whose address started again (counted by the programs) and those still kept now (in
 /// flight, or completed unseen).
 pub fn unseen_completions(skel: &BpfperfSkel<'_>) -> (u64, u64) {
-    let (mut requests, mut bytes) = skel
-        .maps
-        .bss_data
-        .as_deref()
-        // SAFETY: the .bss map is mapped for the skeleton's life; aligned u64s the programs
-        // add to atomically.
-        .map(|bss| unsafe {
-            (
-                std::ptr::read_volatile(&bss.io_unseen_completions),
-                std::ptr::read_volatile(&bss.io_unseen_bytes),
-            )
-        })
-        .unwrap_or((0, 0));
+    let mut requests = super::bss_counter(skel, |bss| &bss.io_unseen_completions);
+    let mut bytes = super::bss_counter(skel, |bss| &bss.io_unseen_bytes);
     for map in [&skel.maps.io_starts, &skel.maps.io_starts_more] {
         for key in map.keys() {
             let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
                 continue;
             };
-            let (issued, size) = issue_of(&value);
-            if issued != 0 {
+            let mut s = types::io_start::default();
+            if plain::copy_from_bytes(&mut s, &value).is_ok() && s.issue_ns != 0 {
                 requests += 1;
-                bytes += size;
+                bytes += s.issue_bytes;
             }
         }
     }
     (requests, bytes)
-}
-
-/// An io_start's issue time and bytes (0, 0 if the value is short).
-fn issue_of(value: &[u8]) -> (u64, u64) {
-    let at = |offset: usize| {
-        value
-            .get(offset..offset + 8)
-            .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-    };
-    (
-        at(std::mem::offset_of!(types::io_start, issue_ns)),
-        at(std::mem::offset_of!(types::io_start, issue_bytes)),
-    )
 }

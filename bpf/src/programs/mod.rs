@@ -216,6 +216,19 @@ fn rodata<'a>(open: &'a mut OpenBpfperfSkel<'_>) -> &'a mut crate::skel::types::
         .expect("rodata is mapped")
 }
 
+/// A counter the programs add to atomically in `.bss` (0 if `.bss` is not mapped).
+fn bss_counter(
+    skel: &BpfperfSkel<'_>,
+    field: impl FnOnce(&crate::skel::types::bss) -> &u64,
+) -> u64 {
+    skel.maps
+        .bss_data
+        .as_deref()
+        // SAFETY: the .bss map is mapped for the skeleton's life; the field is an aligned u64.
+        .map(|bss| unsafe { std::ptr::read_volatile(field(bss)) })
+        .unwrap_or(0)
+}
+
 /// Sizes a pair of aggregation maps (counts and stacks, each flipped between two halves):
 /// `entries` when counting in the kernel (`None`: bpfperf.h's sizes), else one entry each
 /// (they are not used, and take no room).

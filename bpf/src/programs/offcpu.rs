@@ -34,13 +34,7 @@ pub fn attach(skel: &BpfperfSkel<'_>, o: &Options, links: &mut Vec<Link>) -> Res
 
 /// Intervals the programs could not end (offcpu_ended_unseen): no switch back, no wakeup.
 pub fn unseen_ends(skel: &BpfperfSkel<'_>) -> u64 {
-    skel.maps
-        .bss_data
-        .as_deref()
-        // SAFETY: the .bss map is mapped for the skeleton's life; an aligned u64 the programs
-        // add to atomically.
-        .map(|bss| unsafe { std::ptr::read_volatile(&bss.offcpu_unseen_ends) })
-        .unwrap_or(0)
+    super::bss_counter(skel, |bss| &bss.offcpu_unseen_ends)
 }
 
 /// Off-CPU intervals from now on tell whether the thread blocked inside a socket call:

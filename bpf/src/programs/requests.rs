@@ -95,22 +95,15 @@ pub fn attach(skel: &BpfperfSkel<'_>, links: &mut Vec<Link>) -> Result<(), Error
 /// request's address started again (counted by the programs) and those of requests still
 /// issued now (in flight, or completed unseen).
 pub fn unseen_completions(skel: &BpfperfSkel<'_>) -> u64 {
-    // SAFETY: the .bss map is mapped for the skeleton's life; an aligned u64 the programs add
-    // to atomically.
-    let mut calls = skel.maps.bss_data.as_deref().map_or(0, |bss| unsafe {
-        std::ptr::read_volatile(&bss.req_unseen_completions)
-    });
+    let mut calls = super::bss_counter(skel, |bss| &bss.req_unseen_completions);
     let map = &skel.maps.marked_requests;
     for key in map.keys() {
-        if let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) {
-            let at = |offset: usize| {
-                value
-                    .get(offset..offset + 4)
-                    .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
-            };
-            if at(std::mem::offset_of!(types::request_marks, issued)) != 0 {
-                calls += u64::from(at(std::mem::offset_of!(types::request_marks, n)));
-            }
+        let Ok(Some(value)) = map.lookup(&key, MapFlags::ANY) else {
+            continue;
+        };
+        let mut r = types::request_marks::default();
+        if plain::copy_from_bytes(&mut r, &value).is_ok() && r.issued != 0 {
+            calls += u64::from(r.n);
         }
     }
     calls
